@@ -1,0 +1,62 @@
+//! Base64url without padding (RFC 4648 §5), the encoding of every DelegateOS
+//! key, signature, hash and serialized token.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+
+/// Why a base64url string was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Base64UrlError {
+    /// Not base64url, or padded, or with non-zero trailing bits.
+    #[error("not valid unpadded base64url: {0}")]
+    Invalid(String),
+    /// Decoded to a different length than the field requires.
+    #[error("expected {expected} bytes, got {actual}")]
+    Length { expected: usize, actual: usize },
+}
+
+/// Encodes bytes as unpadded base64url.
+pub fn encode(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Decodes strict unpadded base64url: padding, `+`/`/` and non-canonical
+/// trailing bits are refused, so one byte string has exactly one text form.
+pub fn decode(text: &str) -> Result<Vec<u8>, Base64UrlError> {
+    URL_SAFE_NO_PAD
+        .decode(text)
+        .map_err(|e| Base64UrlError::Invalid(e.to_string()))
+}
+
+/// Decodes strict base64url into exactly `N` bytes.
+pub fn decode_array<const N: usize>(text: &str) -> Result<[u8; N], Base64UrlError> {
+    // A quick length check keeps hostile megabyte inputs from being decoded at all.
+    if text.len() > N.div_ceil(3) * 4 {
+        return Err(Base64UrlError::Length {
+            expected: N,
+            actual: text.len() * 3 / 4,
+        });
+    }
+    let bytes = decode(text)?;
+    let actual = bytes.len();
+    bytes.try_into().map_err(|_| Base64UrlError::Length {
+        expected: N,
+        actual,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_strictness() {
+        assert_eq!(encode(&[0xfb, 0xff]), "-_8");
+        assert_eq!(decode("-_8").unwrap(), vec![0xfb, 0xff]);
+        assert!(decode("-_8=").is_err(), "padding refused");
+        assert!(decode("+/8").is_err(), "standard alphabet refused");
+        assert!(decode("-_9").is_err(), "non-zero trailing bits refused");
+        assert!(decode_array::<2>("AAAA").is_err());
+        assert_eq!(decode_array::<2>("AAA").unwrap(), [0, 0]);
+    }
+}

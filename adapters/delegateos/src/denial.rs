@@ -1,0 +1,88 @@
+//! Why a token was refused: the seven denial types of §10.1, as data.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::capability::Capability;
+
+/// The denial types of §10.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DenialType {
+    MalformedToken,
+    Revoked,
+    InvalidSignature,
+    AttenuationViolation,
+    Expired,
+    BudgetExceeded,
+    CapabilityNotGranted,
+}
+
+impl DenialType {
+    /// Every denial type, in §10.1 order.
+    pub const ALL: [DenialType; 7] = [
+        DenialType::MalformedToken,
+        DenialType::Revoked,
+        DenialType::InvalidSignature,
+        DenialType::AttenuationViolation,
+        DenialType::Expired,
+        DenialType::BudgetExceeded,
+        DenialType::CapabilityNotGranted,
+    ];
+
+    /// The wire name, e.g. `malformed_token`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DenialType::MalformedToken => "malformed_token",
+            DenialType::Revoked => "revoked",
+            DenialType::InvalidSignature => "invalid_signature",
+            DenialType::AttenuationViolation => "attenuation_violation",
+            DenialType::Expired => "expired",
+            DenialType::BudgetExceeded => "budget_exceeded",
+            DenialType::CapabilityNotGranted => "capability_not_granted",
+        }
+    }
+}
+
+impl fmt::Display for DenialType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A denial: its type, a sentence for people, and for
+/// `capability_not_granted` the capabilities that were in effect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "camelCase")]
+#[error("{kind}: {detail}")]
+pub struct DenialReason {
+    #[serde(rename = "type")]
+    pub kind: DenialType,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted: Option<Vec<Capability>>,
+}
+
+impl DenialReason {
+    /// A denial with a detail sentence.
+    pub fn new(kind: DenialType, detail: impl Into<String>) -> Self {
+        Self {
+            kind,
+            detail: detail.into(),
+            granted: None,
+        }
+    }
+
+    pub(crate) fn malformed(detail: impl fmt::Display) -> Self {
+        Self::new(DenialType::MalformedToken, detail.to_string())
+    }
+
+    pub(crate) fn attenuation(detail: impl Into<String>) -> Self {
+        Self::new(DenialType::AttenuationViolation, detail)
+    }
+
+    pub(crate) fn signature(detail: impl Into<String>) -> Self {
+        Self::new(DenialType::InvalidSignature, detail)
+    }
+}

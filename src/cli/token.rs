@@ -1,0 +1,391 @@
+//! `dgw token …`: the command-line face of the DCT engine.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Duration as StdDuration;
+
+use clap::{Args, Subcommand};
+use delegateos::dct::{self, AttenuateParams, CreateParams, SerializedDct, VerificationContext};
+use delegateos::{
+    Capability, CapabilityRequest, ContractId, Dct, DelegationId, DenialReason, PrincipalId,
+    Timestamp,
+};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use super::{arg_or_stdin, print_json, CliError, Outcome};
+use crate::keyfile;
+
+#[derive(Debug, Subcommand)]
+pub(super) enum TokenCommand {
+    /// Issue a root token signed by a tenant's root key.
+    Issue(IssueArgs),
+    /// Narrow a token and hand it to someone else.
+    Attenuate(AttenuateArgs),
+    /// Decode a token without verifying it.
+    Inspect {
+        /// The token (base64url, or the {"token","format"} JSON); `-` reads standard input.
+        token: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify a token for one request, exactly as the gateway does (§10.1).
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct IssueArgs {
+    /// The issuer's key file.
+    #[arg(long)]
+    key: PathBuf,
+    /// The delegatee's principal ID.
+    #[arg(long)]
+    to: String,
+    /// A granted capability, NAMESPACE:ACTION:RESOURCE (repeatable).
+    #[arg(long = "cap", required = true)]
+    caps: Vec<String>,
+    /// The contract ID (ct_ + 12 hex).
+    #[arg(long)]
+    contract: String,
+    /// The delegation ID (del_ + 12 hex).
+    #[arg(long)]
+    delegation: String,
+    /// The parent delegation ID.
+    #[arg(long, default_value = "del_000000000000")]
+    parent: String,
+    /// The budget in microcents.
+    #[arg(long)]
+    budget: u64,
+    /// How many further delegations are allowed.
+    #[arg(long = "max-depth")]
+    max_depth: u32,
+    /// Lifetime, such as 1h or 30m (the spec's default is 1h, at most 24h recommended).
+    #[arg(long, default_value = "1h")]
+    ttl: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct AttenuateArgs {
+    /// The token to narrow; `-` reads standard input.
+    token: String,
+    /// The attenuator's key file (the token's current holder).
+    #[arg(long)]
+    key: PathBuf,
+    /// The new delegatee's principal ID.
+    #[arg(long)]
+    to: String,
+    /// Capabilities to keep, NAMESPACE:ACTION:RESOURCE (repeatable; default: all in effect).
+    #[arg(long = "cap")]
+    caps: Vec<String>,
+    /// A lower budget in microcents.
+    #[arg(long)]
+    budget: Option<u64>,
+    /// A shorter lifetime from now, such as 15m.
+    #[arg(long, conflicts_with = "expires")]
+    ttl: Option<String>,
+    /// An earlier expiry, RFC 3339.
+    #[arg(long)]
+    expires: Option<String>,
+    /// A lower maxChainDepth.
+    #[arg(long = "max-depth")]
+    max_depth: Option<u32>,
+    /// The new delegation ID.
+    #[arg(long)]
+    delegation: String,
+    /// The contract ID.
+    #[arg(long)]
+    contract: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct VerifyArgs {
+    /// The token; `-` reads standard input.
+    token: String,
+    /// A trusted root principal ID (repeatable: one per tenant).
+    #[arg(long = "root", required = true)]
+    roots: Vec<String>,
+    /// The moment to verify at, RFC 3339 (default: now).
+    #[arg(long)]
+    now: Option<String>,
+    /// Microcents already spent against the token.
+    #[arg(long, default_value_t = 0)]
+    spent: u64,
+    /// The requested namespace.
+    #[arg(long)]
+    namespace: String,
+    /// The requested action.
+    #[arg(long)]
+    action: String,
+    /// The requested resource.
+    #[arg(long)]
+    resource: String,
+    /// A revoked revocation ID (repeatable).
+    #[arg(long = "revoked")]
+    revoked: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(cmd: TokenCommand) -> Result<Outcome, CliError> {
+    match cmd {
+        TokenCommand::Issue(args) => issue(args),
+        TokenCommand::Attenuate(args) => attenuate(args),
+        TokenCommand::Inspect { token, json } => inspect(&token, json),
+        TokenCommand::Verify(args) => verify(args),
+    }
+}
+
+fn usage(what: &str) -> impl Fn(String) -> CliError + '_ {
+    move |e| CliError::Usage(format!("{what}: {e}"))
+}
+
+fn principal(text: &str, what: &str) -> Result<PrincipalId, CliError> {
+    PrincipalId::parse(text).map_err(|e| usage(what)(e.to_string()))
+}
+
+fn delegation_id(text: &str) -> Result<DelegationId, CliError> {
+    DelegationId::parse(text).map_err(|e| usage("--delegation")(e.to_string()))
+}
+
+fn contract_id(text: &str) -> Result<ContractId, CliError> {
+    ContractId::parse(text).map_err(|e| usage("--contract")(e.to_string()))
+}
+
+fn capabilities(caps: &[String]) -> Result<Vec<Capability>, CliError> {
+    caps.iter()
+        .map(|c| {
+            c.parse()
+                .map_err(|e: delegateos::capability::CapabilityError| usage("--cap")(e.to_string()))
+        })
+        .collect()
+}
+
+fn now() -> Timestamp {
+    Timestamp::from_instant(OffsetDateTime::now_utc())
+}
+
+/// `start` plus a duration such as `1h` or `15m`.
+fn after(start: &Timestamp, ttl: &str) -> Result<Timestamp, CliError> {
+    let d: StdDuration =
+        humantime::parse_duration(ttl).map_err(|e| usage("--ttl")(e.to_string()))?;
+    let d = time::Duration::try_from(d).map_err(|e| usage("--ttl")(e.to_string()))?;
+    start
+        .checked_add(d)
+        .ok_or_else(|| CliError::Usage(format!("--ttl {ttl} is too far in the future")))
+}
+
+/// Reads a token argument: base64url, or the §3.2 `{"token","format"}` object.
+fn read_token(arg: &str) -> Result<String, CliError> {
+    let text = arg_or_stdin(arg, "the token")?;
+    if text.starts_with('{') {
+        let serialized: SerializedDct = serde_json::from_str(&text).map_err(|e| {
+            CliError::Usage(format!("token JSON is not {{\"token\",\"format\"}}: {e}"))
+        })?;
+        if serialized.format != dct::FORMAT {
+            return Err(CliError::Usage(format!(
+                "token format {:?} is not {:?}",
+                serialized.format,
+                dct::FORMAT
+            )));
+        }
+        return Ok(serialized.token);
+    }
+    Ok(text)
+}
+
+/// Decodes a token given on the command line; a malformed one is a usage error.
+fn decode(arg: &str) -> Result<Dct, CliError> {
+    Dct::decode(&read_token(arg)?)
+        .map_err(|r| CliError::Usage(format!("the token is malformed: {}", r.detail)))
+}
+
+fn print_token(token: &Dct, json_out: bool, summary: String) {
+    if json_out {
+        print_json(&json!({
+            "token": token.encode(),
+            "format": dct::FORMAT,
+            "revocationIds": token.revocation_ids(),
+        }));
+    } else {
+        println!("{}", token.encode());
+        eprintln!("{summary}");
+    }
+}
+
+fn report_denial(reason: &DenialReason, json_out: bool) -> Outcome {
+    if json_out {
+        print_json(&json!({ "valid": false, "denial": reason }));
+    } else {
+        println!("DENIED {}: {}", reason.kind, reason.detail);
+    }
+    Outcome::Negative
+}
+
+fn issue(a: IssueArgs) -> Result<Outcome, CliError> {
+    let key = keyfile::read(&a.key)?;
+    let issued_at = now();
+    let params = CreateParams {
+        delegatee: principal(&a.to, "--to")?,
+        capabilities: capabilities(&a.caps)?,
+        contract_id: contract_id(&a.contract)?,
+        delegation_id: delegation_id(&a.delegation)?,
+        parent_delegation_id: DelegationId::parse(&a.parent)
+            .map_err(|e| usage("--parent")(e.to_string()))?,
+        chain_depth: 0,
+        max_chain_depth: a.max_depth,
+        max_budget_microcents: a.budget,
+        expires_at: after(&issued_at, &a.ttl)?,
+        issued_at,
+    };
+    let expires = params.expires_at.clone();
+    let token = Dct::create(&key, params).map_err(|r| CliError::Usage(r.detail))?;
+    let summary = format!(
+        "issued {} → {}: {} capabilities, {} microcents, depth ≤ {}, expires {expires}",
+        a.delegation,
+        a.to,
+        a.caps.len(),
+        a.budget,
+        a.max_depth
+    );
+    print_token(&token, a.json, summary);
+    Ok(Outcome::Success)
+}
+
+fn attenuate(a: AttenuateArgs) -> Result<Outcome, CliError> {
+    let parent = decode(&a.token)?;
+    let key = keyfile::read(&a.key)?;
+    let expires_at = match (&a.ttl, &a.expires) {
+        (Some(ttl), _) => Some(after(&now(), ttl)?),
+        (None, Some(t)) => {
+            Some(Timestamp::parse(t).map_err(|e| usage("--expires")(e.to_string()))?)
+        }
+        (None, None) => None,
+    };
+    let params = AttenuateParams {
+        delegatee: principal(&a.to, "--to")?,
+        delegation_id: delegation_id(&a.delegation)?,
+        contract_id: contract_id(&a.contract)?,
+        allowed_capabilities: if a.caps.is_empty() {
+            None
+        } else {
+            Some(capabilities(&a.caps)?)
+        },
+        max_budget_microcents: a.budget,
+        expires_at,
+        max_chain_depth: a.max_depth,
+    };
+    match parent.attenuate(&key, params) {
+        Ok(token) => {
+            let summary = format!(
+                "attenuated {} → {} ({} attenuations)",
+                a.delegation,
+                a.to,
+                token.token().attenuations.len()
+            );
+            print_token(&token, a.json, summary);
+            Ok(Outcome::Success)
+        }
+        Err(reason) => Ok(report_denial(&reason, a.json)),
+    }
+}
+
+fn inspect(arg: &str, json_out: bool) -> Result<Outcome, CliError> {
+    let token = decode(arg)?;
+    let t = token.token();
+    let ids = token.revocation_ids();
+    if json_out {
+        let mut value = serde_json::to_value(t).expect("tokens serialize");
+        value["revocationIds"] = json!(ids);
+        print_json(&value);
+        return Ok(Outcome::Success);
+    }
+    let a = &t.authority;
+    println!("{} token (not verified)", t.format);
+    println!("  authority   {} → {}", a.issuer, a.delegatee);
+    println!(
+        "    delegation {} (parent {}), contract {}",
+        a.delegation_id, a.parent_delegation_id, a.contract_id
+    );
+    println!(
+        "    budget     {} microcents, depth {}/{}",
+        a.max_budget_microcents, a.chain_depth, a.max_chain_depth
+    );
+    println!("    valid      {} … {}", a.issued_at, a.expires_at);
+    for c in &a.capabilities {
+        println!("    grants     {c}");
+    }
+    println!("    revocation {}", ids[0]);
+    for (i, att) in t.attenuations.iter().enumerate() {
+        println!("  attenuation {i}  {} → {}", att.attenuator, att.delegatee);
+        println!(
+            "    delegation {}, contract {}",
+            att.delegation_id, att.contract_id
+        );
+        if let Some(b) = att.max_budget_microcents {
+            println!("    budget     {b} microcents");
+        }
+        if let Some(e) = &att.expires_at {
+            println!("    expires    {e}");
+        }
+        if let Some(d) = att.max_chain_depth {
+            println!("    max depth  {d}");
+        }
+        for c in att.allowed_capabilities.iter().flatten() {
+            println!("    allows     {c}");
+        }
+        println!("    revocation {}", ids[i + 1]);
+    }
+    Ok(Outcome::Success)
+}
+
+fn verify(a: VerifyArgs) -> Result<Outcome, CliError> {
+    let token = read_token(&a.token)?;
+    let roots = a
+        .roots
+        .iter()
+        .map(|r| principal(r, "--root"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let now = match &a.now {
+        Some(t) => Timestamp::parse(t).map_err(|e| usage("--now")(e.to_string()))?,
+        None => now(),
+    };
+    let revoked: HashSet<String> = a.revoked.into_iter().collect();
+    let request = CapabilityRequest {
+        namespace: a.namespace,
+        action: a.action,
+        resource: a.resource,
+    };
+    let ctx = VerificationContext {
+        trusted_roots: &roots,
+        revocations: &revoked,
+        now: &now,
+        spent_microcents: a.spent,
+        request: &request,
+    };
+    match dct::verify(&token, &ctx) {
+        Ok(scope) => {
+            if a.json {
+                print_json(&json!({ "valid": true, "scope": scope }));
+            } else {
+                println!(
+                    "ALLOWED {request} under {} (contract {}), {} microcents remaining, depth {}/{}",
+                    scope.delegation_id,
+                    scope.contract_id,
+                    scope.remaining_budget_microcents,
+                    scope.chain_depth,
+                    scope.max_chain_depth
+                );
+            }
+            Ok(Outcome::Success)
+        }
+        Err(reason) => Ok(report_denial(&reason, a.json)),
+    }
+}

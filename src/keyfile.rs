@@ -1,0 +1,115 @@
+//! Key files on disk: written with mode 0600, refused when others can read them.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use delegateos::{KeyFile, Keypair};
+
+/// Why a key file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    #[error("cannot read key file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write key file {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "key file {path} is readable by group or others (mode {mode:03o}); run `chmod 600 {path}`"
+    )]
+    Permissions { path: PathBuf, mode: u32 },
+    #[error("key file {path}: {source}")]
+    Invalid {
+        path: PathBuf,
+        source: delegateos::principal::PrincipalError,
+    },
+    #[error("no randomness from the operating system: {0}")]
+    Random(String),
+}
+
+/// A new keypair from the operating system's randomness.
+pub fn generate() -> Result<Keypair, KeyFileError> {
+    let mut seed = [0u8; 32];
+    getrandom::getrandom(&mut seed).map_err(|e| KeyFileError::Random(e.to_string()))?;
+    Ok(Keypair::from_seed(seed))
+}
+
+/// Reads a key file, refusing one that group or others may read.
+pub fn read(path: &Path) -> Result<Keypair, KeyFileError> {
+    let read_err = |source| KeyFileError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let mode = fs::metadata(path).map_err(read_err)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(KeyFileError::Permissions {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    let bytes = fs::read(path).map_err(read_err)?;
+    KeyFile::parse(&bytes).map_err(|source| KeyFileError::Invalid {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Writes a new key file with mode 0600. Refuses to replace an existing file
+/// unless `overwrite`; the file is created with its final mode, never
+/// readable by others even for a moment.
+pub fn write(path: &Path, key: &Keypair, overwrite: bool) -> Result<(), KeyFileError> {
+    let write_err = |source| KeyFileError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let mut options = fs::OpenOptions::new();
+    options.write(true).mode(0o600);
+    if overwrite {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let mut file = options.open(path).map_err(write_err)?;
+    // An existing file keeps its old mode on truncate: set it explicitly.
+    file.set_permissions(fs::Permissions::from_mode(0o600))
+        .map_err(write_err)?;
+    file.write_all(KeyFile::new(key).to_json().as_bytes())
+        .and_then(|()| file.write_all(b"\n"))
+        .and_then(|()| file.sync_all())
+        .map_err(write_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_read_and_refuse_open_permissions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.json");
+        let key = generate().unwrap();
+        write(&path, &key, false).unwrap();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(read(&path).unwrap().principal_id(), key.principal_id());
+        assert!(matches!(
+            write(&path, &key, false),
+            Err(KeyFileError::Write { .. })
+        ));
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(matches!(
+            read(&path),
+            Err(KeyFileError::Permissions { mode: 0o640, .. })
+        ));
+        write(&path, &key, true).unwrap();
+        assert!(read(&path).is_ok());
+    }
+}
