@@ -29,15 +29,13 @@ pub enum KeyFileError {
         path: PathBuf,
         source: delegateos::principal::PrincipalError,
     },
-    #[error("no randomness from the operating system: {0}")]
-    Random(String),
+    #[error(transparent)]
+    Random(#[from] crate::random::RandomError),
 }
 
 /// A new keypair from the operating system's randomness.
 pub fn generate() -> Result<Keypair, KeyFileError> {
-    let mut seed = [0u8; 32];
-    getrandom::getrandom(&mut seed).map_err(|e| KeyFileError::Random(e.to_string()))?;
-    Ok(Keypair::from_seed(seed))
+    Ok(Keypair::from_seed(crate::random::bytes()?))
 }
 
 /// Reads a key file, refusing one that group or others may read.

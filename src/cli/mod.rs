@@ -1,5 +1,7 @@
 //! The `dgw` command line: one module per command group.
 
+mod attestation;
+mod contract;
 mod token;
 
 use std::io::Read;
@@ -7,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use delegateos::Timestamp;
 
 use crate::keyfile::{self, KeyFileError};
 
@@ -33,6 +36,15 @@ enum Command {
     /// Issue, attenuate, inspect and verify Delegation Capability Tokens.
     #[command(subcommand)]
     Token(token::TokenCommand),
+    /// Write, sign and verify task contracts.
+    #[command(subcommand)]
+    Contract(contract::ContractCommand),
+    /// Run a contract's verification spec against an output
+    /// (exit 0 passed, 1 failed, 2 invalid spec).
+    Check(contract::CheckArgs),
+    /// Sign and verify attestations.
+    #[command(subcommand)]
+    Attestation(attestation::AttestationCommand),
 }
 
 /// A command's outcome that is not success.
@@ -44,13 +56,16 @@ pub enum CliError {
     /// A key file that cannot be read or written: exit 2.
     #[error(transparent)]
     KeyFile(#[from] KeyFileError),
+    /// No randomness for an ID: exit 2.
+    #[error(transparent)]
+    Random(#[from] crate::random::RandomError),
 }
 
 impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) | CliError::KeyFile(_) => 2,
+            CliError::Usage(_) | CliError::KeyFile(_) | CliError::Random(_) => 2,
         }
     }
 }
@@ -84,6 +99,9 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             Ok(Outcome::Success)
         }
         Command::Token(cmd) => token::run(cmd),
+        Command::Contract(cmd) => contract::run(cmd),
+        Command::Check(args) => contract::check(args),
+        Command::Attestation(cmd) => attestation::run(cmd),
     }
 }
 
@@ -98,6 +116,38 @@ fn arg_or_stdin(arg: &str, what: &str) -> Result<String, CliError> {
         .read_to_string(&mut text)
         .map_err(|e| CliError::Usage(format!("cannot read {what} from standard input: {e}")))?;
     Ok(text.trim().to_owned())
+}
+
+/// Largest input file read.
+const MAX_INPUT_BYTES: u64 = 16 << 20;
+
+/// Reads a file, or standard input for `-`.
+fn read_file(path: &str, what: &str) -> Result<Vec<u8>, CliError> {
+    let mut bytes = Vec::new();
+    let result = if path == "-" {
+        std::io::stdin()
+            .take(MAX_INPUT_BYTES)
+            .read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(MAX_INPUT_BYTES).read_to_end(&mut bytes))
+    };
+    result.map_err(|e| CliError::Usage(format!("cannot read {what} from {path}: {e}")))?;
+    Ok(bytes)
+}
+
+/// The current time.
+fn now() -> Timestamp {
+    Timestamp::from_instant(time::OffsetDateTime::now_utc())
+}
+
+/// `start` plus a duration such as `1h` or `15m`.
+fn timestamp_after(start: &Timestamp, duration: &str) -> Result<Timestamp, CliError> {
+    let bad = |e: String| CliError::Usage(format!("duration {duration:?}: {e}"));
+    let d = humantime::parse_duration(duration).map_err(|e| bad(e.to_string()))?;
+    let d = time::Duration::try_from(d).map_err(|e| bad(e.to_string()))?;
+    start
+        .checked_add(d)
+        .ok_or_else(|| bad("too far in the future".into()))
 }
 
 /// Prints a value as pretty JSON on stdout.

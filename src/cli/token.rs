@@ -2,7 +2,6 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::time::Duration as StdDuration;
 
 use clap::{Args, Subcommand};
 use delegateos::dct::{self, AttenuateParams, CreateParams, SerializedDct, VerificationContext};
@@ -11,9 +10,8 @@ use delegateos::{
     Timestamp,
 };
 use serde_json::json;
-use time::OffsetDateTime;
 
-use super::{arg_or_stdin, print_json, CliError, Outcome};
+use super::{arg_or_stdin, now, print_json, timestamp_after, CliError, Outcome};
 use crate::keyfile;
 
 #[derive(Debug, Subcommand)]
@@ -168,20 +166,6 @@ fn capabilities(caps: &[String]) -> Result<Vec<Capability>, CliError> {
         .collect()
 }
 
-fn now() -> Timestamp {
-    Timestamp::from_instant(OffsetDateTime::now_utc())
-}
-
-/// `start` plus a duration such as `1h` or `15m`.
-fn after(start: &Timestamp, ttl: &str) -> Result<Timestamp, CliError> {
-    let d: StdDuration =
-        humantime::parse_duration(ttl).map_err(|e| usage("--ttl")(e.to_string()))?;
-    let d = time::Duration::try_from(d).map_err(|e| usage("--ttl")(e.to_string()))?;
-    start
-        .checked_add(d)
-        .ok_or_else(|| CliError::Usage(format!("--ttl {ttl} is too far in the future")))
-}
-
 /// Reads a token argument: base64url, or the §3.2 `{"token","format"}` object.
 fn read_token(arg: &str) -> Result<String, CliError> {
     let text = arg_or_stdin(arg, "the token")?;
@@ -242,7 +226,7 @@ fn issue(a: IssueArgs) -> Result<Outcome, CliError> {
         chain_depth: 0,
         max_chain_depth: a.max_depth,
         max_budget_microcents: a.budget,
-        expires_at: after(&issued_at, &a.ttl)?,
+        expires_at: timestamp_after(&issued_at, &a.ttl)?,
         issued_at,
     };
     let expires = params.expires_at.clone();
@@ -263,7 +247,7 @@ fn attenuate(a: AttenuateArgs) -> Result<Outcome, CliError> {
     let parent = decode(&a.token)?;
     let key = keyfile::read(&a.key)?;
     let expires_at = match (&a.ttl, &a.expires) {
-        (Some(ttl), _) => Some(after(&now(), ttl)?),
+        (Some(ttl), _) => Some(timestamp_after(&now(), ttl)?),
         (None, Some(t)) => {
             Some(Timestamp::parse(t).map_err(|e| usage("--expires")(e.to_string()))?)
         }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::base64url;
 use crate::canonical::{parse_strict, JsonError};
 use crate::principal::{Keypair, PrincipalId};
-use crate::signing::{self, SignatureError};
+use crate::signing::{self, without_signature, SignatureError};
 use crate::timestamp::Timestamp;
 
 /// Largest revocation list JSON accepted by [`RevocationList::from_json`].
@@ -37,16 +37,6 @@ pub struct RevocationEntry {
     pub revoked_at: Timestamp,
     pub scope: RevocationScope,
     pub signature: String,
-}
-
-/// The fields a revocation signature covers.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SignedFields<'a> {
-    revocation_id: &'a str,
-    revoked_by: &'a PrincipalId,
-    revoked_at: &'a Timestamp,
-    scope: RevocationScope,
 }
 
 /// Why a revocation entry was refused.
@@ -75,32 +65,21 @@ impl RevocationEntry {
         scope: RevocationScope,
     ) -> Result<Self, RevocationError> {
         check_revocation_id(revocation_id)?;
-        let fields = SignedFields {
-            revocation_id,
-            revoked_by: key.principal_id(),
-            revoked_at: &revoked_at,
-            scope,
-        };
-        let signature = signing::sign(key, &fields)?;
-        Ok(Self {
+        let mut entry = Self {
             revocation_id: revocation_id.to_owned(),
             revoked_by: key.principal_id().clone(),
             revoked_at,
             scope,
-            signature,
-        })
+            signature: String::new(),
+        };
+        entry.signature = signing::sign(key, &without_signature(&entry)?)?;
+        Ok(entry)
     }
 
     /// Checks the shape of the ID and the signature by `revokedBy`.
     pub fn verify(&self) -> Result<(), RevocationError> {
         check_revocation_id(&self.revocation_id)?;
-        let fields = SignedFields {
-            revocation_id: &self.revocation_id,
-            revoked_by: &self.revoked_by,
-            revoked_at: &self.revoked_at,
-            scope: self.scope,
-        };
-        signing::verify(&self.revoked_by, &fields, &self.signature)?;
+        signing::verify(&self.revoked_by, &without_signature(self)?, &self.signature)?;
         Ok(())
     }
 }

@@ -45,6 +45,17 @@ pub fn hash_id<T: Serialize + ?Sized>(value: &T) -> Result<String, JsonError> {
     Ok(base64url::encode(&digest(value)?))
 }
 
+/// `value` as JSON without its top-level `signature` field: what contracts,
+/// attestations and revocation entries sign (§4.1, §5.1, §7.2).
+pub fn without_signature<T: Serialize + ?Sized>(value: &T) -> Result<serde_json::Value, JsonError> {
+    let mut json =
+        serde_json::to_value(value).map_err(|e| JsonError::Canonicalize(e.to_string()))?;
+    if let Some(map) = json.as_object_mut() {
+        map.remove("signature");
+    }
+    Ok(json)
+}
+
 /// Signs `value` and returns the base64url signature.
 pub fn sign<T: Serialize + ?Sized>(key: &Keypair, value: &T) -> Result<String, JsonError> {
     Ok(base64url::encode(

@@ -1,0 +1,112 @@
+//! The JSON-RPC 2.0 message bodies of §9, as typed `params` and `result`s.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::attestation::Attestation;
+use crate::contract::TaskContract;
+use crate::ids::DelegationId;
+use crate::revocation::RevocationEntry;
+
+/// Method names of §9.
+pub const DELEGATE: &str = "delegateos/delegate";
+pub const COMPLETE: &str = "delegateos/complete";
+pub const REVOKE: &str = "delegateos/revoke";
+
+/// `delegateos/delegate` params (§9.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DelegateParams {
+    pub contract: TaskContract,
+    /// The serialized DCT (base64url).
+    pub dct: String,
+    pub dct_format: String,
+    pub delegation_id: DelegationId,
+    pub parent_delegation_id: DelegationId,
+}
+
+/// A literal boolean field: `accepted: true` or `accepted: false`, so an
+/// accept can never be read as a reject or the other way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Literal<const B: bool>;
+
+impl<const B: bool> Serialize for Literal<B> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bool(B)
+    }
+}
+
+impl<'de, const B: bool> Deserialize<'de> for Literal<B> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if bool::deserialize(d)? == B {
+            Ok(Literal)
+        } else {
+            Err(serde::de::Error::custom(format!("expected {B}")))
+        }
+    }
+}
+
+/// Accepting a delegation (§9.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DelegateAccept {
+    pub accepted: Literal<true>,
+    pub delegation_id: DelegationId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_cost_microcents: Option<u64>,
+}
+
+/// Rejecting a delegation (§9.3). `reason` is a machine-readable type, such
+/// as a denial type; `details` is a sentence for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegateReject {
+    pub accepted: Literal<false>,
+    pub reason: String,
+    pub details: String,
+}
+
+/// The result of `delegateos/delegate`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum DelegateResponse {
+    Accept(DelegateAccept),
+    Reject(DelegateReject),
+}
+
+impl DelegateResponse {
+    /// An acceptance without estimates.
+    pub fn accept(delegation_id: DelegationId) -> Self {
+        DelegateResponse::Accept(DelegateAccept {
+            accepted: Literal,
+            delegation_id,
+            estimated_duration_ms: None,
+            estimated_cost_microcents: None,
+        })
+    }
+
+    /// A rejection.
+    pub fn reject(reason: impl Into<String>, details: impl Into<String>) -> Self {
+        DelegateResponse::Reject(DelegateReject {
+            accepted: Literal,
+            reason: reason.into(),
+            details: details.into(),
+        })
+    }
+}
+
+/// `delegateos/complete` params (§9.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompleteParams {
+    pub delegation_id: DelegationId,
+    pub attestation: Attestation,
+}
+
+/// `delegateos/revoke` params (§9.5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeParams {
+    pub revocation: RevocationEntry,
+}

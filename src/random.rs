@@ -1,0 +1,30 @@
+//! Randomness from the operating system, for keys and identifiers.
+
+use delegateos::{AttestationId, ContractId, DelegationId};
+
+/// The operating system could not provide randomness.
+#[derive(Debug, thiserror::Error)]
+#[error("no randomness from the operating system: {0}")]
+pub struct RandomError(String);
+
+/// `N` random bytes.
+pub fn bytes<const N: usize>() -> Result<[u8; N], RandomError> {
+    let mut buf = [0u8; N];
+    getrandom::getrandom(&mut buf).map_err(|e| RandomError(e.to_string()))?;
+    Ok(buf)
+}
+
+/// A fresh contract ID.
+pub fn contract_id() -> Result<ContractId, RandomError> {
+    Ok(ContractId::from_bytes(bytes()?))
+}
+
+/// A fresh attestation ID.
+pub fn attestation_id() -> Result<AttestationId, RandomError> {
+    Ok(AttestationId::from_bytes(bytes()?))
+}
+
+/// A fresh delegation ID.
+pub fn delegation_id() -> Result<DelegationId, RandomError> {
+    Ok(DelegationId::from_bytes(bytes()?))
+}
