@@ -2,6 +2,16 @@
 //! agent delegation protocols. The binary is `dgw`; this library holds
 //! everything it is made of so tests and benchmarks can reach it.
 
+pub mod budget;
 pub mod cli;
+pub mod config;
+pub mod delegations;
+pub mod gatekeeper;
+pub mod http;
+pub mod jsonrpc;
 pub mod keyfile;
 pub mod random;
+pub mod revocations;
+pub mod serve;
+pub mod storage;
+pub mod telemetry;

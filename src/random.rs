@@ -3,7 +3,7 @@
 use delegateos::{AttestationId, ContractId, DelegationId};
 
 /// The operating system could not provide randomness.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("no randomness from the operating system: {0}")]
 pub struct RandomError(String);
 

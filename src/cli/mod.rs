@@ -24,6 +24,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the gateway.
+    Serve {
+        /// The configuration file.
+        #[arg(long, default_value = "config/gateway.toml")]
+        config: PathBuf,
+        /// Log format.
+        #[arg(long = "log-format", value_enum, default_value = "text")]
+        log_format: crate::telemetry::LogFormat,
+    },
     /// Create an Ed25519 key file (mode 0600) and print its principal ID.
     Keygen {
         /// Where to write the key file.
@@ -91,6 +100,19 @@ impl From<Outcome> for ExitCode {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<Outcome, CliError> {
     match cli.command {
+        Command::Serve { config, log_format } => {
+            crate::telemetry::init_logs(log_format);
+            let config =
+                crate::config::Config::load(&config).map_err(|e| CliError::Usage(e.to_string()))?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
+            runtime
+                .block_on(crate::serve::run(config))
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            Ok(Outcome::Success)
+        }
         Command::Keygen { out, force } => {
             let key = keyfile::generate()?;
             keyfile::write(&out, &key, force)?;

@@ -620,11 +620,23 @@ pub fn verify(
     serialized: &str,
     ctx: &VerificationContext<'_>,
 ) -> Result<AuthorizedScope, DenialReason> {
+    let verified = verify_token(serialized, ctx.trusted_roots, ctx.revocations)?;
+    verified.authorize_after_revocation(ctx.now, ctx.spent_microcents, ctx.request)
+}
+
+/// §10.1 steps 1–4 in order (decode, revocation, signatures, chain): the
+/// part of VERIFY_DCT that depends only on the token, the roots and the
+/// revocations. The result may be cached by token bytes, as long as
+/// [`VerifiedDct::authorize`] (which checks revocation again) is used on it.
+pub fn verify_token(
+    serialized: &str,
+    trusted_roots: &[PrincipalId],
+    revocations: &dyn RevocationCheck,
+) -> Result<VerifiedDct, DenialReason> {
     let dct = Dct::decode(serialized)?;
     let levels = dct.levels();
-    check_revocations(&levels, ctx.revocations)?;
-    let verified = dct.verify_chain_with(ctx.trusted_roots, levels)?;
-    verified.authorize_after_revocation(ctx.now, ctx.spent_microcents, ctx.request)
+    check_revocations(&levels, revocations)?;
+    dct.verify_chain_with(trusted_roots, levels)
 }
 
 fn check_revocations(
@@ -661,12 +673,25 @@ impl VerifiedDct {
         self.authorize_after_revocation(now, spent_microcents, request)
     }
 
-    fn authorize_after_revocation(
+    /// §10.1 steps 2, 5 and 6: what holds for any request (revocation,
+    /// expiry, budget), for callers such as delegation that have no
+    /// capability request to match.
+    pub fn check_standing(
+        &self,
+        revocations: &dyn RevocationCheck,
+        now: &Timestamp,
+        spent_microcents: u64,
+    ) -> Result<AuthorizedScope, DenialReason> {
+        check_revocations(&self.levels, revocations)?;
+        self.check_time_and_budget(now, spent_microcents)?;
+        Ok(self.scope(spent_microcents))
+    }
+
+    fn check_time_and_budget(
         &self,
         now: &Timestamp,
         spent_microcents: u64,
-        request: &CapabilityRequest,
-    ) -> Result<AuthorizedScope, DenialReason> {
+    ) -> Result<(), DenialReason> {
         let e = &self.effective;
         // 5. Expiry.
         if *now > e.expiry {
@@ -685,7 +710,18 @@ impl VerifiedDct {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    fn authorize_after_revocation(
+        &self,
+        now: &Timestamp,
+        spent_microcents: u64,
+        request: &CapabilityRequest,
+    ) -> Result<AuthorizedScope, DenialReason> {
+        self.check_time_and_budget(now, spent_microcents)?;
         // 7. Capability.
+        let e = &self.effective;
         if !e.capabilities.iter().any(|c| c.grants(request)) {
             return Err(DenialReason {
                 kind: DenialType::CapabilityNotGranted,
@@ -694,15 +730,19 @@ impl VerifiedDct {
             });
         }
         // 8. The scope.
-        let dct = &self.dct;
-        Ok(AuthorizedScope {
+        Ok(self.scope(spent_microcents))
+    }
+
+    fn scope(&self, spent_microcents: u64) -> AuthorizedScope {
+        let (e, dct) = (&self.effective, &self.dct);
+        AuthorizedScope {
             capabilities: e.capabilities.clone(),
-            remaining_budget_microcents: e.budget - spent_microcents,
+            remaining_budget_microcents: e.budget.saturating_sub(spent_microcents),
             chain_depth: dct.token.authority.chain_depth + dct.token.attenuations.len() as u32,
             max_chain_depth: e.max_depth,
             contract_id: dct.contract_id().clone(),
             delegation_id: dct.delegation_id().clone(),
-        })
+        }
     }
 
     /// The token.

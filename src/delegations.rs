@@ -1,0 +1,150 @@
+//! Persisted delegation records, contracts and attestations, and the index
+//! from token blocks to the delegations that carry them.
+
+use delegateos::attestation::Attestation;
+use delegateos::{Dct, Delegation, DelegationId, TaskContract};
+
+use crate::storage::{decode, encode, Storage, StorageError};
+
+/// Whether storing a contract added it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContractPut {
+    Inserted,
+    /// The same contract was already stored.
+    Unchanged,
+    /// A different contract already has this ID.
+    Conflict,
+}
+
+/// Delegations, contracts and attestations in sled.
+#[derive(Clone)]
+pub struct DelegationStore {
+    storage: Storage,
+}
+
+impl DelegationStore {
+    pub fn new(storage: Storage) -> Self {
+        Self { storage }
+    }
+
+    /// Records a new delegation and indexes its token's blocks. `false` when
+    /// the ID is already taken (a replay): nothing is written then.
+    pub fn insert_new(&self, delegation: &Delegation, token: &Dct) -> Result<bool, StorageError> {
+        let t = &self.storage.trees;
+        let inserted = t
+            .delegations
+            .compare_and_swap(
+                delegation.id.as_str(),
+                None as Option<&[u8]>,
+                Some(encode(delegation)),
+            )?
+            .is_ok();
+        if inserted {
+            for rev in token.revocation_ids() {
+                t.revocation_index
+                    .insert(format!("{rev}/{}", delegation.id).as_bytes(), &[])?;
+            }
+        }
+        Ok(inserted)
+    }
+
+    /// A delegation by ID.
+    pub fn get(&self, id: &DelegationId) -> Result<Option<Delegation>, StorageError> {
+        self.storage
+            .trees
+            .delegations
+            .get(id.as_str())?
+            .map(|v| decode("delegations", id.as_str().as_bytes(), &v))
+            .transpose()
+    }
+
+    /// Replaces a delegation record, only if it is still `expected`
+    /// (so two concurrent transitions cannot both apply). `false` if it changed.
+    pub fn replace(&self, expected: &Delegation, new: &Delegation) -> Result<bool, StorageError> {
+        Ok(self
+            .storage
+            .trees
+            .delegations
+            .compare_and_swap(
+                expected.id.as_str(),
+                Some(encode(expected)),
+                Some(encode(new)),
+            )?
+            .is_ok())
+    }
+
+    /// The delegations whose tokens contain the block with this revocation ID.
+    pub fn carrying_block(&self, revocation_id: &str) -> Result<Vec<DelegationId>, StorageError> {
+        let prefix = format!("{revocation_id}/");
+        self.storage
+            .trees
+            .revocation_index
+            .scan_prefix(prefix.as_bytes())
+            .map(|item| {
+                let (k, _) = item?;
+                let text = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+                DelegationId::parse(&text).map_err(|e| StorageError::Corrupt {
+                    tree: "revocation_index",
+                    key: text,
+                    problem: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// Stores a contract unless its ID is taken.
+    pub fn put_contract(&self, contract: &TaskContract) -> Result<ContractPut, StorageError> {
+        let bytes = encode(contract);
+        match self.storage.trees.contracts.compare_and_swap(
+            contract.id.as_str(),
+            None as Option<&[u8]>,
+            Some(bytes.clone()),
+        )? {
+            Ok(()) => Ok(ContractPut::Inserted),
+            Err(existing) if existing.current.as_deref() == Some(&bytes[..]) => {
+                Ok(ContractPut::Unchanged)
+            }
+            Err(_) => Ok(ContractPut::Conflict),
+        }
+    }
+
+    /// A contract by ID.
+    pub fn contract(
+        &self,
+        id: &delegateos::ContractId,
+    ) -> Result<Option<TaskContract>, StorageError> {
+        self.storage
+            .trees
+            .contracts
+            .get(id.as_str())?
+            .map(|v| decode("contracts", id.as_str().as_bytes(), &v))
+            .transpose()
+    }
+
+    /// Stores an attestation (the first one with an ID wins).
+    pub fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError> {
+        self.storage
+            .trees
+            .attestations
+            .compare_and_swap(
+                attestation.id.as_str(),
+                None as Option<&[u8]>,
+                Some(encode(attestation)),
+            )?
+            .ok();
+        Ok(())
+    }
+
+    /// An attestation by ID.
+    pub fn attestation(
+        &self,
+        id: &delegateos::AttestationId,
+    ) -> Result<Option<Attestation>, StorageError> {
+        self.storage
+            .trees
+            .attestations
+            .get(id.as_str())?
+            .map(|v| decode("attestations", id.as_str().as_bytes(), &v))
+            .transpose()
+    }
+}

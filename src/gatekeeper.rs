@@ -1,0 +1,628 @@
+//! The one enforcement pipeline every front and every protocol goes through:
+//! verify the token (signature chain, attenuation, expiry, revocation), match
+//! the capability, then reserve budget; plus the DelegateOS delegation
+//! lifecycle (§9: delegate, complete, revoke) over the same state.
+//!
+//! Decisions are typed ([`Denial`], [`GateError`]); each front maps them to
+//! its wire format in one place.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use delegateos::attestation::{
+    verify_attestation, AttestationContext, AttestationFailure, FailureKind,
+};
+use delegateos::dct::{self, VerifiedDct};
+use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse, RevokeParams};
+use delegateos::verification::CheckResult;
+use delegateos::{
+    AuthorizedScope, CapabilityRequest, CheckFunctionRegistry, Delegation, DelegationId,
+    DelegationStatus, DenialReason, DenialType, PrincipalId, RevocationScope, Timestamp,
+};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::budget::{BudgetKey, Ledger, LedgerError, LevelReport, Reservation, Settlement};
+use crate::delegations::{ContractPut, DelegationStore};
+use crate::revocations::{RevocationStore, RevokeError};
+use crate::storage::StorageError;
+use crate::telemetry;
+
+/// Verified tokens kept, by their serialized bytes.
+const TOKEN_CACHE_ENTRIES: usize = 16_384;
+
+/// A refused authorization: why, and what was asked.
+#[derive(Debug, Clone)]
+pub struct Denial {
+    pub reason: DenialReason,
+    pub requested: CapabilityRequest,
+}
+
+/// Failures that are not authorization denials.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The request itself is wrong.
+    #[error("{0}")]
+    InvalidParams(String),
+    /// Something named does not exist.
+    #[error("{kind} {id} not found")]
+    NotFound { kind: &'static str, id: String },
+    /// The request conflicts with the state it would change.
+    #[error("{detail}")]
+    Conflict { kind: &'static str, detail: String },
+    /// An input was refused (a forged attestation, an invalid revocation).
+    #[error("{detail}")]
+    Rejected { kind: String, detail: String },
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// An allowed request: its reservation and scope.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Authorization {
+    pub allowed: bool,
+    #[serde(flatten)]
+    pub reservation: Reservation,
+    pub scope: AuthorizedScope,
+    pub tenant: String,
+}
+
+/// What `complete` did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Completion {
+    pub delegation_id: DelegationId,
+    pub status: DelegationStatus,
+    pub charged_microcents: u64,
+    pub verification: Option<CheckResult>,
+    pub reason: Option<AttestationFailure>,
+}
+
+/// What `revoke` did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Revocation {
+    pub revocation_id: String,
+    pub scope: RevocationScope,
+    pub newly_recorded: bool,
+    pub revoked_delegations: Vec<DelegationId>,
+}
+
+/// Budgets along every chain that ends at a delegation.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetReport {
+    pub delegation_id: DelegationId,
+    pub chains: Vec<Vec<LevelReport>>,
+}
+
+/// The gatekeeper.
+pub struct Gatekeeper {
+    roots: Vec<PrincipalId>,
+    tenant_names: HashMap<PrincipalId, String>,
+    cache: RwLock<HashMap<String, Arc<VerifiedDct>>>,
+    ledger: Ledger,
+    revocations: RevocationStore,
+    delegations: DelegationStore,
+    registry: CheckFunctionRegistry,
+}
+
+/// The current time, as a timestamp and as Unix milliseconds.
+pub fn now() -> (Timestamp, u64) {
+    let t = OffsetDateTime::now_utc();
+    let ms = (t.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
+    (Timestamp::from_instant(t), ms)
+}
+
+fn denied(reason: DenialReason, requested: &CapabilityRequest) -> Denial {
+    telemetry::record_denial("delegateos", reason.kind.as_str());
+    Denial {
+        reason,
+        requested: requested.clone(),
+    }
+}
+
+impl Gatekeeper {
+    /// A gatekeeper over opened state, trusting each tenant's root.
+    pub fn new(
+        tenants: Vec<(String, PrincipalId)>,
+        ledger: Ledger,
+        revocations: RevocationStore,
+        delegations: DelegationStore,
+    ) -> Self {
+        Self {
+            roots: tenants.iter().map(|(_, r)| r.clone()).collect(),
+            tenant_names: tenants.into_iter().map(|(n, r)| (r, n)).collect(),
+            cache: RwLock::new(HashMap::new()),
+            ledger,
+            revocations,
+            delegations,
+            registry: CheckFunctionRegistry::with_builtins(),
+        }
+    }
+
+    /// The ledger, for the sweeper and metrics.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// §10.1 steps 1–4, from the cache when these exact bytes were verified before.
+    fn verified(&self, token: &str) -> Result<Arc<VerifiedDct>, DenialReason> {
+        if let Some(v) = self
+            .cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(token)
+        {
+            return Ok(v.clone());
+        }
+        let verified = Arc::new(dct::verify_token(
+            token,
+            &self.roots,
+            &*self.revocations.read(),
+        )?);
+        let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= TOKEN_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(token.to_owned(), verified.clone());
+        Ok(verified)
+    }
+
+    fn tenant_of(&self, verified: &VerifiedDct) -> String {
+        let issuer = &verified.dct().token().authority.issuer;
+        self.tenant_names
+            .get(issuer)
+            .cloned()
+            .unwrap_or_else(|| issuer.to_string())
+    }
+
+    fn budget_levels(verified: &VerifiedDct) -> Vec<(BudgetKey, u64)> {
+        BudgetKey::for_chain(&verified.dct().token().authority.issuer, verified.levels())
+    }
+
+    /// Verifies `token` for `request` and reserves `cost` at every level of its chain.
+    pub async fn authorize(
+        &self,
+        token: &str,
+        request: CapabilityRequest,
+        cost_microcents: u64,
+    ) -> Result<Result<Authorization, Denial>, GateError> {
+        let started = Instant::now();
+        let (now, now_ms) = now();
+        let verified = match self.verified(token) {
+            Ok(v) => v,
+            Err(reason) => return Ok(Err(denied(reason, &request))),
+        };
+        let levels = Self::budget_levels(&verified);
+        let leaf = &levels.last().expect("a chain has at least its authority").0;
+        let spent = self.ledger.spent(leaf);
+        let scope = match verified.authorize(&*self.revocations.read(), &now, spent, &request) {
+            Ok(scope) => scope,
+            Err(reason) => return Ok(Err(denied(reason, &request))),
+        };
+        let reservation = match self.ledger.reserve(&levels, cost_microcents, now_ms).await {
+            Ok(r) => r,
+            Err(e @ LedgerError::Exceeded { .. }) => {
+                return Ok(Err(denied(
+                    DenialReason::new(DenialType::BudgetExceeded, e.to_string()),
+                    &request,
+                )))
+            }
+            Err(e) => return Err(ledger_error(e)),
+        };
+        telemetry::record_authorize(started.elapsed());
+        Ok(Ok(Authorization {
+            allowed: true,
+            reservation,
+            scope,
+            tenant: self.tenant_of(&verified),
+        }))
+    }
+
+    /// Charges the actual cost of a reservation and releases the rest.
+    pub async fn settle(
+        &self,
+        reservation_id: &str,
+        actual_microcents: u64,
+    ) -> Result<Settlement, GateError> {
+        self.ledger
+            .settle(reservation_id, actual_microcents)
+            .await
+            .map_err(ledger_error)
+    }
+
+    /// Cancels a reservation.
+    pub fn release(&self, reservation_id: &str) -> Result<u64, GateError> {
+        self.ledger.release(reservation_id).map_err(ledger_error)
+    }
+
+    /// `delegateos/delegate` (§9.1): accept or reject a delegation, recording it once.
+    pub async fn delegate(&self, p: DelegateParams) -> Result<DelegateResponse, GateError> {
+        let reject = |reason: &str, details: String| {
+            telemetry::record_denial("delegateos", reason);
+            Ok(DelegateResponse::reject(reason, details))
+        };
+        if p.dct_format != dct::FORMAT {
+            return reject(
+                "malformed_token",
+                format!("dctFormat {:?} is not {:?}", p.dct_format, dct::FORMAT),
+            );
+        }
+        let contract = &p.contract;
+        if let Err(e) = contract.verify_signature() {
+            return reject("invalid_contract", e.to_string());
+        }
+        if let Err(e) = contract.check_content(&self.registry) {
+            return reject("invalid_contract", e.to_string());
+        }
+        let (now, _) = now();
+        let verified = match self.verified(&p.dct) {
+            Ok(v) => v,
+            Err(r) => return reject(r.kind.as_str(), r.detail),
+        };
+        let levels = Self::budget_levels(&verified);
+        let spent = self
+            .ledger
+            .spent(&levels.last().expect("a chain has a level").0);
+        if let Err(r) = verified.check_standing(&*self.revocations.read(), &now, spent) {
+            return reject(r.kind.as_str(), r.detail);
+        }
+        let token = verified.dct();
+        if !verified
+            .levels()
+            .iter()
+            .any(|l| l.signer == contract.issuer)
+        {
+            return reject(
+                "invalid_contract",
+                format!(
+                    "the contract is issued by {}, who signed no block of the token",
+                    contract.issuer
+                ),
+            );
+        }
+        if let Err(e) = contract.check_binding(&verified) {
+            return reject(e.reason(), e.to_string());
+        }
+        if *token.delegation_id() != p.delegation_id {
+            return reject(
+                "delegation_mismatch",
+                format!(
+                    "the token's delegation is {}, not {}",
+                    token.delegation_id(),
+                    p.delegation_id
+                ),
+            );
+        }
+        let chain = verified.levels();
+        let expected_parent = match chain.len() {
+            1 => token.token().authority.parent_delegation_id.clone(),
+            n => chain[n - 2].delegation_id.clone(),
+        };
+        if p.parent_delegation_id != expected_parent {
+            return reject(
+                "delegation_mismatch",
+                format!(
+                    "the token's parent delegation is {expected_parent}, not {}",
+                    p.parent_delegation_id
+                ),
+            );
+        }
+        let depth = token.token().authority.chain_depth + token.token().attenuations.len() as u32;
+        if depth > contract.constraints.max_chain_depth {
+            return reject(
+                "chain_invariant",
+                format!(
+                    "depth {depth} exceeds the contract's maxChainDepth {}",
+                    contract.constraints.max_chain_depth
+                ),
+            );
+        }
+        let record = Delegation {
+            id: p.delegation_id.clone(),
+            parent_id: p.parent_delegation_id.clone(),
+            from: chain.last().expect("a chain has a level").signer.clone(),
+            to: token.holder().clone(),
+            contract_id: contract.id.clone(),
+            dct: token.to_serialized(),
+            depth,
+            status: DelegationStatus::Active,
+            created_at: now,
+            completed_at: None,
+            attestation_id: None,
+        };
+        let invariant = if record.parent_id.is_root_parent() {
+            record.check_root()
+        } else {
+            match self.delegations.get(&record.parent_id)? {
+                Some(parent) => record.check_child_of(&parent),
+                None => {
+                    return reject(
+                        "unknown_parent",
+                        format!(
+                            "parent delegation {} is not recorded here",
+                            record.parent_id
+                        ),
+                    )
+                }
+            }
+        };
+        if let Err(e) = invariant {
+            return reject("chain_invariant", e.to_string());
+        }
+        if self.delegations.put_contract(contract)? == ContractPut::Conflict {
+            return reject(
+                "contract_conflict",
+                format!("another contract with ID {} is recorded", contract.id),
+            );
+        }
+        if !self.delegations.insert_new(&record, token)? {
+            return reject(
+                "replay",
+                format!("delegation {} was already accepted", record.id),
+            );
+        }
+        self.ledger.storage().sync().await?;
+        Ok(DelegateResponse::accept(record.id))
+    }
+
+    /// `delegateos/complete` (§9.4): verify the attestation against the stored
+    /// contract, charge its cost, and close the delegation.
+    pub async fn complete(&self, p: CompleteParams) -> Result<Completion, GateError> {
+        let delegation =
+            self.delegations
+                .get(&p.delegation_id)?
+                .ok_or_else(|| GateError::NotFound {
+                    kind: "delegation",
+                    id: p.delegation_id.to_string(),
+                })?;
+        if delegation.status != DelegationStatus::Active {
+            return Err(GateError::Conflict {
+                kind: "delegation_not_active",
+                detail: format!("delegation {} is {:?}", delegation.id, delegation.status),
+            });
+        }
+        let att = &p.attestation;
+        if att.delegation_id != delegation.id || att.contract_id != delegation.contract_id {
+            return Err(GateError::InvalidParams(format!(
+                "the attestation is for {} under {}, not {} under {}",
+                att.delegation_id, att.contract_id, delegation.id, delegation.contract_id
+            )));
+        }
+        if att.principal != delegation.to {
+            return Err(GateError::Rejected {
+                kind: "principal_mismatch".into(),
+                detail: format!(
+                    "the attestation is by {}, but the delegation went to {}",
+                    att.principal, delegation.to
+                ),
+            });
+        }
+        let contract = self
+            .delegations
+            .contract(&delegation.contract_id)?
+            .ok_or_else(|| GateError::NotFound {
+                kind: "contract",
+                id: delegation.contract_id.to_string(),
+            })?;
+        let (children, contracts) = self.stored_children(att, contract)?;
+        let report = verify_attestation(
+            att,
+            &AttestationContext {
+                contracts: &contracts,
+                children: &children,
+                registry: &self.registry,
+            },
+        )
+        .map_err(|e| GateError::Rejected {
+            kind: "invalid_contract".into(),
+            detail: e.to_string(),
+        })?;
+        if let Some(f) = &report.reason {
+            if f.attestation_id == att.id && f.kind == FailureKind::InvalidSignature {
+                // A forgery changes nothing: the delegation stays active.
+                return Err(GateError::Rejected {
+                    kind: "invalid_signature".into(),
+                    detail: f.detail.clone(),
+                });
+            }
+        }
+        // Charge the reported cost against every level of the delegation's chain.
+        let verified = self
+            .verified(&delegation.dct.token)
+            .map_err(|r| GateError::Conflict {
+                kind: "token_invalid",
+                detail: r.detail,
+            })?;
+        let cost = att.result.cost_microcents;
+        let mut reason = report.reason.clone();
+        let charged = match self
+            .ledger
+            .charge(&Self::budget_levels(&verified), cost)
+            .await
+        {
+            Ok(()) => cost,
+            Err(e @ LedgerError::Exceeded { .. }) => {
+                reason.get_or_insert(AttestationFailure {
+                    attestation_id: att.id.clone(),
+                    kind: FailureKind::BudgetExceeded,
+                    detail: e.to_string(),
+                });
+                0
+            }
+            Err(e) => return Err(ledger_error(e)),
+        };
+        let status = if reason.is_none() && att.result.success {
+            DelegationStatus::Completed
+        } else {
+            DelegationStatus::Failed
+        };
+        let mut closed = delegation.clone();
+        closed.status = delegation
+            .status
+            .transition(status)
+            .map_err(|e| GateError::Conflict {
+                kind: "delegation_not_active",
+                detail: e.to_string(),
+            })?;
+        closed.completed_at = Some(now().0);
+        closed.attestation_id = Some(att.id.clone());
+        self.delegations.put_attestation(att)?;
+        if !self.delegations.replace(&delegation, &closed)? {
+            return Err(GateError::Conflict {
+                kind: "concurrent_update",
+                detail: format!("delegation {} changed while completing", delegation.id),
+            });
+        }
+        self.ledger.storage().sync().await?;
+        Ok(Completion {
+            delegation_id: closed.id,
+            status: closed.status,
+            charged_microcents: charged,
+            verification: report.verification,
+            reason,
+        })
+    }
+
+    /// The stored attestations below `att` (bounded), and the contracts they need.
+    #[allow(clippy::type_complexity)]
+    fn stored_children(
+        &self,
+        att: &delegateos::Attestation,
+        contract: delegateos::TaskContract,
+    ) -> Result<
+        (
+            BTreeMap<delegateos::AttestationId, delegateos::Attestation>,
+            BTreeMap<delegateos::ContractId, delegateos::TaskContract>,
+        ),
+        GateError,
+    > {
+        let mut contracts = BTreeMap::from([(contract.id.clone(), contract)]);
+        let mut children = BTreeMap::new();
+        let mut queue: Vec<delegateos::AttestationId> = att.child_attestations.clone();
+        while let Some(id) = queue.pop() {
+            if children.len() >= 1024 || children.contains_key(&id) {
+                continue;
+            }
+            if let Some(child) = self.delegations.attestation(&id)? {
+                if !contracts.contains_key(&child.contract_id) {
+                    if let Some(c) = self.delegations.contract(&child.contract_id)? {
+                        contracts.insert(c.id.clone(), c);
+                    }
+                }
+                queue.extend(child.child_attestations.iter().cloned());
+                children.insert(id, child);
+            }
+        }
+        Ok((children, contracts))
+    }
+
+    /// `delegateos/revoke` (§9.5): record the entry durably; from then on every
+    /// token carrying the block is denied, and the delegations recorded with
+    /// such tokens are marked revoked.
+    pub async fn revoke(&self, p: RevokeParams) -> Result<Revocation, GateError> {
+        let entry = p.revocation;
+        let newly_recorded = self
+            .revocations
+            .add(entry.clone())
+            .await
+            .map_err(|e| match e {
+                RevokeError::Invalid(e) => GateError::Rejected {
+                    kind: "invalid_revocation".into(),
+                    detail: e.to_string(),
+                },
+                RevokeError::Storage(e) => GateError::Storage(e),
+            })?;
+        if newly_recorded {
+            telemetry::record_revocation();
+        }
+        let mut revoked = Vec::new();
+        for id in self.delegations.carrying_block(&entry.revocation_id)? {
+            let Some(d) = self.delegations.get(&id)? else {
+                continue;
+            };
+            if d.status != DelegationStatus::Active {
+                continue;
+            }
+            // Only the block's own signer can revoke it.
+            let signed_by_revoker = delegateos::Dct::decode(&d.dct.token)
+                .ok()
+                .and_then(|t| t.verify_chain(&self.roots).ok())
+                .is_some_and(|v| {
+                    v.levels().iter().any(|l| {
+                        l.revocation_id == entry.revocation_id && l.signer == entry.revoked_by
+                    })
+                });
+            if !signed_by_revoker {
+                continue;
+            }
+            let mut closed = d.clone();
+            closed.status = DelegationStatus::Revoked;
+            closed.completed_at = Some(now().0);
+            if self.delegations.replace(&d, &closed)? {
+                revoked.push(id);
+            }
+        }
+        self.ledger.storage().sync().await?;
+        Ok(Revocation {
+            revocation_id: entry.revocation_id,
+            scope: entry.scope,
+            newly_recorded,
+            revoked_delegations: revoked,
+        })
+    }
+
+    /// `delegateos/budget`: spent, reserved and remaining at each level.
+    pub fn budget(&self, delegation_id: &DelegationId) -> Result<BudgetReport, GateError> {
+        let mut chains = self.ledger.report(delegation_id.as_str());
+        if chains.is_empty() {
+            if let Some(d) = self.delegations.get(delegation_id)? {
+                if let Ok(v) = self.verified(&d.dct.token) {
+                    chains.push(self.ledger.report_levels(&Self::budget_levels(&v)));
+                }
+            }
+        }
+        if chains.is_empty() {
+            return Err(GateError::NotFound {
+                kind: "budget for delegation",
+                id: delegation_id.to_string(),
+            });
+        }
+        Ok(BudgetReport {
+            delegation_id: delegation_id.clone(),
+            chains,
+        })
+    }
+
+    /// Refreshes the budget gauges (before a scrape).
+    pub fn refresh_gauges(&self) {
+        let totals = self.ledger.tenant_totals();
+        let open = self.ledger.open_reservations();
+        for (root, name) in &self.tenant_names {
+            let t = totals.get(root.as_str()).copied().unwrap_or_default();
+            telemetry::set_budget_gauges(name, t.spent, t.remaining, open);
+        }
+    }
+}
+
+fn ledger_error(e: LedgerError) -> GateError {
+    match e {
+        LedgerError::UnknownReservation(id) => GateError::NotFound {
+            kind: "reservation",
+            id,
+        },
+        e @ LedgerError::ExceedsReservation { .. } => GateError::Conflict {
+            kind: "settlement_exceeds_reservation",
+            detail: e.to_string(),
+        },
+        e @ LedgerError::Exceeded { .. } => GateError::Conflict {
+            kind: "budget_exceeded",
+            detail: e.to_string(),
+        },
+        LedgerError::Storage(e) => GateError::Storage(e),
+        LedgerError::Random(e) => GateError::Storage(StorageError::Sled(e.to_string())),
+    }
+}

@@ -1,0 +1,187 @@
+//! The HTTP listener: JSON-RPC at `POST /rpc`, `GET /metrics`, `GET /healthz`,
+//! `GET /readyz`; body size and time limits; graceful shutdown.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+use crate::gatekeeper::Gatekeeper;
+use crate::jsonrpc::{JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+
+/// What the HTTP front needs.
+pub struct HttpFront {
+    pub rpc: JsonRpc,
+    pub gate: Arc<Gatekeeper>,
+    pub metrics: Option<PrometheusHandle>,
+    pub max_body_bytes: usize,
+    pub request_timeout: Duration,
+    pub ready: AtomicBool,
+}
+
+type Body = Full<Bytes>;
+
+fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(value.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn text_response(status: StatusCode, text: String, content_type: &'static str) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(text)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+impl HttpFront {
+    async fn route(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        match (req.method(), req.uri().path()) {
+            (&Method::POST, "/rpc") => self.rpc(req).await,
+            (&Method::GET, "/metrics") => {
+                self.gate.refresh_gauges();
+                let text = self
+                    .metrics
+                    .as_ref()
+                    .map(|m| m.render())
+                    .unwrap_or_default();
+                text_response(StatusCode::OK, text, "text/plain; version=0.0.4")
+            }
+            (&Method::GET, "/healthz") => {
+                text_response(StatusCode::OK, "ok\n".into(), "text/plain")
+            }
+            (&Method::GET, "/readyz") => {
+                if self.ready.load(Ordering::Relaxed) {
+                    text_response(StatusCode::OK, "ready\n".into(), "text/plain")
+                } else {
+                    text_response(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "not ready\n".into(),
+                        "text/plain",
+                    )
+                }
+            }
+            (_, "/rpc" | "/metrics" | "/healthz" | "/readyz") => text_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed\n".into(),
+                "text/plain",
+            ),
+            _ => text_response(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
+        }
+    }
+
+    async fn rpc(&self, req: Request<Incoming>) -> Response<Body> {
+        let limit = self.max_body_bytes;
+        let work = async {
+            let body = match Limited::new(req.into_body(), limit).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => {
+                    let too_large = e
+                        .downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some();
+                    let (status, kind, msg) = if too_large {
+                        (
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "body_too_large",
+                            format!("request body exceeds {limit} bytes"),
+                        )
+                    } else {
+                        (
+                            StatusCode::BAD_REQUEST,
+                            "body_unreadable",
+                            format!("cannot read the request body: {e}"),
+                        )
+                    };
+                    return json_response(
+                        status,
+                        &RpcError::new(INVALID_REQUEST, kind, msg).response(Value::Null),
+                    );
+                }
+            };
+            match self.rpc.handle(&body).await {
+                Some(v) => json_response(StatusCode::OK, &v),
+                None => {
+                    let mut r = Response::new(Full::new(Bytes::new()));
+                    *r.status_mut() = StatusCode::NO_CONTENT;
+                    r
+                }
+            }
+        };
+        match tokio::time::timeout(self.request_timeout, work).await {
+            Ok(r) => r,
+            Err(_) => json_response(
+                StatusCode::OK,
+                &RpcError::new(
+                    INTERNAL_ERROR,
+                    "timeout",
+                    format!("request took longer than {:?}", self.request_timeout),
+                )
+                .response(Value::Null),
+            ),
+        }
+    }
+}
+
+/// Serves connections until `shutdown` resolves, then stops accepting and
+/// waits up to `grace` for in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    front: Arc<HttpFront>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer): (_, SocketAddr) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let front = front.clone();
+                let service = service_fn(move |req| {
+                    let front = front.clone();
+                    async move { Ok::<_, Infallible>(front.route(req).await) }
+                });
+                let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(%peer, error = %e, "connection ended");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    front.ready.store(false, Ordering::Relaxed);
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("all connections drained"),
+        () = tokio::time::sleep(grace) => tracing::warn!(?grace, "shutdown grace elapsed with connections still open"),
+    }
+}

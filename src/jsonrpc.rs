@@ -1,0 +1,385 @@
+//! The JSON-RPC 2.0 front: envelopes, batches and notifications, the
+//! DelegateOS methods, and the one mapping from gatekeeper decisions to
+//! JSON-RPC errors.
+//!
+//! Error codes: the standard -32700/-32600/-32601/-32602/-32603, and
+//! -32001 authorization denied (§11.2), -32003 input rejected, -32004 not
+//! found, -32005 conflict. Every error carries `data.type`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse, RevokeParams};
+use delegateos::{CapabilityRequest, DelegationId};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::gatekeeper::{Denial, GateError, Gatekeeper};
+use crate::telemetry;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+pub const DENIED: i64 = -32001;
+pub const REJECTED: i64 = -32003;
+pub const NOT_FOUND: i64 = -32004;
+pub const CONFLICT: i64 = -32005;
+
+/// Methods this front serves.
+pub const METHODS: &[&str] = &[
+    "delegateos/delegate",
+    "delegateos/complete",
+    "delegateos/revoke",
+    "delegateos/authorize",
+    "delegateos/settle",
+    "delegateos/release",
+    "delegateos/budget",
+];
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Value,
+}
+
+impl RpcError {
+    pub fn new(code: i64, kind: &str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: json!({ "type": kind }),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({"code": self.code, "message": self.message, "data": self.data})
+    }
+
+    /// A full response object carrying this error.
+    pub fn response(&self, id: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "error": self.to_json()})
+    }
+}
+
+/// §11.2: a denial as `-32001` with `data.type`, `requested` and `granted`.
+pub fn denial_error(d: &Denial) -> RpcError {
+    let mut data = json!({
+        "type": d.reason.kind.as_str(),
+        "detail": d.reason.detail,
+        "requested": d.requested,
+    });
+    if let Some(granted) = &d.reason.granted {
+        data["granted"] = json!(granted);
+    }
+    RpcError {
+        code: DENIED,
+        message: "DCT verification failed".into(),
+        data,
+    }
+}
+
+/// The one mapping of gatekeeper failures to JSON-RPC errors.
+pub fn gate_error(e: &GateError) -> RpcError {
+    match e {
+        GateError::InvalidParams(m) => RpcError::new(INVALID_PARAMS, "invalid_params", m.clone()),
+        GateError::NotFound { kind, id } => {
+            let mut err = RpcError::new(NOT_FOUND, "not_found", e.to_string());
+            err.data["what"] = json!(kind);
+            err.data["id"] = json!(id);
+            err
+        }
+        GateError::Conflict { kind, detail } => RpcError::new(CONFLICT, kind, detail.clone()),
+        GateError::Rejected { kind, detail } => RpcError::new(REJECTED, kind, detail.clone()),
+        GateError::Storage(s) => RpcError::new(INTERNAL_ERROR, "storage_error", s.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AuthorizeParams {
+    dct: String,
+    namespace: String,
+    action: String,
+    resource: String,
+    #[serde(default)]
+    cost_microcents: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SettleParams {
+    reservation_id: String,
+    actual_microcents: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReleaseParams {
+    reservation_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BudgetParams {
+    delegation_id: DelegationId,
+}
+
+fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    match params {
+        Some(Value::Object(map)) => serde_json::from_value(Value::Object(map)).map_err(|e| {
+            RpcError::new(
+                INVALID_PARAMS,
+                "invalid_params",
+                format!("invalid params: {e}"),
+            )
+        }),
+        Some(_) => Err(RpcError::new(
+            INVALID_PARAMS,
+            "invalid_params",
+            "params must be an object",
+        )),
+        None => Err(RpcError::new(
+            INVALID_PARAMS,
+            "invalid_params",
+            "params are required",
+        )),
+    }
+}
+
+/// How a call ended, for metrics and logs.
+#[derive(Clone, Copy)]
+enum Outcome {
+    Ok,
+    Denied,
+    Error,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Denied => "denied",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// The JSON-RPC front over a gatekeeper.
+pub struct JsonRpc {
+    gate: Arc<Gatekeeper>,
+    max_body_bytes: usize,
+}
+
+impl JsonRpc {
+    pub fn new(gate: Arc<Gatekeeper>, max_body_bytes: usize) -> Self {
+        Self {
+            gate,
+            max_body_bytes,
+        }
+    }
+
+    /// Handles one HTTP body: a request or a batch. `None` when nothing is
+    /// to be sent back (only notifications).
+    pub async fn handle(&self, body: &[u8]) -> Option<Value> {
+        let value = match delegateos::canonical::parse_strict(body, self.max_body_bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                telemetry::record_request("jsonrpc", "-", "error");
+                return Some(
+                    RpcError::new(PARSE_ERROR, "parse_error", format!("parse error: {e}"))
+                        .response(Value::Null),
+                );
+            }
+        };
+        match value {
+            Value::Array(items) if items.is_empty() => Some(
+                RpcError::new(INVALID_REQUEST, "invalid_request", "empty batch")
+                    .response(Value::Null),
+            ),
+            Value::Array(items) => {
+                let mut out = Vec::new();
+                for item in items {
+                    if let Some(r) = self.call(item).await {
+                        out.push(r);
+                    }
+                }
+                (!out.is_empty()).then_some(Value::Array(out))
+            }
+            other => self.call(other).await,
+        }
+    }
+
+    /// One request object.
+    async fn call(&self, request: Value) -> Option<Value> {
+        let started = Instant::now();
+        let Value::Object(mut obj) = request else {
+            return Some(
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "invalid_request",
+                    "a request must be an object",
+                )
+                .response(Value::Null),
+            );
+        };
+        let id = obj.remove("id");
+        let id_ok = matches!(
+            id,
+            None | Some(Value::Null | Value::String(_) | Value::Number(_))
+        );
+        let reply_id = if id_ok {
+            id.clone().unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        let invalid = |m: &str| {
+            Some(RpcError::new(INVALID_REQUEST, "invalid_request", m).response(reply_id.clone()))
+        };
+        if !id_ok {
+            return invalid("id must be a string, a number or null");
+        }
+        if obj.get("jsonrpc") != Some(&json!("2.0")) {
+            return invalid("jsonrpc must be \"2.0\"");
+        }
+        let method = match obj.remove("method") {
+            Some(Value::String(m)) => m,
+            _ => return invalid("method must be a string"),
+        };
+        let params = obj.remove("params");
+        if matches!(params, Some(ref p) if !p.is_object() && !p.is_array()) {
+            return invalid("params must be an object or an array");
+        }
+        obj.remove("jsonrpc");
+        if let Some(extra) = obj.keys().next() {
+            return invalid(&format!("unknown member {extra:?}"));
+        }
+        let (result, outcome) = self.dispatch(&method, params).await;
+        let method_label = if METHODS.contains(&method.as_str()) {
+            method.as_str()
+        } else {
+            "unknown"
+        };
+        telemetry::record_request("jsonrpc", method_label, outcome.as_str());
+        tracing::info!(
+            front = "jsonrpc",
+            method = method_label,
+            outcome = outcome.as_str(),
+            micros = started.elapsed().as_micros() as u64,
+            "request"
+        );
+        let id = id?; // a notification gets no response
+        Some(match result {
+            Ok(value) => json!({"jsonrpc": "2.0", "id": id, "result": value}),
+            Err(e) => e.response(id),
+        })
+    }
+
+    async fn dispatch(&self, method: &str, p: Option<Value>) -> (Result<Value, RpcError>, Outcome) {
+        let result = match method {
+            "delegateos/authorize" => self.authorize(p).await,
+            "delegateos/settle" => self.settle(p).await,
+            "delegateos/release" => self.release(p),
+            "delegateos/budget" => self.budget(p),
+            "delegateos/delegate" => self.delegate(p).await,
+            "delegateos/complete" => self.complete(p).await,
+            "delegateos/revoke" => self.revoke(p).await,
+            other => Err((
+                RpcError::new(
+                    METHOD_NOT_FOUND,
+                    "method_not_found",
+                    format!("method {other:?} not found"),
+                ),
+                Outcome::Error,
+            )),
+        };
+        match result {
+            Ok((v, outcome)) => (Ok(v), outcome),
+            Err((e, outcome)) => (Err(e), outcome),
+        }
+    }
+
+    async fn authorize(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: AuthorizeParams = params(p).map_err(err)?;
+        let request = CapabilityRequest {
+            namespace: p.namespace,
+            action: p.action,
+            resource: p.resource,
+        };
+        match self
+            .gate
+            .authorize(&p.dct, request, p.cost_microcents)
+            .await
+        {
+            Ok(Ok(a)) => Ok((json!(a), Outcome::Ok)),
+            Ok(Err(d)) => Err((denial_error(&d), Outcome::Denied)),
+            Err(e) => Err(gate(&e)),
+        }
+    }
+
+    async fn settle(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: SettleParams = params(p).map_err(err)?;
+        let s = self
+            .gate
+            .settle(&p.reservation_id, p.actual_microcents)
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((
+            json!({"settled": true, "reservationId": s.reservation_id, "chargedMicrocents": s.charged_microcents, "releasedMicrocents": s.released_microcents}),
+            Outcome::Ok,
+        ))
+    }
+
+    fn release(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: ReleaseParams = params(p).map_err(err)?;
+        let released = self.gate.release(&p.reservation_id).map_err(|e| gate(&e))?;
+        Ok((
+            json!({"released": true, "reservationId": p.reservation_id, "releasedMicrocents": released}),
+            Outcome::Ok,
+        ))
+    }
+
+    fn budget(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: BudgetParams = params(p).map_err(err)?;
+        let report = self.gate.budget(&p.delegation_id).map_err(|e| gate(&e))?;
+        Ok((json!(report), Outcome::Ok))
+    }
+
+    async fn delegate(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: DelegateParams = params(p).map_err(err)?;
+        let response = self.gate.delegate(p).await.map_err(|e| gate(&e))?;
+        let outcome = match response {
+            DelegateResponse::Accept(_) => Outcome::Ok,
+            DelegateResponse::Reject(_) => Outcome::Denied,
+        };
+        Ok((json!(response), outcome))
+    }
+
+    async fn complete(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: CompleteParams = params(p).map_err(err)?;
+        let c = self.gate.complete(p).await.map_err(|e| gate(&e))?;
+        Ok((json!(c), Outcome::Ok))
+    }
+
+    async fn revoke(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: RevokeParams = params(p).map_err(err)?;
+        let r = self.gate.revoke(p).await.map_err(|e| gate(&e))?;
+        Ok((json!(r), Outcome::Ok))
+    }
+}
+
+fn err(e: RpcError) -> (RpcError, Outcome) {
+    (e, Outcome::Error)
+}
+
+fn gate(e: &GateError) -> (RpcError, Outcome) {
+    let outcome = match e {
+        GateError::Rejected { .. } => Outcome::Denied,
+        _ => Outcome::Error,
+    };
+    (gate_error(e), outcome)
+}

@@ -1,0 +1,76 @@
+//! Persisted revocations: every verified entry, in memory for verification
+//! and in sled so a restart forgets none.
+
+use std::sync::{RwLock, RwLockReadGuard};
+
+use delegateos::{RevocationEntry, RevocationList};
+
+use crate::storage::{encode, scan, Storage, StorageError};
+
+/// Why a revocation was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum RevokeError {
+    #[error("{0}")]
+    Invalid(#[from] delegateos::revocation::RevocationError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// The gateway's revocation list.
+pub struct RevocationStore {
+    storage: Storage,
+    list: RwLock<RevocationList>,
+}
+
+fn key(entry: &RevocationEntry) -> Vec<u8> {
+    format!("{}/{}", entry.revocation_id, entry.revoked_by).into_bytes()
+}
+
+impl RevocationStore {
+    /// Loads every stored entry, checking each signature again.
+    pub fn open(storage: Storage) -> Result<Self, RevokeError> {
+        let mut list = RevocationList::new();
+        for (_, entry) in scan::<RevocationEntry>(&storage.trees.revocations, "revocations")? {
+            list.add(entry)?;
+        }
+        Ok(Self {
+            storage,
+            list: RwLock::new(list),
+        })
+    }
+
+    /// Verifies and records an entry durably; `false` if it was already known.
+    pub async fn add(&self, entry: RevocationEntry) -> Result<bool, RevokeError> {
+        entry.verify()?;
+        let k = key(&entry);
+        let inserted = self
+            .storage
+            .trees
+            .revocations
+            .compare_and_swap(&k, None as Option<&[u8]>, Some(encode(&entry)))
+            .map_err(StorageError::from)?
+            .is_ok();
+        self.storage.sync().await?;
+        // Visible to verification only once durable.
+        self.list
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(entry)?;
+        Ok(inserted)
+    }
+
+    /// The list, for verification.
+    pub fn read(&self) -> RwLockReadGuard<'_, RevocationList> {
+        self.list.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many entries are recorded.
+    pub fn len(&self) -> usize {
+        self.read().list().len()
+    }
+
+    /// Whether none are.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,168 @@
+//! `dgw serve`: opens the state, starts the fronts and the sweeper, and
+//! stops cleanly on SIGTERM or Ctrl-C (stop accepting, drain, flush, exit 0).
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use delegateos::{Keypair, PrincipalId};
+use tokio::net::TcpListener;
+
+use crate::budget::Ledger;
+use crate::config::{Config, TenantRoot};
+use crate::delegations::DelegationStore;
+use crate::gatekeeper::{now, Gatekeeper};
+use crate::http::{self, HttpFront};
+use crate::jsonrpc::JsonRpc;
+use crate::keyfile::{self, KeyFileError};
+use crate::revocations::{RevocationStore, RevokeError};
+use crate::storage::{Storage, StorageError};
+use crate::telemetry;
+
+/// Why the gateway could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("data_dir {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    KeyFile(#[from] KeyFileError),
+    #[error("opening the database: {0}")]
+    Storage(#[from] StorageError),
+    #[error("loading revocations: {0}")]
+    Revocations(#[from] RevokeError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Reads a key file, or creates it (mode 0600) on first start.
+fn load_or_create_key(path: &Path) -> Result<Keypair, KeyFileError> {
+    if path.exists() {
+        return keyfile::read(path);
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| KeyFileError::Write {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    let key = keyfile::generate()?;
+    keyfile::write(path, &key, false)?;
+    tracing::info!(path = %path.display(), principal = %key.principal_id(), "created key file");
+    Ok(key)
+}
+
+/// Runs the gateway until SIGTERM or Ctrl-C.
+pub async fn run(config: Config) -> Result<(), ServeError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
+        path: config.data_dir.display().to_string(),
+        source,
+    })?;
+    let gateway_key = load_or_create_key(&config.key_file)?;
+    let mut tenants: Vec<(String, PrincipalId)> = Vec::new();
+    for t in &config.tenants {
+        let root = match &t.root {
+            TenantRoot::Principal(id) => id.clone(),
+            TenantRoot::KeyFile(path) => load_or_create_key(path)?.principal_id().clone(),
+        };
+        tracing::info!(tenant = %t.name, root = %root, "trusting tenant root");
+        tenants.push((t.name.clone(), root));
+    }
+
+    let storage = Storage::open(&config.data_dir.join("db"))?;
+    let ledger = Ledger::open(storage.clone(), config.budget.reservation_ttl)?;
+    let swept = ledger
+        .sweep(now().1)
+        .map_err(|e| StorageError::Sled(e.to_string()))?;
+    let revocations = RevocationStore::open(storage.clone())?;
+    tracing::info!(
+        open_reservations = ledger.open_reservations(),
+        expired_reservations_released = swept,
+        revocations = revocations.len(),
+        "state loaded"
+    );
+    let gate = Arc::new(Gatekeeper::new(
+        tenants,
+        ledger,
+        revocations,
+        DelegationStore::new(storage.clone()),
+    ));
+
+    let metrics = telemetry::install_metrics();
+    let listener = TcpListener::bind(config.server.http)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.server.http,
+            source,
+        })?;
+    let http_addr = listener.local_addr().map_err(|source| ServeError::Listen {
+        addr: config.server.http,
+        source,
+    })?;
+    let front = Arc::new(HttpFront {
+        rpc: JsonRpc::new(gate.clone(), config.server.max_body_bytes),
+        gate: gate.clone(),
+        metrics,
+        max_body_bytes: config.server.max_body_bytes,
+        request_timeout: config.server.request_timeout,
+        ready: AtomicBool::new(true),
+    });
+
+    let sweeper = {
+        let gate = gate.clone();
+        let every = config.budget.sweep_interval;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                match gate.ledger().sweep(now().1) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(released = n, "released expired reservations"),
+                    Err(e) => tracing::error!(error = %e, "sweeping reservations failed"),
+                }
+            }
+        })
+    };
+
+    tracing::info!(http = %http_addr, gateway = %gateway_key.principal_id(), "dgw listening");
+    // A machine-readable line for scripts and tests that start dgw on port 0.
+    println!("dgw listening http={http_addr}");
+    let _ = std::io::stdout().flush();
+
+    http::serve(
+        listener,
+        front,
+        shutdown_signal(),
+        config.server.shutdown_grace,
+    )
+    .await;
+    sweeper.abort();
+    storage.flush_now()?;
+    tracing::info!("state flushed; bye");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => tracing::info!("interrupted; shutting down"),
+        () = term => tracing::info!("terminated; shutting down"),
+    }
+}

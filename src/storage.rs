@@ -1,0 +1,184 @@
+//! The embedded sled database: one tree per concept, a versioned value
+//! encoding, and group-committed durability. Layout: `docs/storage.md`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+/// The encoding version written as the first byte of every value.
+pub const VALUE_VERSION: u8 = 1;
+
+/// A storage failure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StorageError {
+    #[error("storage: {0}")]
+    Sled(String),
+    #[error("stored value under {key:?} in {tree} is unreadable: {problem}")]
+    Corrupt {
+        tree: &'static str,
+        key: String,
+        problem: String,
+    },
+    #[error("storage is shutting down")]
+    Closed,
+}
+
+impl From<sled::Error> for StorageError {
+    fn from(e: sled::Error) -> Self {
+        StorageError::Sled(e.to_string())
+    }
+}
+
+impl<E: std::fmt::Debug> From<sled::transaction::TransactionError<E>> for StorageError {
+    fn from(e: sled::transaction::TransactionError<E>) -> Self {
+        StorageError::Sled(format!("{e:?}"))
+    }
+}
+
+/// The trees (see `docs/storage.md`).
+#[derive(Clone)]
+pub struct Trees {
+    pub budgets: sled::Tree,
+    pub reservations: sled::Tree,
+    pub delegations: sled::Tree,
+    pub contracts: sled::Tree,
+    pub attestations: sled::Tree,
+    pub revocations: sled::Tree,
+    pub revocation_index: sled::Tree,
+}
+
+/// The database and its group-commit flusher.
+#[derive(Clone)]
+pub struct Storage {
+    db: sled::Db,
+    pub trees: Trees,
+    durability: Durability,
+}
+
+impl Storage {
+    /// Opens (or creates) the database in `dir` and starts the flusher.
+    /// Must be called inside a Tokio runtime.
+    pub fn open(dir: &Path) -> Result<Self, StorageError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .mode(sled::Mode::HighThroughput)
+            .open()?;
+        let trees = Trees {
+            budgets: db.open_tree("budgets/v1")?,
+            reservations: db.open_tree("reservations/v1")?,
+            delegations: db.open_tree("delegations/v1")?,
+            contracts: db.open_tree("contracts/v1")?,
+            attestations: db.open_tree("attestations/v1")?,
+            revocations: db.open_tree("revocations/v1")?,
+            revocation_index: db.open_tree("revocation_index/v1")?,
+        };
+        let durability = Durability::start(db.clone());
+        Ok(Self {
+            db,
+            trees,
+            durability,
+        })
+    }
+
+    /// Waits until everything written before this call is on disk. Concurrent
+    /// callers share one flush.
+    pub async fn sync(&self) -> Result<(), StorageError> {
+        self.durability.sync().await
+    }
+
+    /// Flushes synchronously (at shutdown).
+    pub fn flush_now(&self) -> Result<(), StorageError> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
+
+/// Encodes a value: the version byte, then JSON.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut bytes = vec![VALUE_VERSION];
+    serde_json::to_writer(&mut bytes, value).expect("stored values always serialize");
+    bytes
+}
+
+/// Decodes a value written by [`encode`].
+pub fn decode<T: DeserializeOwned>(
+    tree: &'static str,
+    key: &[u8],
+    bytes: &[u8],
+) -> Result<T, StorageError> {
+    let corrupt = |problem: String| StorageError::Corrupt {
+        tree,
+        key: String::from_utf8_lossy(key).into_owned(),
+        problem,
+    };
+    match bytes.split_first() {
+        Some((&VALUE_VERSION, json)) => {
+            serde_json::from_slice(json).map_err(|e| corrupt(e.to_string()))
+        }
+        Some((v, _)) => Err(corrupt(format!("unknown value version {v}"))),
+        None => Err(corrupt("empty value".into())),
+    }
+}
+
+type Waiter = oneshot::Sender<Result<(), StorageError>>;
+
+/// Group commit: writers register after writing; one flush serves every
+/// writer registered before it started.
+#[derive(Clone)]
+struct Durability {
+    tx: mpsc::UnboundedSender<Waiter>,
+}
+
+impl Durability {
+    fn start(db: sled::Db) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Waiter>();
+        tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut waiters = vec![first];
+                while let Ok(w) = rx.try_recv() {
+                    waiters.push(w);
+                }
+                let db = db.clone();
+                let started = Instant::now();
+                let result = tokio::task::spawn_blocking(move || db.flush())
+                    .await
+                    .map_err(|e| StorageError::Sled(e.to_string()))
+                    .and_then(|r| r.map(|_| ()).map_err(StorageError::from));
+                crate::telemetry::record_flush(started.elapsed(), waiters.len());
+                if let Err(e) = &result {
+                    tracing::error!(error = %e, "sled flush failed");
+                }
+                for w in waiters {
+                    let _ = w.send(result.clone());
+                }
+            }
+        });
+        Self { tx }
+    }
+
+    async fn sync(&self) -> Result<(), StorageError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(tx).map_err(|_| StorageError::Closed)?;
+        rx.await.map_err(|_| StorageError::Closed)?
+    }
+}
+
+/// Reads every value of a tree, in key order.
+pub fn scan<T: DeserializeOwned>(
+    tree: &sled::Tree,
+    name: &'static str,
+) -> Result<Vec<(Vec<u8>, T)>, StorageError> {
+    tree.iter()
+        .map(|item| {
+            let (k, v) = item?;
+            Ok((k.to_vec(), decode(name, &k, &v)?))
+        })
+        .collect()
+}
+
+/// A shared handle.
+pub type SharedStorage = Arc<Storage>;

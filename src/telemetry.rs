@@ -1,0 +1,132 @@
+//! Metrics (Prometheus, `dgw_` prefix, base units) and logs (tracing).
+//!
+//! Every metric the gateway exports is named here, once.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub const REQUESTS_TOTAL: &str = "dgw_requests_total";
+pub const DENIALS_TOTAL: &str = "dgw_denials_total";
+pub const AUTHORIZE_DURATION: &str = "dgw_authorize_duration_seconds";
+pub const BUDGET_SPENT: &str = "dgw_budget_spent_microcents";
+pub const BUDGET_REMAINING: &str = "dgw_budget_remaining_microcents";
+pub const RESERVATIONS_OPEN: &str = "dgw_reservations_open";
+pub const REVOCATIONS_TOTAL: &str = "dgw_revocations_total";
+pub const FLUSH_DURATION: &str = "dgw_sled_flush_duration_seconds";
+pub const FLUSH_BATCH: &str = "dgw_sled_flush_batch_size";
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the Prometheus recorder once per process and returns its handle
+/// (`None` if another recorder was installed first).
+pub fn install_metrics() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(FLUSH_BATCH.into()), BATCH_BUCKETS)
+                })
+                .ok()?
+                .build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok()?;
+            describe();
+            Some(handle)
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(REQUESTS_TOTAL, "Requests by front, method and outcome.");
+    describe_counter!(DENIALS_TOTAL, "Denials by protocol and denial type.");
+    describe_histogram!(
+        AUTHORIZE_DURATION,
+        Unit::Seconds,
+        "Time to decide an authorization, reservation included."
+    );
+    describe_gauge!(
+        BUDGET_SPENT,
+        "Microcents spent, over each tenant's top-level budgets."
+    );
+    describe_gauge!(
+        BUDGET_REMAINING,
+        "Microcents neither spent nor reserved, over each tenant's top-level budgets."
+    );
+    describe_gauge!(
+        RESERVATIONS_OPEN,
+        "Budget reservations not yet settled or released."
+    );
+    describe_counter!(REVOCATIONS_TOTAL, "Revocation entries recorded.");
+    describe_histogram!(
+        FLUSH_DURATION,
+        Unit::Seconds,
+        "Time of one sled flush (group commit)."
+    );
+    describe_histogram!(FLUSH_BATCH, "Writers made durable by one sled flush.");
+}
+
+/// A finished request.
+pub fn record_request(front: &'static str, method: &str, outcome: &'static str) {
+    counter!(REQUESTS_TOTAL, "front" => front, "method" => method.to_owned(), "outcome" => outcome)
+        .increment(1);
+}
+
+/// A denial.
+pub fn record_denial(protocol: &'static str, kind: &str) {
+    counter!(DENIALS_TOTAL, "protocol" => protocol, "type" => kind.to_owned()).increment(1);
+}
+
+/// How long an authorization took.
+pub fn record_authorize(elapsed: Duration) {
+    histogram!(AUTHORIZE_DURATION).record(elapsed.as_secs_f64());
+}
+
+/// One group-commit flush.
+pub fn record_flush(elapsed: Duration, writers: usize) {
+    histogram!(FLUSH_DURATION).record(elapsed.as_secs_f64());
+    histogram!(FLUSH_BATCH).record(writers as f64);
+}
+
+/// A revocation recorded.
+pub fn record_revocation() {
+    counter!(REVOCATIONS_TOTAL).increment(1);
+}
+
+/// Budget gauges, refreshed before each scrape.
+pub fn set_budget_gauges(tenant: &str, spent: u64, remaining: u64, open_reservations: usize) {
+    gauge!(BUDGET_SPENT, "tenant" => tenant.to_owned()).set(spent as f64);
+    gauge!(BUDGET_REMAINING, "tenant" => tenant.to_owned()).set(remaining as f64);
+    gauge!(RESERVATIONS_OPEN).set(open_reservations as f64);
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Sends logs to standard error; `RUST_LOG` overrides the `info` default.
+pub fn init_logs(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
