@@ -95,3 +95,185 @@ pub fn node_peer(command: &str, input: &Value) -> Value {
     assert!(out.status.success(), "node peer failed: {}", stderr(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A running `dgw serve` on a free loopback port, with its own data dir.
+pub struct Gateway {
+    child: Option<std::process::Child>,
+    pub addr: String,
+    pub config: PathBuf,
+    pub stderr_log: PathBuf,
+}
+
+/// Writes a gateway config in `dir` trusting `roots`; `extra` is appended.
+pub fn gateway_config(
+    dir: &Path,
+    roots: &[(&str, &delegateos::PrincipalId)],
+    extra: &str,
+) -> PathBuf {
+    let mut toml = format!(
+        "data_dir = {:?}\nkey_file = {:?}\n[server]\nhttp = \"127.0.0.1:0\"\n{extra}\n",
+        dir.join("data"),
+        dir.join("data/gateway.key")
+    );
+    for (name, root) in roots {
+        toml.push_str(&format!(
+            "[[tenants]]\nname = {name:?}\nroot = \"{root}\"\n"
+        ));
+    }
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, toml).unwrap();
+    path
+}
+
+impl Gateway {
+    /// Starts `dgw serve --config CONFIG` and waits for it to listen.
+    pub fn start(config: &Path) -> Gateway {
+        use std::io::BufRead;
+        let stderr_log = config.with_extension(format!("stderr.{}.log", std::process::id()));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&stderr_log)
+            .unwrap();
+        let mut child = dgw()
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("dgw serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            for _ in lines {}
+        });
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "dgw did not start: {}",
+                    std::fs::read_to_string(&stderr_log).unwrap_or_default()
+                )
+            });
+        let addr = line
+            .strip_prefix("dgw listening http=")
+            .expect("listening line")
+            .to_owned();
+        Gateway {
+            child: Some(child),
+            addr,
+            config: config.to_owned(),
+            stderr_log,
+        }
+    }
+
+    /// Sends a raw HTTP request and returns (status, body).
+    pub fn http(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        http_request(&self.addr, method, path, body)
+    }
+
+    /// Sends one JSON-RPC request and returns the whole response object.
+    pub fn call(&self, method: &str, params: Value) -> Value {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let (status, bytes) = self.http("POST", "/rpc", body.to_string().as_bytes());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    /// The `result` of a call that must succeed.
+    pub fn ok(&self, method: &str, params: Value) -> Value {
+        let r = self.call(method, params);
+        assert!(r.get("error").is_none(), "{method} failed: {r}");
+        r["result"].clone()
+    }
+
+    /// The `error` of a call that must fail.
+    pub fn err(&self, method: &str, params: Value) -> Value {
+        let r = self.call(method, params);
+        assert!(r.get("result").is_none(), "{method} should fail: {r}");
+        r["error"].clone()
+    }
+
+    /// The Prometheus text.
+    pub fn metrics(&self) -> String {
+        let (status, body) = self.http("GET", "/metrics", b"");
+        assert_eq!(status, 200);
+        String::from_utf8(body).unwrap()
+    }
+
+    /// SIGKILL: no chance to flush or drain.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status()
+            .unwrap();
+        c.wait().unwrap()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A minimal HTTP/1.1 client (one request per connection).
+pub fn http_request(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("headers end");
+    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+    let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut body = response[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = data.windows(2).position(|w| w == b"\r\n") else {
+            break;
+        };
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&data[..eol]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&data[eol + 2..eol + 2 + size]);
+        data = &data[eol + 2 + size + 2..];
+    }
+    out
+}
