@@ -1,1 +1,167 @@
-fn main() {}
+//! Benchmarks of the enforcement pipeline: token verification, and the whole
+//! in-process authorize + settle path on sled.
+//!
+//! `cargo bench --bench pipeline`; figures go to docs/performance.md.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use delegate_gateway::budget::Ledger;
+use delegate_gateway::delegations::DelegationStore;
+use delegate_gateway::gatekeeper::Gatekeeper;
+use delegate_gateway::revocations::RevocationStore;
+use delegate_gateway::storage::Storage;
+use delegateos::dct::{self, AttenuateParams, CreateParams, VerificationContext};
+use delegateos::revocation::NoRevocations;
+use delegateos::{CapabilityRequest, ContractId, Dct, DelegationId, Keypair, Timestamp};
+
+fn keys() -> Vec<Keypair> {
+    (1..=5).map(|n| Keypair::from_seed([n; 32])).collect()
+}
+
+fn tokens(k: &[Keypair]) -> (Dct, Dct) {
+    let now = time::OffsetDateTime::now_utc();
+    let root = Dct::create(
+        &k[0],
+        CreateParams {
+            delegatee: k[1].principal_id().clone(),
+            capabilities: vec![
+                "docs:read:/project/**".parse().unwrap(),
+                "web:search:*".parse().unwrap(),
+            ],
+            contract_id: ContractId::from_bytes([1; 6]),
+            delegation_id: DelegationId::from_bytes([1; 6]),
+            parent_delegation_id: DelegationId::root_parent(),
+            chain_depth: 0,
+            max_chain_depth: 4,
+            max_budget_microcents: 1 << 50,
+            expires_at: Timestamp::from_instant(now + time::Duration::hours(2)),
+            issued_at: Timestamp::from_instant(now),
+        },
+    )
+    .unwrap();
+    let mut chain = root.clone();
+    for i in 1..4 {
+        chain = chain
+            .attenuate(
+                &k[i],
+                AttenuateParams {
+                    delegatee: k[i + 1].principal_id().clone(),
+                    delegation_id: DelegationId::from_bytes([i as u8 + 1; 6]),
+                    contract_id: ContractId::from_bytes([1; 6]),
+                    allowed_capabilities: Some(vec!["docs:read:/project/**".parse().unwrap()]),
+                    max_budget_microcents: Some((1 << 50) - i as u64),
+                    expires_at: None,
+                    max_chain_depth: None,
+                },
+            )
+            .unwrap();
+    }
+    (root, chain)
+}
+
+fn request() -> CapabilityRequest {
+    CapabilityRequest {
+        namespace: "docs".into(),
+        action: "read".into(),
+        resource: "/project/src/main.rs".into(),
+    }
+}
+
+fn verify(c: &mut Criterion) {
+    let k = keys();
+    let (root, chain) = tokens(&k);
+    let roots = vec![k[0].principal_id().clone()];
+    let now = Timestamp::from_instant(time::OffsetDateTime::now_utc());
+    let req = request();
+    let ctx = VerificationContext {
+        trusted_roots: &roots,
+        revocations: &NoRevocations,
+        now: &now,
+        spent_microcents: 0,
+        request: &req,
+    };
+    let (root, chain) = (root.encode(), chain.encode());
+    c.bench_function("verify/root token", |b| {
+        b.iter(|| dct::verify(&root, &ctx).unwrap())
+    });
+    c.bench_function("verify/3-attenuation chain", |b| {
+        b.iter(|| dct::verify(&chain, &ctx).unwrap())
+    });
+    let verified = dct::verify_token(&chain, &roots, &NoRevocations).unwrap();
+    c.bench_function(
+        "verify/cached chain: revocation+expiry+budget+capability",
+        |b| b.iter(|| verified.authorize(&NoRevocations, &now, 0, &req).unwrap()),
+    );
+}
+
+fn gatekeeper(
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    root: &Keypair,
+) -> Arc<Gatekeeper> {
+    rt.block_on(async {
+        let storage = Storage::open(dir).unwrap();
+        let ledger = Ledger::open(storage.clone(), Duration::from_secs(60)).unwrap();
+        let revocations = RevocationStore::open(storage.clone()).unwrap();
+        Arc::new(Gatekeeper::new(
+            vec![("bench".into(), root.principal_id().clone())],
+            ledger,
+            revocations,
+            DelegationStore::new(storage),
+        ))
+    })
+}
+
+fn authorize_settle(c: &mut Criterion) {
+    let k = keys();
+    let (_, chain) = tokens(&k);
+    let token = Arc::new(chain.encode());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let gate = gatekeeper(&rt, dir.path(), &k[0]);
+    let once = |gate: Arc<Gatekeeper>, token: Arc<String>| async move {
+        let a = gate.authorize(&token, request(), 1).await.unwrap().unwrap();
+        gate.settle(&a.reservation.reservation_id, 1).await.unwrap();
+    };
+    let mut group = c.benchmark_group("authorize+settle (sled, durable, repeated token)");
+    group.measurement_time(Duration::from_secs(8));
+    group.bench_function("1 caller", |b| {
+        b.iter(|| rt.block_on(once(gate.clone(), token.clone())))
+    });
+    for callers in [16u64, 64] {
+        group.bench_function(
+            format!("{callers} concurrent callers (time per operation)"),
+            |b| {
+                b.iter_custom(|iters| {
+                    rt.block_on(async {
+                        let started = Instant::now();
+                        let per = iters.div_ceil(callers);
+                        let tasks: Vec<_> = (0..callers)
+                            .map(|_| {
+                                let (gate, token) = (gate.clone(), token.clone());
+                                tokio::spawn(async move {
+                                    for _ in 0..per {
+                                        once(gate.clone(), token.clone()).await;
+                                    }
+                                })
+                            })
+                            .collect();
+                        for t in tasks {
+                            t.await.unwrap();
+                        }
+                        started.elapsed() / (per * callers) as u32 * iters as u32
+                    })
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, verify, authorize_settle);
+criterion_main!(benches);

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Drives dgw serve over loopback with dgw-load and prints its figures.
+#   benches/load.sh [CONCURRENCY] [DURATION] [--settle]
+# Builds release binaries, starts a gateway with a fresh data dir and a bench
+# tenant on a free port, issues a token with a large budget, runs the load,
+# and stops the gateway. Traffic stays on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+concurrency=${1:-64}
+duration=${2:-10s}
+settle=${3:-}
+cargo build --release --quiet --bin dgw --bin dgw-load
+bin=target/release
+work=$(mktemp -d)
+trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
+root=$($bin/dgw keygen --out "$work/root.key" 2>/dev/null)
+cat > "$work/gateway.toml" <<TOML
+data_dir = "$work/data"
+key_file = "$work/data/gateway.key"
+[server]
+http = "127.0.0.1:0"
+[[tenants]]
+name = "bench"
+root = "$root"
+TOML
+$bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "$work/err" &
+pid=$!
+for _ in $(seq 100); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.1; done
+addr=$(sed -n 's/^dgw listening http=//p' "$work/out")
+token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' \
+  --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 \
+  --max-depth 1 --ttl 1h 2>/dev/null)
+$bin/dgw-load --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" ${settle:+--settle}
