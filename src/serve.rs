@@ -76,7 +76,8 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     }
 
     let storage = Storage::open(&config.data_dir.join("db"))?;
-    let ledger = Ledger::open(storage.clone(), config.budget.reservation_ttl)?;
+    let ledger = Ledger::open(storage.clone(), config.budget.reservation_ttl)
+        .map_err(|e| StorageError::Sled(e.to_string()))?;
     let swept = ledger
         .sweep(now().1)
         .map_err(|e| StorageError::Sled(e.to_string()))?;
@@ -125,6 +126,13 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(released = n, "released expired reservations"),
                     Err(e) => tracing::error!(error = %e, "sweeping reservations failed"),
+                }
+                // Fold settlements into the budget records, a bounded batch at a time.
+                let ledger_gate = gate.clone();
+                let folded =
+                    tokio::task::spawn_blocking(move || ledger_gate.ledger().compact(10_000)).await;
+                if let Ok(Err(e)) = folded {
+                    tracing::error!(error = %e, "compacting settlements failed");
                 }
             }
         })

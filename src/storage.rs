@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// The encoding version written as the first byte of every value.
 pub const VALUE_VERSION: u8 = 1;
@@ -60,8 +60,7 @@ pub struct Storage {
 }
 
 impl Storage {
-    /// Opens (or creates) the database in `dir` and starts the flusher.
-    /// Must be called inside a Tokio runtime.
+    /// Opens (or creates) the database in `dir` and starts the flusher thread.
     pub fn open(dir: &Path) -> Result<Self, StorageError> {
         let db = sled::Config::new()
             .path(dir)
@@ -127,36 +126,33 @@ pub fn decode<T: DeserializeOwned>(
 type Waiter = oneshot::Sender<Result<(), StorageError>>;
 
 /// Group commit: writers register after writing; one flush serves every
-/// writer registered before it started.
+/// writer registered before it started. Flushes run on a dedicated thread.
 #[derive(Clone)]
 struct Durability {
-    tx: mpsc::UnboundedSender<Waiter>,
+    tx: std::sync::mpsc::Sender<Waiter>,
 }
 
 impl Durability {
     fn start(db: sled::Db) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Waiter>();
-        tokio::spawn(async move {
-            while let Some(first) = rx.recv().await {
-                let mut waiters = vec![first];
-                while let Ok(w) = rx.try_recv() {
-                    waiters.push(w);
+        let (tx, rx) = std::sync::mpsc::channel::<Waiter>();
+        std::thread::Builder::new()
+            .name("dgw-flush".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut waiters = vec![first];
+                    waiters.extend(rx.try_iter());
+                    let started = Instant::now();
+                    let result = db.flush().map(|_| ()).map_err(StorageError::from);
+                    crate::telemetry::record_flush(started.elapsed(), waiters.len());
+                    if let Err(e) = &result {
+                        tracing::error!(error = %e, "sled flush failed");
+                    }
+                    for w in waiters {
+                        let _ = w.send(result.clone());
+                    }
                 }
-                let db = db.clone();
-                let started = Instant::now();
-                let result = tokio::task::spawn_blocking(move || db.flush())
-                    .await
-                    .map_err(|e| StorageError::Sled(e.to_string()))
-                    .and_then(|r| r.map(|_| ()).map_err(StorageError::from));
-                crate::telemetry::record_flush(started.elapsed(), waiters.len());
-                if let Err(e) = &result {
-                    tracing::error!(error = %e, "sled flush failed");
-                }
-                for w in waiters {
-                    let _ = w.send(result.clone());
-                }
-            }
-        });
+            })
+            .expect("the flush thread starts");
         Self { tx }
     }
 
