@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Drives dgw serve over loopback with dgw-load and prints its figures.
-#   benches/load.sh [CONCURRENCY] [DURATION] [--settle]
+#   benches/load.sh [CONCURRENCY] [DURATION] [--settle] [NAMESPACE]
+# (NAMESPACE other than docs makes every request a capability denial: the
+# pipeline without the ledger.)
 # Builds release binaries, starts a gateway with a fresh data dir and a bench
 # tenant on a free port, issues a token with a large budget, runs the load,
 # and stops the gateway. Traffic stays on 127.0.0.1.
@@ -9,6 +11,7 @@ cd "$(dirname "$0")/.."
 concurrency=${1:-64}
 duration=${2:-10s}
 settle=${3:-}
+namespace=${4:-docs}
 cargo build --release --quiet --bin dgw --bin dgw-load
 bin=target/release
 work=$(mktemp -d)
@@ -30,4 +33,4 @@ addr=$(sed -n 's/^dgw listening http=//p' "$work/out")
 token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' \
   --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 \
   --max-depth 1 --ttl 1h 2>/dev/null)
-$bin/dgw-load --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" ${settle:+--settle}
+$bin/dgw-load --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle}
