@@ -102,8 +102,13 @@ fn gatekeeper(
     root: &Keypair,
 ) -> Arc<Gatekeeper> {
     rt.block_on(async {
-        let storage = Storage::open(dir).unwrap();
-        let ledger = Ledger::open(storage.clone(), Duration::from_secs(60)).unwrap();
+        let storage = Storage::open(&dir.join("db")).unwrap();
+        let ledger = Ledger::open(
+            storage.clone(),
+            &dir.join("journal"),
+            Duration::from_secs(60),
+        )
+        .unwrap();
         let revocations = RevocationStore::open(storage.clone()).unwrap();
         Arc::new(Gatekeeper::new(
             vec![("bench".into(), root.principal_id().clone())],

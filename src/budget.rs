@@ -13,6 +13,12 @@
 //! to `spent` at every level and releases the rest, durably; `release` and
 //! the sweeper give reservations back. The lock makes the check-and-reserve
 //! atomic in this process, and sled allows only one process per data dir.
+//!
+//! The state lives in memory; every change is first appended to the budget
+//! journal (`journal.rs`, group-committed), and snapshots of the whole state
+//! go to the `budgets/v1` and `reservations/v1` trees, after which older
+//! journal files are deleted. Recovery loads the snapshot and replays the
+//! journal records after it, through the same `Book::apply` as live changes.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +30,9 @@ use delegateos::PrincipalId;
 use serde::{Deserialize, Serialize};
 
 use crate::random;
+use tokio::sync::oneshot;
+
+use crate::journal::Journal;
 use crate::storage::{decode, encode, scan, Storage, StorageError};
 
 /// A budget node: `ROOT/del_…/del_…`.
@@ -110,24 +119,57 @@ struct ReservationRecord {
     deadline_ms: u64,
 }
 
-/// A stored settlement not yet folded into the level records
-/// (`settled/ID` in the reservations tree).
+/// One change to the ledger, as journaled. `seq` orders changes; a
+/// snapshot records the last `seq` it includes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct SettledRecord {
-    levels: Vec<(BudgetKey, u64)>,
-    actual: u64,
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Entry {
+    Reserve {
+        seq: u64,
+        id: String,
+        record: ReservationRecord,
+    },
+    Settle {
+        seq: u64,
+        id: String,
+        actual: u64,
+    },
+    Release {
+        seq: u64,
+        id: String,
+    },
+    Charge {
+        seq: u64,
+        levels: Vec<(BudgetKey, u64)>,
+        amount: u64,
+    },
 }
 
-const OPEN: &str = "open/";
-const SETTLED: &str = "settled/";
-
-fn open_key(id: &str) -> Vec<u8> {
-    format!("{OPEN}{id}").into_bytes()
+impl Entry {
+    fn seq(&self) -> u64 {
+        match self {
+            Entry::Reserve { seq, .. }
+            | Entry::Settle { seq, .. }
+            | Entry::Release { seq, .. }
+            | Entry::Charge { seq, .. } => *seq,
+        }
+    }
 }
 
-fn settled_key(id: &str) -> Vec<u8> {
-    format!("{SETTLED}{id}").into_bytes()
+/// What the last snapshot wrote, to write only differences next time.
+#[derive(Default)]
+struct Snapshotted {
+    levels: HashMap<BudgetKey, (u64, u64)>,
+    reservations: BTreeSet<String>,
 }
+
+/// The `ledger/v1` record of the last snapshot.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+struct SnapshotMeta {
+    seq: u64,
+}
+
+const SNAPSHOT_KEY: &[u8] = b"snapshot";
 
 #[derive(Debug, Clone, Copy, Default)]
 struct LevelState {
@@ -141,9 +183,46 @@ struct Book {
     levels: HashMap<BudgetKey, LevelState>,
     reservations: HashMap<String, ReservationRecord>,
     by_delegation: HashMap<String, BTreeSet<BudgetKey>>,
+    /// The last journaled change applied.
+    seq: u64,
 }
 
 impl Book {
+    /// Applies a change: the one code path for live changes and replay.
+    /// Checks (fit, existence) happen before a change is journaled.
+    fn apply(&mut self, entry: &Entry) {
+        match entry {
+            Entry::Reserve { id, record, .. } => {
+                for (key, limit) in &record.levels {
+                    self.level_mut(key, *limit).reserved += record.amount;
+                }
+                self.reservations.insert(id.clone(), record.clone());
+            }
+            Entry::Settle { id, actual, .. } => {
+                if let Some(res) = self.reservations.remove(id) {
+                    for (key, limit) in &res.levels {
+                        let state = self.level_mut(key, *limit);
+                        state.reserved -= res.amount;
+                        state.spent += actual;
+                    }
+                }
+            }
+            Entry::Release { id, .. } => {
+                if let Some(res) = self.reservations.remove(id) {
+                    for (key, limit) in &res.levels {
+                        self.level_mut(key, *limit).reserved -= res.amount;
+                    }
+                }
+            }
+            Entry::Charge { levels, amount, .. } => {
+                for (key, limit) in levels {
+                    self.level_mut(key, *limit).spent += amount;
+                }
+            }
+        }
+        self.seq = self.seq.max(entry.seq());
+    }
+
     fn level_mut(&mut self, key: &BudgetKey, limit: u64) -> &mut LevelState {
         if !self.levels.contains_key(key) {
             self.by_delegation
@@ -199,14 +278,14 @@ pub struct TenantTotals {
 /// The budget ledger.
 pub struct Ledger {
     storage: Storage,
+    journal: Journal,
+    snapshotted: Mutex<Snapshotted>,
     book: Mutex<Book>,
     ttl: Duration,
     /// Reservation IDs are this process's random prefix and a counter:
     /// unique across restarts without a system call per reservation.
     id_prefix: String,
     id_counter: AtomicU64,
-    /// One compaction at a time: two would fold the same settlement twice.
-    compaction: Mutex<()>,
 }
 
 fn record_key(key: &BudgetKey) -> &[u8] {
@@ -214,38 +293,128 @@ fn record_key(key: &BudgetKey) -> &[u8] {
 }
 
 impl Ledger {
-    /// Loads every node, open reservation and unfolded settlement from storage.
-    pub fn open(storage: Storage, ttl: Duration) -> Result<Self, LedgerError> {
+    /// Loads the last snapshot from storage and replays the journal in
+    /// `journal_dir` after it.
+    pub fn open(
+        storage: Storage,
+        journal_dir: &std::path::Path,
+        ttl: Duration,
+    ) -> Result<Self, LedgerError> {
         let mut book = Book::default();
+        let mut snapshotted = Snapshotted::default();
         for (k, rec) in scan::<LevelRecord>(&storage.trees.budgets, "budgets")? {
             let key = BudgetKey(String::from_utf8_lossy(&k).into_owned());
-            let state = book.level_mut(&key, rec.limit);
-            state.spent = rec.spent;
+            book.level_mut(&key, rec.limit).spent = rec.spent;
+            snapshotted.levels.insert(key, (rec.limit, rec.spent));
         }
-        for item in storage.trees.reservations.scan_prefix(OPEN) {
-            let (k, v) = item.map_err(StorageError::from)?;
-            let res: ReservationRecord = decode("reservations", &k, &v)?;
-            for (key, limit) in &res.levels {
-                book.level_mut(key, *limit).reserved += res.amount;
-            }
-            let id = String::from_utf8_lossy(&k[OPEN.len()..]).into_owned();
-            book.reservations.insert(id, res);
+        for (k, res) in scan::<ReservationRecord>(&storage.trees.reservations, "reservations")? {
+            let id = String::from_utf8_lossy(&k).into_owned();
+            snapshotted.reservations.insert(id.clone());
+            book.apply(&Entry::Reserve {
+                seq: 0,
+                id,
+                record: res,
+            });
         }
-        for item in storage.trees.reservations.scan_prefix(SETTLED) {
-            let (k, v) = item.map_err(StorageError::from)?;
-            let done: SettledRecord = decode("reservations", &k, &v)?;
-            for (key, limit) in &done.levels {
-                book.level_mut(key, *limit).spent += done.actual;
-            }
+        let meta: SnapshotMeta = match storage
+            .trees
+            .ledger
+            .get(SNAPSHOT_KEY)
+            .map_err(StorageError::from)?
+        {
+            Some(v) => decode("ledger", SNAPSHOT_KEY, &v)?,
+            None => SnapshotMeta::default(),
+        };
+        book.seq = meta.seq;
+        let (journal, recovered) = Journal::open::<Entry>(journal_dir)?;
+        let mut replayed = 0;
+        for entry in recovered.records.iter().filter(|e| e.seq() > meta.seq) {
+            book.apply(entry);
+            replayed += 1;
         }
+        tracing::debug!(snapshot_seq = meta.seq, replayed, "budget ledger recovered");
         Ok(Self {
             storage,
+            journal,
+            snapshotted: Mutex::new(snapshotted),
             book: Mutex::new(book),
             ttl,
             id_prefix: format!("res_{}", hex(&random::bytes::<8>()?)),
             id_counter: AtomicU64::new(0),
-            compaction: Mutex::new(()),
         })
+    }
+
+    /// Writes the state to the sled trees (only what changed since the last
+    /// snapshot) in one transaction, then deletes the journal files it
+    /// covers. Returns the sequence number it includes.
+    pub fn snapshot(&self) -> Result<u64, StorageError> {
+        use sled::transaction::{ConflictableTransactionError, TransactionalTree};
+        use sled::Transactional;
+        // One snapshot at a time; changes go on meanwhile.
+        let mut done = self.snapshotted.lock().unwrap_or_else(|p| p.into_inner());
+        let (levels, reservations, seq, first_kept) = {
+            let book = self.book();
+            let levels: HashMap<BudgetKey, (u64, u64)> = book
+                .levels
+                .iter()
+                .map(|(k, s)| (k.clone(), (s.limit, s.spent)))
+                .collect();
+            // Records appended from here on go to a new file, which this snapshot does not cover.
+            let first_kept = self.journal.rotate();
+            (levels, book.reservations.clone(), book.seq, first_kept)
+        };
+        let changed: Vec<(&BudgetKey, LevelRecord)> = levels
+            .iter()
+            .filter(|(k, v)| done.levels.get(*k) != Some(*v))
+            .map(|(k, &(limit, spent))| (k, LevelRecord { limit, spent }))
+            .collect();
+        let gone: Vec<&String> = done
+            .reservations
+            .iter()
+            .filter(|id| !reservations.contains_key(*id))
+            .collect();
+        let added: Vec<(&String, &ReservationRecord)> = reservations
+            .iter()
+            .filter(|(id, _)| !done.reservations.contains(*id))
+            .collect();
+        let trees = (
+            &self.storage.trees.budgets,
+            &self.storage.trees.reservations,
+            &self.storage.trees.ledger,
+        );
+        trees.transaction(
+            |(budgets, res, ledger): &(TransactionalTree, TransactionalTree, TransactionalTree)| {
+                for (k, rec) in &changed {
+                    budgets.insert(record_key(k), encode(rec))?;
+                }
+                for id in &gone {
+                    res.remove(id.as_bytes())?;
+                }
+                for (id, rec) in &added {
+                    res.insert(id.as_bytes(), encode(*rec))?;
+                }
+                ledger.insert(SNAPSHOT_KEY, encode(&SnapshotMeta { seq }))?;
+                Ok::<(), ConflictableTransactionError<()>>(())
+            },
+        )?;
+        self.storage.flush_now()?;
+        self.journal.remove_before(first_kept)?;
+        done.levels = levels;
+        done.reservations = reservations.into_keys().collect();
+        Ok(seq)
+    }
+
+    /// Journals a change and applies it, under the book lock so the journal
+    /// order is the order of application. The receiver resolves when durable.
+    fn commit(
+        &self,
+        book: &mut Book,
+        make: impl FnOnce(u64) -> Entry,
+    ) -> oneshot::Receiver<Result<(), StorageError>> {
+        let entry = make(book.seq + 1);
+        let durable = self.journal.append(&entry);
+        book.apply(&entry);
+        durable
     }
 
     fn next_reservation_id(&self) -> String {
@@ -305,20 +474,16 @@ impl Ledger {
             amount,
             deadline_ms,
         };
-        {
+        let durable = {
             let mut book = self.book();
             Self::check(&book, levels, amount)?;
-            self.storage
-                .trees
-                .reservations
-                .insert(open_key(&id), encode(&record))
-                .map_err(StorageError::from)?;
-            for (key, limit) in levels {
-                book.level_mut(key, *limit).reserved += amount;
-            }
-            book.reservations.insert(id.clone(), record);
-        }
-        self.storage.sync().await?;
+            self.commit(&mut book, |seq| Entry::Reserve {
+                seq,
+                id: id.clone(),
+                record,
+            })
+        };
+        wait(durable).await?;
         Ok(Reservation {
             reservation_id: id,
             amount_microcents: amount,
@@ -345,34 +510,22 @@ impl Ledger {
                     reserved: res.amount,
                 });
             }
-            let mut batch = sled::Batch::default();
-            batch.remove(open_key(reservation_id));
-            batch.insert(
-                settled_key(reservation_id),
-                encode(&SettledRecord {
-                    levels: res.levels.clone(),
-                    actual,
-                }),
-            );
-            self.storage
-                .trees
-                .reservations
-                .apply_batch(batch)
-                .map_err(StorageError::from)?;
-            for (key, limit) in &res.levels {
-                let state = book.level_mut(key, *limit);
-                state.reserved -= res.amount;
-                state.spent += actual;
-            }
-            book.reservations.remove(reservation_id);
-            Settlement {
-                reservation_id: reservation_id.to_owned(),
-                charged_microcents: actual,
-                released_microcents: res.amount - actual,
-            }
+            let durable = self.commit(&mut book, |seq| Entry::Settle {
+                seq,
+                id: reservation_id.to_owned(),
+                actual,
+            });
+            (
+                Settlement {
+                    reservation_id: reservation_id.to_owned(),
+                    charged_microcents: actual,
+                    released_microcents: res.amount - actual,
+                },
+                durable,
+            )
         };
-        self.storage.sync().await?;
-        Ok(settlement)
+        wait(settlement.1).await?;
+        Ok(settlement.0)
     }
 
     /// Charges `amount` at every level at once, if it fits, durably (for
@@ -382,105 +535,34 @@ impl Ledger {
         levels: &[(BudgetKey, u64)],
         amount: u64,
     ) -> Result<(), LedgerError> {
-        {
+        let durable = {
             let mut book = self.book();
             Self::check(&book, levels, amount)?;
-            let id = self.next_reservation_id();
-            self.storage
-                .trees
-                .reservations
-                .insert(
-                    settled_key(&id),
-                    encode(&SettledRecord {
-                        levels: levels.to_vec(),
-                        actual: amount,
-                    }),
-                )
-                .map_err(StorageError::from)?;
-            for (key, limit) in levels {
-                book.level_mut(key, *limit).spent += amount;
-            }
-        }
-        self.storage.sync().await?;
+            self.commit(&mut book, |seq| Entry::Charge {
+                seq,
+                levels: levels.to_vec(),
+                amount,
+            })
+        };
+        wait(durable).await?;
         Ok(())
     }
 
-    /// Folds up to `max` settlements into the level records, each in one
-    /// transaction with its removal, so a crash never counts one twice or
-    /// loses it. Off the hot path: settling only writes one record.
-    pub fn compact(&self, max: usize) -> Result<usize, StorageError> {
-        use sled::transaction::{ConflictableTransactionError, TransactionalTree};
-        use sled::Transactional;
-        let _only_one = self.compaction.lock().unwrap_or_else(|p| p.into_inner());
-        let settled: Vec<(sled::IVec, SettledRecord)> = self
-            .storage
-            .trees
-            .reservations
-            .scan_prefix(SETTLED)
-            .take(max)
-            .map(|item| {
-                let (k, v) = item?;
-                let rec = decode("reservations", &k, &v)?;
-                Ok((k, rec))
-            })
-            .collect::<Result<_, StorageError>>()?;
-        if settled.is_empty() {
-            return Ok(0);
-        }
-        let trees = (
-            &self.storage.trees.budgets,
-            &self.storage.trees.reservations,
-        );
-        trees
-            .transaction(
-                |(budgets, reservations): &(TransactionalTree, TransactionalTree)| {
-                    for (k, rec) in &settled {
-                        for (key, limit) in &rec.levels {
-                            let current = match budgets.get(record_key(key))? {
-                                Some(v) => decode::<LevelRecord>("budgets", record_key(key), &v)
-                                    .map_err(ConflictableTransactionError::Abort)?,
-                                None => LevelRecord {
-                                    limit: *limit,
-                                    spent: 0,
-                                },
-                            };
-                            let next = LevelRecord {
-                                limit: current.limit.min(*limit),
-                                spent: current.spent + rec.actual,
-                            };
-                            budgets.insert(record_key(key), encode(&next))?;
-                        }
-                        reservations.remove(k.clone())?;
-                    }
-                    Ok(())
-                },
-            )
-            .map_err(|e| match e {
-                sled::transaction::TransactionError::Abort(e) => e,
-                sled::transaction::TransactionError::Storage(e) => StorageError::from(e),
-            })?;
-        Ok(settled.len())
-    }
-
-    /// Cancels a reservation. Not flushed: a release lost in a crash only
-    /// brings back a reservation that the sweeper releases again.
+    /// Cancels a reservation.
     pub fn release(&self, reservation_id: &str) -> Result<u64, LedgerError> {
         let mut book = self.book();
-        let res = book
+        let amount = book
             .reservations
             .get(reservation_id)
-            .cloned()
+            .map(|r| r.amount)
             .ok_or_else(|| LedgerError::UnknownReservation(reservation_id.to_owned()))?;
-        self.storage
-            .trees
-            .reservations
-            .remove(open_key(reservation_id))
-            .map_err(StorageError::from)?;
-        for (key, limit) in &res.levels {
-            book.level_mut(key, *limit).reserved -= res.amount;
-        }
-        book.reservations.remove(reservation_id);
-        Ok(res.amount)
+        // Not awaited: a release lost in a crash only brings back a
+        // reservation that is released again when it expires.
+        drop(self.commit(&mut book, |seq| Entry::Release {
+            seq,
+            id: reservation_id.to_owned(),
+        }));
+        Ok(amount)
     }
 
     /// Releases every reservation whose deadline has passed; returns how many.
@@ -555,6 +637,11 @@ impl Ledger {
         }
         totals
     }
+}
+
+/// Waits for a journaled change to be durable.
+async fn wait(durable: oneshot::Receiver<Result<(), StorageError>>) -> Result<(), StorageError> {
+    durable.await.map_err(|_| StorageError::Closed)?
 }
 
 fn level_report(key: &BudgetKey, s: LevelState) -> LevelReport {
@@ -643,8 +730,8 @@ mod tests {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let dir = tempfile::tempdir().unwrap();
             rt.block_on(async {
-                let storage = Storage::open(dir.path()).unwrap();
-                let mut ledger = Ledger::open(storage.clone(), Duration::from_secs(60)).unwrap();
+                let storage = Storage::open(&dir.path().join("db")).unwrap();
+                let mut ledger = Ledger::open(storage.clone(), &dir.path().join("journal"), Duration::from_secs(60)).unwrap();
                 let limits = [100u64, 60, 70];
                 let mut model = [(0u64, 0u64); 3]; // (spent, reserved) for a, a/b, a/c
                 let mut open: Vec<(String, usize, u64)> = Vec::new();
@@ -689,10 +776,11 @@ mod tests {
                             prop_assert_eq!(ledger.release(&id).unwrap(), amount);
                             for i in idx(c) { model[i].1 -= amount; }
                         }
-                        Op::Compact => { ledger.compact(3).unwrap(); }
+                        Op::Compact => { ledger.snapshot().unwrap(); }
                         Op::Reload => {
                             let before = state(&ledger);
-                            ledger = Ledger::open(storage.clone(), Duration::from_secs(60)).unwrap();
+                            drop(ledger);
+                            ledger = Ledger::open(storage.clone(), &dir.path().join("journal"), Duration::from_secs(60)).unwrap();
                             prop_assert_eq!(state(&ledger), before);
                         }
                         _ => {}
@@ -716,8 +804,13 @@ mod tests {
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
         rt.block_on(async {
-            let storage = Storage::open(dir.path()).unwrap();
-            let ledger = Ledger::open(storage, Duration::from_millis(1000)).unwrap();
+            let storage = Storage::open(&dir.path().join("db")).unwrap();
+            let ledger = Ledger::open(
+                storage,
+                &dir.path().join("journal"),
+                Duration::from_millis(1000),
+            )
+            .unwrap();
             let early = ledger.reserve(&chains()[1], 10, 0).await.unwrap();
             let late = ledger.reserve(&chains()[1], 10, 5000).await.unwrap();
             assert_eq!(ledger.sweep(999).unwrap(), 0);

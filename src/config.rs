@@ -55,6 +55,9 @@ pub struct BudgetConfig {
     pub reservation_ttl: Duration,
     /// How often the sweeper runs.
     pub sweep_interval: Duration,
+    /// How often the budget state is snapshotted into sled (the journal
+    /// covers what happened since).
+    pub snapshot_interval: Duration,
 }
 
 /// A tenant: a name and the root key its tokens must be issued by.
@@ -105,6 +108,8 @@ struct RawBudget {
     reservation_ttl: String,
     #[serde(default = "default_sweep_interval")]
     sweep_interval: String,
+    #[serde(default = "default_snapshot_interval")]
+    snapshot_interval: String,
 }
 
 impl Default for RawBudget {
@@ -112,6 +117,7 @@ impl Default for RawBudget {
         Self {
             reservation_ttl: default_reservation_ttl(),
             sweep_interval: default_sweep_interval(),
+            snapshot_interval: default_snapshot_interval(),
         }
     }
 }
@@ -140,6 +146,9 @@ fn default_reservation_ttl() -> String {
 }
 fn default_sweep_interval() -> String {
     "1s".into()
+}
+fn default_snapshot_interval() -> String {
+    "10s".into()
 }
 
 impl Config {
@@ -228,6 +237,10 @@ impl Config {
             budget: BudgetConfig {
                 reservation_ttl: duration("budget.reservation_ttl", &raw.budget.reservation_ttl)?,
                 sweep_interval: duration("budget.sweep_interval", &raw.budget.sweep_interval)?,
+                snapshot_interval: duration(
+                    "budget.snapshot_interval",
+                    &raw.budget.snapshot_interval,
+                )?,
             },
             tenants,
         })

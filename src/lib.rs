@@ -8,6 +8,7 @@ pub mod config;
 pub mod delegations;
 pub mod gatekeeper;
 pub mod http;
+pub mod journal;
 pub mod jsonrpc;
 pub mod keyfile;
 pub mod random;

@@ -76,8 +76,12 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     }
 
     let storage = Storage::open(&config.data_dir.join("db"))?;
-    let ledger = Ledger::open(storage.clone(), config.budget.reservation_ttl)
-        .map_err(|e| StorageError::Sled(e.to_string()))?;
+    let ledger = Ledger::open(
+        storage.clone(),
+        &config.data_dir.join("journal"),
+        config.budget.reservation_ttl,
+    )
+    .map_err(|e| StorageError::Sled(e.to_string()))?;
     let swept = ledger
         .sweep(now().1)
         .map_err(|e| StorageError::Sled(e.to_string()))?;
@@ -118,8 +122,10 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let sweeper = {
         let gate = gate.clone();
         let every = config.budget.sweep_interval;
+        let snapshot_every = config.budget.snapshot_interval;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
+            let mut last_snapshot = std::time::Instant::now();
             loop {
                 tick.tick().await;
                 match gate.ledger().sweep(now().1) {
@@ -127,12 +133,14 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
                     Ok(n) => tracing::info!(released = n, "released expired reservations"),
                     Err(e) => tracing::error!(error = %e, "sweeping reservations failed"),
                 }
-                // Fold settlements into the budget records, a bounded batch at a time.
-                let ledger_gate = gate.clone();
-                let folded =
-                    tokio::task::spawn_blocking(move || ledger_gate.ledger().compact(10_000)).await;
-                if let Ok(Err(e)) = folded {
-                    tracing::error!(error = %e, "compacting settlements failed");
+                if last_snapshot.elapsed() >= snapshot_every {
+                    last_snapshot = std::time::Instant::now();
+                    let g = gate.clone();
+                    if let Ok(Err(e)) =
+                        tokio::task::spawn_blocking(move || g.ledger().snapshot()).await
+                    {
+                        tracing::error!(error = %e, "budget snapshot failed");
+                    }
                 }
             }
         })
@@ -151,6 +159,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     )
     .await;
     sweeper.abort();
+    gate.ledger().snapshot()?;
     storage.flush_now()?;
     tracing::info!("state flushed; bye");
     Ok(())

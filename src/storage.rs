@@ -49,6 +49,7 @@ pub struct Trees {
     pub attestations: sled::Tree,
     pub revocations: sled::Tree,
     pub revocation_index: sled::Tree,
+    pub ledger: sled::Tree,
 }
 
 /// The database and its group-commit flusher.
@@ -74,6 +75,7 @@ impl Storage {
             attestations: db.open_tree("attestations/v1")?,
             revocations: db.open_tree("revocations/v1")?,
             revocation_index: db.open_tree("revocation_index/v1")?,
+            ledger: db.open_tree("ledger/v1")?,
         };
         let durability = Durability::start(db.clone());
         Ok(Self {

@@ -612,7 +612,7 @@ fn concurrent_reservations_never_overspend() {
 /// in the end exactly the budget is spent.
 #[test]
 fn kill_and_restart_never_overspends_or_forgets() {
-    let (s, mut gw) = setup("[budget]\nreservation_ttl = \"2s\"\nsweep_interval = \"200ms\"");
+    let (s, mut gw) = setup("[budget]\nreservation_ttl = \"5s\"\nsweep_interval = \"200ms\"\nsnapshot_interval = \"300ms\"");
     let t0 = root_token(&s.root, &s.alice, &["docs:read:/project/**"], 5000, 3600);
     let siblings: Vec<String> = (0..5)
         .map(|i| attenuate(&t0, &s.alice, &seed(10 + i), 10 + i, None, None).encode())
@@ -672,7 +672,7 @@ fn kill_and_restart_never_overspends_or_forgets() {
         );
     }
     // Orphans (written, never acknowledged) are swept after their TTL.
-    std::thread::sleep(std::time::Duration::from_millis(2600));
+    std::thread::sleep(std::time::Duration::from_millis(5600));
     acked.lock().unwrap().clear();
     fire(gw.addr.clone(), 1600, acked.clone()).join().unwrap();
     let after = acked.lock().unwrap().clone();

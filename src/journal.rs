@@ -1,0 +1,319 @@
+//! The budget journal: an append-only log of ledger records, made durable by
+//! group commit (one `fdatasync` serves every record appended before it).
+//!
+//! File `journal-NNNNNNNN.log` holds frames: `len: u32 LE`, `check: [u8; 8]`
+//! (the first 8 bytes of BLAKE2b-256 of the body), `body` (a version byte and
+//! JSON). A frame cut short or failing its check at the very end of the last
+//! non-empty file is a write torn by a crash and is cut off; anywhere else it
+//! is corruption and the journal refuses to open.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use crate::storage::{decode, encode, StorageError};
+
+const HEADER: usize = 12;
+/// Largest frame body accepted when reading.
+const MAX_BODY: usize = 16 << 20;
+
+fn check(body: &[u8]) -> [u8; 8] {
+    let d = delegateos::signing::blake2b256(body);
+    d[..8].try_into().expect("8 of 32 bytes")
+}
+
+fn file_name(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("journal-{number:08}.log"))
+}
+
+type Waiter = oneshot::Sender<Result<(), StorageError>>;
+
+/// Bytes waiting to be written, in order, each segment to its file.
+struct Pending {
+    segments: Vec<(u64, Vec<u8>)>,
+    waiters: Vec<Waiter>,
+    closed: bool,
+}
+
+/// The journal. Appends are ordered by the caller (the ledger appends under
+/// its own lock); durability comes from [`Journal::append`]'s receiver.
+pub struct Journal {
+    dir: PathBuf,
+    shared: Arc<(Mutex<Pending>, Condvar)>,
+    flusher: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Every readable record in the journal, oldest first, and the number of the
+/// file new records go to.
+pub struct Recovered<T> {
+    pub records: Vec<T>,
+    pub current_file: u64,
+}
+
+fn io(e: std::io::Error) -> StorageError {
+    StorageError::Sled(format!("journal: {e}"))
+}
+
+impl Journal {
+    /// Opens the journal in `dir`, reading every record, and starts its
+    /// flush thread.
+    pub fn open<T: DeserializeOwned>(dir: &Path) -> Result<(Self, Recovered<T>), StorageError> {
+        fs::create_dir_all(dir).map_err(io)?;
+        let mut numbers: Vec<u64> = fs::read_dir(dir)
+            .map_err(io)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_prefix("journal-")?
+                    .strip_suffix(".log")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        numbers.sort_unstable();
+        let mut files = Vec::new();
+        for &n in &numbers {
+            let mut bytes = Vec::new();
+            File::open(file_name(dir, n))
+                .and_then(|mut f| f.read_to_end(&mut bytes))
+                .map_err(io)?;
+            files.push((n, bytes));
+        }
+        let mut records = Vec::new();
+        for (i, (n, bytes)) in files.iter().enumerate() {
+            let path = file_name(dir, *n);
+            let mut at = 0;
+            while at < bytes.len() {
+                let frame = bytes.get(at..at + HEADER).and_then(|h| {
+                    let len = u32::from_le_bytes(h[..4].try_into().ok()?) as usize;
+                    let body = bytes.get(at + HEADER..at + HEADER + len)?;
+                    (len <= MAX_BODY && h[4..12] == check(body)).then_some((len, body))
+                });
+                let Some((len, body)) = frame else {
+                    // Torn by a crash only if nothing was written after it;
+                    // otherwise refuse, and change nothing.
+                    if files[i + 1..].iter().any(|(_, b)| !b.is_empty()) {
+                        return Err(StorageError::Corrupt {
+                            tree: "journal",
+                            key: path.display().to_string(),
+                            problem: format!(
+                                "a damaged record at offset {at} is followed by later records"
+                            ),
+                        });
+                    }
+                    tracing::warn!(file = %path.display(), offset = at, "cutting off a torn journal record");
+                    OpenOptions::new()
+                        .write(true)
+                        .open(&path)
+                        .and_then(|f| f.set_len(at as u64).and_then(|()| f.sync_all()))
+                        .map_err(io)?;
+                    break;
+                };
+                records.push(decode("journal", path.to_string_lossy().as_bytes(), body)?);
+                at += HEADER + len;
+            }
+        }
+        let current_file = numbers.last().copied().unwrap_or(0) + 1;
+        let shared = Arc::new((
+            Mutex::new(Pending {
+                segments: vec![(current_file, Vec::new())],
+                waiters: Vec::new(),
+                closed: false,
+            }),
+            Condvar::new(),
+        ));
+        let flusher = shared.clone();
+        let flush_dir = dir.to_owned();
+        let flusher = std::thread::Builder::new()
+            .name("dgw-journal".into())
+            .spawn(move || flush_loop(&flush_dir, &flusher))
+            .map_err(io)?;
+        Ok((
+            Self {
+                dir: dir.to_owned(),
+                shared,
+                flusher: Some(flusher),
+            },
+            Recovered {
+                records,
+                current_file,
+            },
+        ))
+    }
+
+    /// Appends a record; the receiver resolves once it is on disk.
+    pub fn append<T: Serialize>(&self, record: &T) -> oneshot::Receiver<Result<(), StorageError>> {
+        let body = encode(record);
+        let (tx, rx) = oneshot::channel();
+        let (lock, wake) = &*self.shared;
+        let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let seg = &mut p
+            .segments
+            .last_mut()
+            .expect("there is always a current segment")
+            .1;
+        seg.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        seg.extend_from_slice(&check(&body));
+        seg.extend_from_slice(&body);
+        p.waiters.push(tx);
+        drop(p);
+        wake.notify_one();
+        rx
+    }
+
+    /// Starts a new file: records appended from now on go to it. Returns its
+    /// number; files before it may be deleted once a snapshot covering their
+    /// records is durable.
+    pub fn rotate(&self) -> u64 {
+        let (lock, _) = &*self.shared;
+        let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let next = p.segments.last().expect("a current segment").0 + 1;
+        p.segments.push((next, Vec::new()));
+        next
+    }
+
+    /// Deletes the files numbered below `first_kept`.
+    pub fn remove_before(&self, first_kept: u64) -> Result<(), StorageError> {
+        for entry in fs::read_dir(&self.dir).map_err(io)?.filter_map(|e| e.ok()) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let number = name
+                .strip_prefix("journal-")
+                .and_then(|n| n.strip_suffix(".log"))
+                .and_then(|n| n.parse::<u64>().ok());
+            if number.is_some_and(|n| n < first_kept) {
+                fs::remove_file(entry.path()).map_err(io)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Journal {
+    /// Writes out everything appended, then stops the flush thread.
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.shared;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+        wake.notify_one();
+        if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar)) {
+    let (lock, wake) = shared;
+    let mut open: Option<(u64, File)> = None;
+    loop {
+        let (segments, waiters) = {
+            let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
+            while p.waiters.is_empty() && !p.closed {
+                p = wake.wait(p).unwrap_or_else(|e| e.into_inner());
+            }
+            if p.waiters.is_empty() && p.closed {
+                return;
+            }
+            let current = p.segments.last().expect("a current segment").0;
+            let segments = std::mem::replace(&mut p.segments, vec![(current, Vec::new())]);
+            (segments, std::mem::take(&mut p.waiters))
+        };
+        let started = Instant::now();
+        let result = (|| -> std::io::Result<()> {
+            for (number, bytes) in &segments {
+                if open.as_ref().map(|(n, _)| *n) != Some(*number) {
+                    if let Some((_, f)) = open.take() {
+                        f.sync_data()?;
+                    }
+                    let f = OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(file_name(dir, *number))?;
+                    // The new file's directory entry must be durable too.
+                    File::open(dir)?.sync_all()?;
+                    open = Some((*number, f));
+                }
+                let (_, f) = open.as_mut().expect("opened above");
+                f.write_all(bytes)?;
+            }
+            if let Some((_, f)) = &open {
+                f.sync_data()?;
+            }
+            Ok(())
+        })()
+        .map_err(io);
+        crate::telemetry::record_flush(started.elapsed(), waiters.len());
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "journal write failed");
+        }
+        for w in waiters {
+            let _ = w.send(result.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &Path) -> Result<(Journal, Recovered<u64>), StorageError> {
+        Journal::open::<u64>(dir)
+    }
+
+    #[test]
+    fn records_survive_and_torn_tails_are_cut() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (j, r) = open(dir.path()).unwrap();
+            assert!(r.records.is_empty());
+            for n in 1..=3u64 {
+                rt.block_on(j.append(&n)).unwrap().unwrap();
+            }
+        }
+        let (j, r) = open(dir.path()).unwrap();
+        assert_eq!(r.records, vec![1, 2, 3]);
+        rt.block_on(j.append(&4u64)).unwrap().unwrap();
+        drop(j);
+        // A crash in the middle of a frame: its tail is cut off, the rest is kept.
+        let last = file_name(dir.path(), r.current_file);
+        let mut bytes = fs::read(&last).unwrap();
+        bytes.extend_from_slice(&[9, 0, 0, 0, 1, 2]);
+        fs::write(&last, &bytes).unwrap();
+        let (_, r) = open(dir.path()).unwrap();
+        assert_eq!(r.records, vec![1, 2, 3, 4]);
+        assert_eq!(fs::read(&last).unwrap().len(), bytes.len() - 6);
+    }
+
+    #[test]
+    fn damage_before_later_records_is_refused() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let first;
+        {
+            let (j, r) = open(dir.path()).unwrap();
+            first = r.current_file;
+            rt.block_on(j.append(&1u64)).unwrap().unwrap();
+            j.rotate();
+            rt.block_on(j.append(&2u64)).unwrap().unwrap();
+        }
+        let path = file_name(dir.path(), first);
+        let mut bytes = fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 1] ^= 0xff;
+        fs::write(&path, &bytes).unwrap();
+        assert!(matches!(
+            open(dir.path()),
+            Err(StorageError::Corrupt { .. })
+        ));
+        assert_eq!(fs::read(&path).unwrap(), bytes, "refusing changes nothing");
+    }
+}
