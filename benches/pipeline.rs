@@ -138,7 +138,7 @@ fn authorize_settle(c: &mut Criterion) {
     group.bench_function("1 caller", |b| {
         b.iter(|| rt.block_on(once(gate.clone(), token.clone())))
     });
-    for callers in [16u64, 64] {
+    for callers in [16u64, 64, 256] {
         group.bench_function(
             format!("{callers} concurrent callers (time per operation)"),
             |b| {

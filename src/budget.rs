@@ -178,11 +178,15 @@ struct LevelState {
     reserved: u64,
 }
 
+/// Maps with a fast keyed hash: budget keys are long strings hashed on every
+/// operation, and the per-process random key keeps them DoS-resistant.
+type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+
 #[derive(Default)]
 struct Book {
-    levels: HashMap<BudgetKey, LevelState>,
-    reservations: HashMap<String, ReservationRecord>,
-    by_delegation: HashMap<String, BTreeSet<BudgetKey>>,
+    levels: FastMap<BudgetKey, LevelState>,
+    reservations: FastMap<String, ReservationRecord>,
+    by_delegation: FastMap<String, BTreeSet<BudgetKey>>,
     /// The last journaled change applied.
     seq: u64,
 }

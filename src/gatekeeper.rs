@@ -102,7 +102,9 @@ pub struct BudgetReport {
 pub struct Gatekeeper {
     roots: Vec<PrincipalId>,
     tenant_names: HashMap<PrincipalId, String>,
-    cache: RwLock<HashMap<String, Arc<VerifiedDct>>>,
+    /// Keyed by the token's bytes; `ahash` because the keys are kilobytes
+    /// long and hashed on every request (keyed per process, so DoS-resistant).
+    cache: RwLock<HashMap<String, Arc<VerifiedDct>, ahash::RandomState>>,
     ledger: Ledger,
     revocations: RevocationStore,
     delegations: DelegationStore,
@@ -135,7 +137,7 @@ impl Gatekeeper {
         Self {
             roots: tenants.iter().map(|(_, r)| r.clone()).collect(),
             tenant_names: tenants.into_iter().map(|(n, r)| (r, n)).collect(),
-            cache: RwLock::new(HashMap::new()),
+            cache: RwLock::new(HashMap::default()),
             ledger,
             revocations,
             delegations,

@@ -1,9 +1,10 @@
 //! The budget journal: an append-only log of ledger records, made durable by
 //! group commit (one `fdatasync` serves every record appended before it).
 //!
-//! File `journal-NNNNNNNN.log` holds frames: `len: u32 LE`, `check: [u8; 8]`
-//! (the first 8 bytes of BLAKE2b-256 of the body), `body` (a version byte and
-//! JSON). A frame cut short or failing its check at the very end of the last
+//! File `journal-NNNNNNNN.log` holds frames: `len: u32 LE`, `crc: u32 LE`
+//! (CRC-32 of the body, as `crc32fast` computes it), `body` (a version byte and
+//! JSON). The check catches torn and damaged writes, not tampering: the
+//! journal is as trusted as the rest of `data_dir`. A frame cut short or failing its check at the very end of the last
 //! non-empty file is a write torn by a crash and is cut off; anywhere else it
 //! is corruption and the journal refuses to open.
 
@@ -19,13 +20,12 @@ use tokio::sync::oneshot;
 
 use crate::storage::{decode, encode, StorageError};
 
-const HEADER: usize = 12;
+const HEADER: usize = 8;
 /// Largest frame body accepted when reading.
 const MAX_BODY: usize = 16 << 20;
 
-fn check(body: &[u8]) -> [u8; 8] {
-    let d = delegateos::signing::blake2b256(body);
-    d[..8].try_into().expect("8 of 32 bytes")
+fn check(body: &[u8]) -> [u8; 4] {
+    crc32fast::hash(body).to_le_bytes()
 }
 
 fn file_name(dir: &Path, number: u64) -> PathBuf {
@@ -93,7 +93,7 @@ impl Journal {
                 let frame = bytes.get(at..at + HEADER).and_then(|h| {
                     let len = u32::from_le_bytes(h[..4].try_into().ok()?) as usize;
                     let body = bytes.get(at + HEADER..at + HEADER + len)?;
-                    (len <= MAX_BODY && h[4..12] == check(body)).then_some((len, body))
+                    (len <= MAX_BODY && h[4..8] == check(body)).then_some((len, body))
                 });
                 let Some((len, body)) = frame else {
                     // Torn by a crash only if nothing was written after it;
