@@ -16,6 +16,10 @@ use delegateos::dct::{self, AttenuateParams, CreateParams, VerificationContext};
 use delegateos::revocation::NoRevocations;
 use delegateos::{CapabilityRequest, ContractId, Dct, DelegationId, Keypair, Timestamp};
 
+/// The same allocator as the `dgw` binary.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn keys() -> Vec<Keypair> {
     (1..=5).map(|n| Keypair::from_seed([n; 32])).collect()
 }

@@ -2,6 +2,12 @@
 
 use std::process::ExitCode;
 
+/// The gateway allocates many short-lived buffers per request (JSON, token
+/// bytes, journal frames); mimalloc measured markedly faster than glibc's
+/// allocator for that pattern (docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use delegate_gateway::cli::{self, Cli};
 

@@ -15,6 +15,9 @@ use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Drive dgw's JSON-RPC front with concurrent clients.
 #[derive(Debug, Parser)]
 #[command(name = "dgw-load")]
