@@ -33,7 +33,7 @@ use crate::random;
 use tokio::sync::oneshot;
 
 use crate::journal::Journal;
-use crate::storage::{decode, encode, scan, Storage, StorageError};
+use crate::storage::{encode, get, scan, Storage, StorageError};
 
 /// A budget node: `ROOT/del_…/del_…`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -320,15 +320,8 @@ impl Ledger {
                 record: res,
             });
         }
-        let meta: SnapshotMeta = match storage
-            .trees
-            .ledger
-            .get(SNAPSHOT_KEY)
-            .map_err(StorageError::from)?
-        {
-            Some(v) => decode("ledger", SNAPSHOT_KEY, &v)?,
-            None => SnapshotMeta::default(),
-        };
+        let meta: SnapshotMeta =
+            get(&storage.trees.ledger, "ledger", SNAPSHOT_KEY)?.unwrap_or_default();
         book.seq = meta.seq;
         let (journal, recovered) = Journal::open::<Entry>(journal_dir)?;
         let mut replayed = 0;
@@ -660,16 +653,6 @@ fn level_report(key: &BudgetKey, s: LevelState) -> LevelReport {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Reads a stored level record (for tests and tools).
-pub fn read_level(storage: &Storage, key: &BudgetKey) -> Result<Option<(u64, u64)>, StorageError> {
-    storage
-        .trees
-        .budgets
-        .get(record_key(key))?
-        .map(|v| decode::<LevelRecord>("budgets", record_key(key), &v).map(|r| (r.limit, r.spent)))
-        .transpose()
 }
 
 #[cfg(test)]

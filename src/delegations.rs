@@ -4,7 +4,7 @@
 use delegateos::attestation::Attestation;
 use delegateos::{Dct, Delegation, DelegationId, TaskContract};
 
-use crate::storage::{decode, encode, Storage, StorageError};
+use crate::storage::{encode, get, Storage, StorageError};
 
 /// Whether storing a contract added it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,12 +50,11 @@ impl DelegationStore {
 
     /// A delegation by ID.
     pub fn get(&self, id: &DelegationId) -> Result<Option<Delegation>, StorageError> {
-        self.storage
-            .trees
-            .delegations
-            .get(id.as_str())?
-            .map(|v| decode("delegations", id.as_str().as_bytes(), &v))
-            .transpose()
+        get(
+            &self.storage.trees.delegations,
+            "delegations",
+            id.as_str().as_bytes(),
+        )
     }
 
     /// Replaces a delegation record, only if it is still `expected`
@@ -113,12 +112,11 @@ impl DelegationStore {
         &self,
         id: &delegateos::ContractId,
     ) -> Result<Option<TaskContract>, StorageError> {
-        self.storage
-            .trees
-            .contracts
-            .get(id.as_str())?
-            .map(|v| decode("contracts", id.as_str().as_bytes(), &v))
-            .transpose()
+        get(
+            &self.storage.trees.contracts,
+            "contracts",
+            id.as_str().as_bytes(),
+        )
     }
 
     /// Stores an attestation (the first one with an ID wins).
@@ -140,11 +138,10 @@ impl DelegationStore {
         &self,
         id: &delegateos::AttestationId,
     ) -> Result<Option<Attestation>, StorageError> {
-        self.storage
-            .trees
-            .attestations
-            .get(id.as_str())?
-            .map(|v| decode("attestations", id.as_str().as_bytes(), &v))
-            .transpose()
+        get(
+            &self.storage.trees.attestations,
+            "attestations",
+            id.as_str().as_bytes(),
+        )
     }
 }

@@ -32,6 +32,15 @@ fn file_name(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("journal-{number:08}.log"))
 }
 
+/// The number of a journal file from its name, if it is one.
+fn file_number(name: &std::ffi::OsStr) -> Option<u64> {
+    name.to_str()?
+        .strip_prefix("journal-")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
+}
+
 type Waiter = oneshot::Sender<Result<(), StorageError>>;
 
 /// Bytes waiting to be written, in order, each segment to its file.
@@ -68,13 +77,7 @@ impl Journal {
         let mut numbers: Vec<u64> = fs::read_dir(dir)
             .map_err(io)?
             .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                name.strip_prefix("journal-")?
-                    .strip_suffix(".log")?
-                    .parse()
-                    .ok()
-            })
+            .filter_map(|e| file_number(&e.file_name()))
             .collect();
         numbers.sort_unstable();
         let mut files = Vec::new();
@@ -181,12 +184,7 @@ impl Journal {
     /// Deletes the files numbered below `first_kept`.
     pub fn remove_before(&self, first_kept: u64) -> Result<(), StorageError> {
         for entry in fs::read_dir(&self.dir).map_err(io)?.filter_map(|e| e.ok()) {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let number = name
-                .strip_prefix("journal-")
-                .and_then(|n| n.strip_suffix(".log"))
-                .and_then(|n| n.parse::<u64>().ok());
-            if number.is_some_and(|n| n < first_kept) {
+            if file_number(&entry.file_name()).is_some_and(|n| n < first_kept) {
                 fs::remove_file(entry.path()).map_err(io)?;
             }
         }

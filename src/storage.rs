@@ -165,6 +165,15 @@ impl Durability {
     }
 }
 
+/// Reads one value written by [`encode`], if the key is there.
+pub fn get<T: DeserializeOwned>(
+    tree: &sled::Tree,
+    name: &'static str,
+    key: &[u8],
+) -> Result<Option<T>, StorageError> {
+    tree.get(key)?.map(|v| decode(name, key, &v)).transpose()
+}
+
 /// Reads every value of a tree, in key order.
 pub fn scan<T: DeserializeOwned>(
     tree: &sled::Tree,
