@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delegateos::dct::ChainLevel;
@@ -37,7 +37,7 @@ use crate::storage::{encode, get, scan, Storage, StorageError};
 
 /// A budget node: `ROOT/del_…/del_…`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct BudgetKey(String);
+pub struct BudgetKey(Arc<str>);
 
 impl BudgetKey {
     /// The keys of every level of a verified chain, with each level's limit.
@@ -48,7 +48,7 @@ impl BudgetKey {
             .map(|l| {
                 path.push('/');
                 path.push_str(l.delegation_id.as_str());
-                (BudgetKey(path.clone()), l.max_budget_microcents)
+                (BudgetKey(Arc::from(path.as_str())), l.max_budget_microcents)
             })
             .collect()
     }
@@ -67,7 +67,7 @@ impl BudgetKey {
     pub fn lineage(&self) -> Vec<BudgetKey> {
         let parts: Vec<&str> = self.0.split('/').collect();
         (2..=parts.len())
-            .map(|n| BudgetKey(parts[..n].join("/")))
+            .map(|n| BudgetKey(Arc::from(parts[..n].join("/"))))
             .collect()
     }
 
@@ -307,7 +307,7 @@ impl Ledger {
         let mut book = Book::default();
         let mut snapshotted = Snapshotted::default();
         for (k, rec) in scan::<LevelRecord>(&storage.trees.budgets, "budgets")? {
-            let key = BudgetKey(String::from_utf8_lossy(&k).into_owned());
+            let key = BudgetKey(Arc::from(String::from_utf8_lossy(&k)));
             book.level_mut(&key, rec.limit).spent = rec.spent;
             snapshotted.levels.insert(key, (rec.limit, rec.spent));
         }
@@ -661,7 +661,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn key(path: &str) -> BudgetKey {
-        BudgetKey(format!("ROOT/{path}"))
+        BudgetKey(Arc::from(format!("ROOT/{path}")))
     }
 
     /// Three chains sharing a parent: `a`, `a/b`, `a/c` with limits.

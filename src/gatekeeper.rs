@@ -98,13 +98,19 @@ pub struct BudgetReport {
     pub chains: Vec<Vec<LevelReport>>,
 }
 
+/// A verified token with the budget nodes of its chain, computed once.
+struct Verified {
+    token: VerifiedDct,
+    levels: Vec<(BudgetKey, u64)>,
+}
+
 /// The gatekeeper.
 pub struct Gatekeeper {
     roots: Vec<PrincipalId>,
     tenant_names: HashMap<PrincipalId, String>,
     /// Keyed by the token's bytes; `ahash` because the keys are kilobytes
     /// long and hashed on every request (keyed per process, so DoS-resistant).
-    cache: RwLock<HashMap<String, Arc<VerifiedDct>, ahash::RandomState>>,
+    cache: RwLock<HashMap<String, Arc<Verified>, ahash::RandomState>>,
     ledger: Ledger,
     revocations: RevocationStore,
     delegations: DelegationStore,
@@ -151,7 +157,7 @@ impl Gatekeeper {
     }
 
     /// §10.1 steps 1–4, from the cache when these exact bytes were verified before.
-    fn verified(&self, token: &str) -> Result<Arc<VerifiedDct>, DenialReason> {
+    fn verified(&self, token: &str) -> Result<Arc<Verified>, DenialReason> {
         if let Some(v) = self
             .cache
             .read()
@@ -160,11 +166,13 @@ impl Gatekeeper {
         {
             return Ok(v.clone());
         }
-        let verified = Arc::new(dct::verify_token(
-            token,
-            &self.roots,
-            &*self.revocations.read(),
-        )?);
+        let checked = dct::verify_token(token, &self.roots, &*self.revocations.read())?;
+        let levels =
+            BudgetKey::for_chain(&checked.dct().token().authority.issuer, checked.levels());
+        let verified = Arc::new(Verified {
+            token: checked,
+            levels,
+        });
         let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= TOKEN_CACHE_ENTRIES {
             cache.clear();
@@ -181,10 +189,6 @@ impl Gatekeeper {
             .unwrap_or_else(|| issuer.to_string())
     }
 
-    fn budget_levels(verified: &VerifiedDct) -> Vec<(BudgetKey, u64)> {
-        BudgetKey::for_chain(&verified.dct().token().authority.issuer, verified.levels())
-    }
-
     /// Verifies `token` for `request` and reserves `cost` at every level of its chain.
     pub async fn authorize(
         &self,
@@ -198,14 +202,17 @@ impl Gatekeeper {
             Ok(v) => v,
             Err(reason) => return Ok(Err(denied(reason, &request))),
         };
-        let levels = Self::budget_levels(&verified);
+        let levels = &verified.levels;
         let leaf = &levels.last().expect("a chain has at least its authority").0;
         let spent = self.ledger.spent(leaf);
-        let scope = match verified.authorize(&*self.revocations.read(), &now, spent, &request) {
+        let scope = match verified
+            .token
+            .authorize(&*self.revocations.read(), &now, spent, &request)
+        {
             Ok(scope) => scope,
             Err(reason) => return Ok(Err(denied(reason, &request))),
         };
-        let reservation = match self.ledger.reserve(&levels, cost_microcents, now_ms).await {
+        let reservation = match self.ledger.reserve(levels, cost_microcents, now_ms).await {
             Ok(r) => r,
             Err(e @ LedgerError::Exceeded { .. }) => {
                 return Ok(Err(denied(
@@ -220,7 +227,7 @@ impl Gatekeeper {
             allowed: true,
             reservation,
             scope,
-            tenant: self.tenant_of(&verified),
+            tenant: self.tenant_of(&verified.token),
         }))
     }
 
@@ -265,15 +272,19 @@ impl Gatekeeper {
             Ok(v) => v,
             Err(r) => return reject(r.kind.as_str(), r.detail),
         };
-        let levels = Self::budget_levels(&verified);
+        let levels = &verified.levels;
         let spent = self
             .ledger
             .spent(&levels.last().expect("a chain has a level").0);
-        if let Err(r) = verified.check_standing(&*self.revocations.read(), &now, spent) {
+        if let Err(r) = verified
+            .token
+            .check_standing(&*self.revocations.read(), &now, spent)
+        {
             return reject(r.kind.as_str(), r.detail);
         }
-        let token = verified.dct();
+        let token = verified.token.dct();
         if !verified
+            .token
             .levels()
             .iter()
             .any(|l| l.signer == contract.issuer)
@@ -286,7 +297,7 @@ impl Gatekeeper {
                 ),
             );
         }
-        if let Err(e) = contract.check_binding(&verified) {
+        if let Err(e) = contract.check_binding(&verified.token) {
             return reject(e.reason(), e.to_string());
         }
         if *token.delegation_id() != p.delegation_id {
@@ -299,7 +310,7 @@ impl Gatekeeper {
                 ),
             );
         }
-        let chain = verified.levels();
+        let chain = verified.token.levels();
         let expected_parent = match chain.len() {
             1 => token.token().authority.parent_delegation_id.clone(),
             n => chain[n - 2].delegation_id.clone(),
@@ -441,11 +452,7 @@ impl Gatekeeper {
             })?;
         let cost = att.result.cost_microcents;
         let mut reason = report.reason.clone();
-        let charged = match self
-            .ledger
-            .charge(&Self::budget_levels(&verified), cost)
-            .await
-        {
+        let charged = match self.ledger.charge(&verified.levels, cost).await {
             Ok(()) => cost,
             Err(e @ LedgerError::Exceeded { .. }) => {
                 reason.get_or_insert(AttestationFailure {
@@ -583,7 +590,7 @@ impl Gatekeeper {
         if chains.is_empty() {
             if let Some(d) = self.delegations.get(delegation_id)? {
                 if let Ok(v) = self.verified(&d.dct.token) {
-                    chains.push(self.ledger.report_levels(&Self::budget_levels(&v)));
+                    chains.push(self.ledger.report_levels(&v.levels));
                 }
             }
         }
