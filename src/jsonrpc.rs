@@ -28,6 +28,9 @@ pub const REJECTED: i64 = -32003;
 pub const NOT_FOUND: i64 = -32004;
 pub const CONFLICT: i64 = -32005;
 
+/// Most requests in one batch.
+pub const MAX_BATCH: usize = 1000;
+
 /// Methods this front serves.
 pub const METHODS: &[&str] = &[
     "delegateos/delegate",
@@ -200,6 +203,17 @@ impl JsonRpc {
             Value::Array(items) if items.is_empty() => Some(
                 RpcError::new(INVALID_REQUEST, "invalid_request", "empty batch")
                     .response(Value::Null),
+            ),
+            Value::Array(items) if items.len() > MAX_BATCH => Some(
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "batch_too_large",
+                    format!(
+                        "a batch of {} requests is more than {MAX_BATCH}",
+                        items.len()
+                    ),
+                )
+                .response(Value::Null),
             ),
             Value::Array(items) => {
                 let mut out = Vec::new();

@@ -532,6 +532,15 @@ fn json_rpc_conformance() {
         .collect();
     assert_eq!(ids, vec![1, 2]);
     // Limits and routes.
+    let many = format!(
+        "[{}]",
+        vec![r#"{"jsonrpc":"2.0","method":"nope"}"#; 1001].join(",")
+    );
+    let (st, r) = post(&many);
+    assert_eq!(
+        (st, r["error"]["data"]["type"].as_str()),
+        (200, Some("batch_too_large"))
+    );
     let big = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"pad":"{}"}}}}"#,
         "x".repeat(2 << 20)
