@@ -244,7 +244,7 @@ fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar)) {
             Ok(())
         })()
         .map_err(io);
-        crate::telemetry::record_flush(started.elapsed(), waiters.len());
+        crate::telemetry::record_journal_sync(started.elapsed(), waiters.len());
         if let Err(e) = &result {
             tracing::error!(error = %e, "journal write failed");
         }

@@ -17,6 +17,8 @@ pub const RESERVATIONS_OPEN: &str = "dgw_reservations_open";
 pub const REVOCATIONS_TOTAL: &str = "dgw_revocations_total";
 pub const FLUSH_DURATION: &str = "dgw_sled_flush_duration_seconds";
 pub const FLUSH_BATCH: &str = "dgw_sled_flush_batch_size";
+pub const JOURNAL_SYNC_DURATION: &str = "dgw_budget_journal_sync_duration_seconds";
+pub const JOURNAL_SYNC_BATCH: &str = "dgw_budget_journal_sync_batch_size";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -73,6 +75,15 @@ fn describe() {
         "Time of one sled flush (group commit)."
     );
     describe_histogram!(FLUSH_BATCH, "Writers made durable by one sled flush.");
+    describe_histogram!(
+        JOURNAL_SYNC_DURATION,
+        Unit::Seconds,
+        "Time to write and fdatasync one batch of budget journal frames."
+    );
+    describe_histogram!(
+        JOURNAL_SYNC_BATCH,
+        "Budget changes made durable by one journal sync (group commit)."
+    );
 }
 
 /// A finished request.
@@ -95,6 +106,12 @@ pub fn record_authorize(elapsed: Duration) {
 pub fn record_flush(elapsed: Duration, writers: usize) {
     histogram!(FLUSH_DURATION).record(elapsed.as_secs_f64());
     histogram!(FLUSH_BATCH).record(writers as f64);
+}
+
+/// One group-committed budget journal sync.
+pub fn record_journal_sync(elapsed: Duration, writers: usize) {
+    histogram!(JOURNAL_SYNC_DURATION).record(elapsed.as_secs_f64());
+    histogram!(JOURNAL_SYNC_BATCH).record(writers as f64);
 }
 
 /// A revocation recorded.

@@ -796,7 +796,8 @@ fn metrics_move() {
     ] {
         assert!(m.lines().any(|l| l == line), "missing {line:?} in:\n{m}");
     }
-    assert!(m.contains("dgw_sled_flush_duration_seconds_bucket"));
+    assert!(m.contains("dgw_budget_journal_sync_duration_seconds_bucket"));
+    assert!(m.contains("dgw_budget_journal_sync_batch_size_count"));
     assert!(m.contains("# TYPE dgw_requests_total counter"));
 }
 
