@@ -98,6 +98,10 @@ pub struct BudgetReport {
     pub chains: Vec<Vec<LevelReport>>,
 }
 
+/// Attestations and contracts by ID, as attestation verification takes them.
+type AttestationsById = BTreeMap<delegateos::AttestationId, delegateos::Attestation>;
+type ContractsById = BTreeMap<delegateos::ContractId, delegateos::TaskContract>;
+
 /// A verified token with the budget nodes of its chain, computed once.
 struct Verified {
     token: VerifiedDct,
@@ -497,18 +501,11 @@ impl Gatekeeper {
     }
 
     /// The stored attestations below `att` (bounded), and the contracts they need.
-    #[allow(clippy::type_complexity)]
     fn stored_children(
         &self,
         att: &delegateos::Attestation,
         contract: delegateos::TaskContract,
-    ) -> Result<
-        (
-            BTreeMap<delegateos::AttestationId, delegateos::Attestation>,
-            BTreeMap<delegateos::ContractId, delegateos::TaskContract>,
-        ),
-        GateError,
-    > {
+    ) -> Result<(AttestationsById, ContractsById), GateError> {
         let mut contracts = BTreeMap::from([(contract.id.clone(), contract)]);
         let mut children = BTreeMap::new();
         let mut queue: Vec<delegateos::AttestationId> = att.child_attestations.clone();

@@ -1,6 +1,6 @@
 //! Randomness from the operating system, for keys and identifiers.
 
-use delegateos::{AttestationId, ContractId, DelegationId};
+use delegateos::{AttestationId, ContractId};
 
 /// The operating system could not provide randomness.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -22,9 +22,4 @@ pub fn contract_id() -> Result<ContractId, RandomError> {
 /// A fresh attestation ID.
 pub fn attestation_id() -> Result<AttestationId, RandomError> {
     Ok(AttestationId::from_bytes(bytes()?))
-}
-
-/// A fresh delegation ID.
-pub fn delegation_id() -> Result<DelegationId, RandomError> {
-    Ok(DelegationId::from_bytes(bytes()?))
 }
