@@ -134,7 +134,11 @@ fn authorize_settle(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let gate = gatekeeper(&rt, dir.path(), &k[0]);
     let once = |gate: Arc<Gatekeeper>, token: Arc<String>| async move {
-        let a = gate.authorize(&token, request(), 1).await.unwrap().unwrap();
+        let a = gate
+            .authorize(&token, &[request()], 1)
+            .await
+            .unwrap()
+            .unwrap();
         gate.settle(&a.reservation.reservation_id, 1).await.unwrap();
     };
     let mut group = c.benchmark_group("authorize+settle (sled, durable, repeated token)");

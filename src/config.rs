@@ -8,6 +8,12 @@ use std::time::Duration;
 use delegateos::PrincipalId;
 use serde::Deserialize;
 
+use crate::mcp::proxy::DATA_METHODS;
+use crate::mcp::tools::{
+    split_capability, NamePattern, ResourceSource, ToolPolicy, ToolRule, ToolRules,
+};
+use crate::mcp::{TransportSpec, UpstreamSpec};
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -35,6 +41,23 @@ pub struct Config {
     pub key_file: PathBuf,
     pub budget: BudgetConfig,
     pub tenants: Vec<Tenant>,
+    pub mcp: McpConfig,
+    /// Upstream MCP servers, in config order.
+    pub upstreams: Vec<UpstreamSpec>,
+}
+
+/// The MCP proxy's downstream side.
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// Idle `/mcp` sessions end after this long.
+    pub session_ttl: Duration,
+    /// Most `/mcp` sessions open at once.
+    pub max_sessions: usize,
+    /// Data-reading methods passed through without a DCT check (see
+    /// [`DATA_METHODS`]); none by default.
+    pub unchecked_methods: Vec<String>,
+    /// How long start-up waits for each upstream's first initialization.
+    pub ready_timeout: Duration,
 }
 
 /// Listeners and request limits.
@@ -87,6 +110,72 @@ struct RawConfig {
     budget: RawBudget,
     #[serde(default)]
     tenants: Vec<RawTenant>,
+    #[serde(default)]
+    mcp: RawMcp,
+    #[serde(default)]
+    upstreams: Vec<RawUpstream>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcp {
+    #[serde(default = "default_session_ttl")]
+    session_ttl: String,
+    #[serde(default = "default_max_sessions")]
+    max_sessions: usize,
+    #[serde(default)]
+    unchecked_methods: Vec<String>,
+    #[serde(default = "default_ready_timeout")]
+    ready_timeout: String,
+}
+
+impl Default for RawMcp {
+    fn default() -> Self {
+        Self {
+            session_ttl: default_session_ttl(),
+            max_sessions: default_max_sessions(),
+            unchecked_methods: Vec::new(),
+            ready_timeout: default_ready_timeout(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpstream {
+    name: String,
+    #[serde(default)]
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default = "default_upstream_timeout")]
+    timeout: String,
+    #[serde(default)]
+    tools: Vec<RawTool>,
+}
+
+/// One JSON Pointer or several.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Pointers {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    name: String,
+    #[serde(default)]
+    capability: Option<String>,
+    #[serde(default)]
+    resource: Option<Pointers>,
+    #[serde(default)]
+    fixed_resource: Option<String>,
+    #[serde(default)]
+    cost_microcents: Option<u64>,
+    #[serde(default)]
+    open: bool,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +238,156 @@ fn default_sweep_interval() -> String {
 }
 fn default_snapshot_interval() -> String {
     "10s".into()
+}
+fn default_session_ttl() -> String {
+    "1h".into()
+}
+fn default_max_sessions() -> usize {
+    10_000
+}
+fn default_ready_timeout() -> String {
+    "15s".into()
+}
+fn default_upstream_timeout() -> String {
+    "30s".into()
+}
+
+/// `[[upstreams]]`: names, transports and tool rules.
+fn parse_upstreams(
+    raw: Vec<RawUpstream>,
+    reservation_ttl: Duration,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+    duration: &dyn Fn(&str, &str) -> Result<Duration, ConfigError>,
+) -> Result<Vec<UpstreamSpec>, ConfigError> {
+    let mut out: Vec<UpstreamSpec> = Vec::new();
+    for (i, u) in raw.into_iter().enumerate() {
+        let key = |field: &str| format!("upstreams[{i}].{field}");
+        let name_ok = !u.name.is_empty()
+            && u.name.len() <= 32
+            && u.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c));
+        if !name_ok {
+            return Err(invalid(
+                &key("name"),
+                format!("{:?} must be 1-32 of A-Z a-z 0-9 - _", u.name),
+            ));
+        }
+        if out.iter().any(|x| x.name == u.name) {
+            return Err(invalid(&key("name"), format!("{:?} is used twice", u.name)));
+        }
+        let transport = match (u.command, u.url) {
+            (Some(command), None) => {
+                if command.first().is_none_or(|p| p.is_empty()) {
+                    return Err(invalid(
+                        &key("command"),
+                        "must name a program to run".into(),
+                    ));
+                }
+                TransportSpec::Stdio { command }
+            }
+            (None, Some(url)) => {
+                let uri: hyper::Uri = url
+                    .parse()
+                    .map_err(|e| invalid(&key("url"), format!("{url:?} is not a URL: {e}")))?;
+                if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+                    return Err(invalid(
+                        &key("url"),
+                        format!("{url:?} must be an http:// URL (terminate TLS in front of the upstream)"),
+                    ));
+                }
+                TransportSpec::Http { url }
+            }
+            _ => {
+                return Err(invalid(
+                    &key("command"),
+                    "give exactly one of `command` (stdio) or `url` (Streamable HTTP)".into(),
+                ))
+            }
+        };
+        let timeout = duration(&key("timeout"), &u.timeout)?;
+        if timeout >= reservation_ttl {
+            return Err(invalid(
+                &key("timeout"),
+                format!("must be shorter than budget.reservation_ttl ({reservation_ttl:?}), or a reservation could expire while its call runs"),
+            ));
+        }
+        let mut rules = Vec::new();
+        for (j, t) in u.tools.into_iter().enumerate() {
+            let key = |field: &str| format!("upstreams[{i}].tools[{j}].{field}");
+            if t.name.is_empty() {
+                return Err(invalid(
+                    &key("name"),
+                    "must name a tool or a pattern".into(),
+                ));
+            }
+            let policy = if t.open {
+                if t.capability.is_some()
+                    || t.resource.is_some()
+                    || t.fixed_resource.is_some()
+                    || t.cost_microcents.is_some()
+                {
+                    return Err(invalid(
+                        &key("open"),
+                        "an open tool takes no capability, resource or cost".into(),
+                    ));
+                }
+                ToolPolicy::Open
+            } else {
+                let capability = t.capability.ok_or_else(|| {
+                    invalid(
+                        &key("capability"),
+                        "is required unless the tool is `open = true`".into(),
+                    )
+                })?;
+                let (namespace, action) = split_capability(&capability).ok_or_else(|| {
+                    invalid(
+                        &key("capability"),
+                        format!("{capability:?} must be NAMESPACE:ACTION, both concrete"),
+                    )
+                })?;
+                let resource = match (t.resource, t.fixed_resource) {
+                    (Some(p), None) => {
+                        let pointers = match p {
+                            Pointers::One(p) => vec![p],
+                            Pointers::Many(ps) => ps,
+                        };
+                        if pointers.is_empty() || pointers.iter().any(|p| !p.starts_with('/')) {
+                            return Err(invalid(
+                                &key("resource"),
+                                "must be JSON Pointers into the arguments, each starting with `/` (use fixed_resource for a constant)".into(),
+                            ));
+                        }
+                        ResourceSource::Pointers(pointers)
+                    }
+                    (None, Some(fixed)) if !fixed.is_empty() => ResourceSource::Fixed(fixed),
+                    _ => {
+                        return Err(invalid(
+                            &key("resource"),
+                            "give exactly one of `resource` (JSON Pointers into the arguments) or `fixed_resource`".into(),
+                        ))
+                    }
+                };
+                ToolPolicy::Enforced {
+                    namespace: namespace.to_owned(),
+                    action: action.to_owned(),
+                    resource,
+                    cost_microcents: t.cost_microcents.unwrap_or(0),
+                }
+            };
+            rules.push(ToolRule {
+                name: NamePattern::new(&t.name),
+                policy,
+            });
+        }
+        out.push(UpstreamSpec {
+            name: u.name,
+            transport,
+            timeout,
+            rules: ToolRules(rules),
+        });
+    }
+    Ok(out)
 }
 
 impl Config {
@@ -225,6 +464,27 @@ impl Config {
             };
             tenants.push(Tenant { name: t.name, root });
         }
+        let reservation_ttl = duration("budget.reservation_ttl", &raw.budget.reservation_ttl)?;
+        let upstreams = parse_upstreams(raw.upstreams, reservation_ttl, &invalid, &duration)?;
+        for m in &raw.mcp.unchecked_methods {
+            if !DATA_METHODS.contains(&m.as_str()) {
+                return Err(invalid(
+                    "mcp.unchecked_methods",
+                    format!(
+                        "{m:?} is not one of {DATA_METHODS:?} (other methods pass through already)"
+                    ),
+                ));
+            }
+        }
+        if raw.mcp.max_sessions == 0 {
+            return Err(invalid("mcp.max_sessions", "must be at least 1".into()));
+        }
+        let mcp = McpConfig {
+            session_ttl: duration("mcp.session_ttl", &raw.mcp.session_ttl)?,
+            max_sessions: raw.mcp.max_sessions,
+            unchecked_methods: raw.mcp.unchecked_methods,
+            ready_timeout: duration("mcp.ready_timeout", &raw.mcp.ready_timeout)?,
+        };
         Ok(Config {
             server: ServerConfig {
                 http,
@@ -235,7 +495,7 @@ impl Config {
             data_dir: raw.data_dir,
             key_file: raw.key_file,
             budget: BudgetConfig {
-                reservation_ttl: duration("budget.reservation_ttl", &raw.budget.reservation_ttl)?,
+                reservation_ttl,
                 sweep_interval: duration("budget.sweep_interval", &raw.budget.sweep_interval)?,
                 snapshot_interval: duration(
                     "budget.snapshot_interval",
@@ -243,6 +503,8 @@ impl Config {
                 )?,
             },
             tenants,
+            mcp,
+            upstreams,
         })
     }
 }
@@ -294,5 +556,129 @@ root_key_file = "data/demo-root.key"
         );
         assert!(err(&GOOD.replace("[server]", "[server]\nhtp = 1")).contains("htp"));
         assert!(err("data_dir = 1").contains("data_dir"));
+    }
+
+    #[test]
+    fn upstreams_and_tool_rules() {
+        let text = format!(
+            r#"{GOOD}
+[[upstreams]]
+name = "files"
+command = ["node", "server.js", "/srv"]
+[[upstreams.tools]]
+name = "read_*"
+capability = "docs:read"
+resource = "/path"
+cost_microcents = 100
+[[upstreams.tools]]
+name = "move_file"
+capability = "acme:docs:write"
+resource = ["/source", "/destination"]
+[[upstreams.tools]]
+name = "list_allowed_directories"
+open = true
+[[upstreams]]
+name = "search"
+url = "http://127.0.0.1:9000/mcp"
+[[upstreams.tools]]
+name = "web_search"
+capability = "web:search"
+fixed_resource = "*"
+"#
+        );
+        let c = Config::parse(&text, Path::new("t.toml")).unwrap();
+        assert_eq!(c.upstreams.len(), 2);
+        let files = &c.upstreams[0];
+        assert_eq!(
+            files.rules.policy_for("read_text_file"),
+            Some(&ToolPolicy::Enforced {
+                namespace: "docs".into(),
+                action: "read".into(),
+                resource: ResourceSource::Pointers(vec!["/path".into()]),
+                cost_microcents: 100,
+            })
+        );
+        assert!(matches!(
+            files.rules.policy_for("move_file"),
+            Some(ToolPolicy::Enforced { namespace, resource: ResourceSource::Pointers(p), .. })
+                if namespace == "acme:docs" && p.len() == 2
+        ));
+        assert_eq!(
+            files.rules.policy_for("list_allowed_directories"),
+            Some(&ToolPolicy::Open)
+        );
+        assert_eq!(files.rules.policy_for("write_file"), None);
+        assert_eq!(
+            c.upstreams[1].transport,
+            TransportSpec::Http {
+                url: "http://127.0.0.1:9000/mcp".into()
+            }
+        );
+        assert_eq!(c.mcp.max_sessions, 10_000);
+    }
+
+    #[test]
+    fn upstream_errors_name_the_key() {
+        let with = |upstream: &str| err(&format!("{GOOD}\n[[upstreams]]\n{upstream}"));
+        assert!(with(
+            r#"name = "a b"
+command = ["x"]"#
+        )
+        .contains("`upstreams[0].name`"));
+        assert!(with(r#"name = "a""#).contains("`upstreams[0].command`"));
+        assert!(with(
+            r#"name = "a"
+command = []"#
+        )
+        .contains("`upstreams[0].command`"));
+        assert!(with(
+            r#"name = "a"
+url = "https://x/mcp""#
+        )
+        .contains("`upstreams[0].url`"));
+        assert!(with(
+            r#"name = "a"
+command = ["x"]
+timeout = "2m""#
+        )
+        .contains("`upstreams[0].timeout`"));
+        let tool = |t: &str| {
+            with(&format!(
+                "name = \"a\"\ncommand = [\"x\"]\n[[upstreams.tools]]\n{t}"
+            ))
+        };
+        let key = |field: &str| format!("`upstreams[0].tools[0].{field}`");
+        assert!(tool(
+            r#"name = "t"
+resource = "/p""#
+        )
+        .contains(&key("capability")));
+        assert!(tool(
+            r#"name = "t"
+capability = "docs"
+resource = "/p""#
+        )
+        .contains(&key("capability")));
+        assert!(tool(
+            r#"name = "t"
+capability = "docs:read""#
+        )
+        .contains(&key("resource")));
+        assert!(tool(
+            r#"name = "t"
+capability = "docs:read"
+resource = "path""#
+        )
+        .contains(&key("resource")));
+        assert!(tool(
+            r#"name = "t"
+open = true
+cost_microcents = 5"#
+        )
+        .contains(&key("open")));
+        assert!(err(&format!(
+            "{GOOD}\n[mcp]\nunchecked_methods = [\"tools/call\"]"
+        ))
+        .contains("`mcp.unchecked_methods`"));
     }
 }

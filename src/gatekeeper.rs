@@ -32,11 +32,12 @@ use crate::telemetry;
 /// Verified tokens kept, by their serialized bytes.
 const TOKEN_CACHE_ENTRIES: usize = 16_384;
 
-/// A refused authorization: why, and what was asked.
+/// A refused authorization: why, and what was asked (nothing, when only
+/// the token's standing was checked).
 #[derive(Debug, Clone)]
 pub struct Denial {
     pub reason: DenialReason,
-    pub requested: CapabilityRequest,
+    pub requested: Option<CapabilityRequest>,
 }
 
 /// Failures that are not authorization denials.
@@ -128,11 +129,11 @@ pub fn now() -> (Timestamp, u64) {
     (Timestamp::from_instant(t), ms)
 }
 
-fn denied(reason: DenialReason, requested: &CapabilityRequest) -> Denial {
+fn denied(reason: DenialReason, requested: Option<&CapabilityRequest>) -> Denial {
     telemetry::record_denial("delegateos", reason.kind.as_str());
     Denial {
         reason,
-        requested: requested.clone(),
+        requested: requested.cloned(),
     }
 }
 
@@ -193,35 +194,50 @@ impl Gatekeeper {
             .unwrap_or_else(|| issuer.to_string())
     }
 
-    /// Verifies `token` for `request` and reserves `cost` at every level of its chain.
+    /// Verifies `token` for every one of `requests` (a call may name several
+    /// resources) and reserves `cost` once at every level of its chain.
     pub async fn authorize(
         &self,
         token: &str,
-        request: CapabilityRequest,
+        requests: &[CapabilityRequest],
         cost_microcents: u64,
     ) -> Result<Result<Authorization, Denial>, GateError> {
         let started = Instant::now();
+        let Some(first) = requests.first() else {
+            return Err(GateError::InvalidParams(
+                "an authorization needs at least one capability request".into(),
+            ));
+        };
         let (now, now_ms) = now();
         let verified = match self.verified(token) {
             Ok(v) => v,
-            Err(reason) => return Ok(Err(denied(reason, &request))),
+            Err(reason) => return Ok(Err(denied(reason, Some(first)))),
         };
         let levels = &verified.levels;
         let leaf = &levels.last().expect("a chain has at least its authority").0;
         let spent = self.ledger.spent(leaf);
-        let scope = match verified
-            .token
-            .authorize(&*self.revocations.read(), &now, spent, &request)
-        {
-            Ok(scope) => scope,
-            Err(reason) => return Ok(Err(denied(reason, &request))),
+        let scope = {
+            let revocations = self.revocations.read();
+            let scope = match verified.token.authorize(&*revocations, &now, spent, first) {
+                Ok(s) => s,
+                Err(reason) => return Ok(Err(denied(reason, Some(first)))),
+            };
+            for request in &requests[1..] {
+                if let Err(reason) = verified
+                    .token
+                    .authorize(&*revocations, &now, spent, request)
+                {
+                    return Ok(Err(denied(reason, Some(request))));
+                }
+            }
+            scope
         };
         let reservation = match self.ledger.reserve(levels, cost_microcents, now_ms).await {
             Ok(r) => r,
             Err(e @ LedgerError::Exceeded { .. }) => {
                 return Ok(Err(denied(
                     DenialReason::new(DenialType::BudgetExceeded, e.to_string()),
-                    &request,
+                    Some(first),
                 )))
             }
             Err(e) => return Err(ledger_error(e)),
@@ -233,6 +249,24 @@ impl Gatekeeper {
             scope,
             tenant: self.tenant_of(&verified.token),
         }))
+    }
+
+    /// Whether `token` is in good standing now (signatures, chain,
+    /// revocation, expiry, budget left), without a request to match: what
+    /// MCP `tools/list` filters with.
+    pub fn standing(&self, token: &str) -> Result<AuthorizedScope, Box<Denial>> {
+        let verified = self
+            .verified(token)
+            .map_err(|r| Box::new(denied(r, None)))?;
+        let leaf = &verified
+            .levels
+            .last()
+            .expect("a chain has at least its authority")
+            .0;
+        verified
+            .token
+            .check_standing(&*self.revocations.read(), &now().0, self.ledger.spent(leaf))
+            .map_err(|r| Box::new(denied(r, None)))
     }
 
     /// Charges the actual cost of a reservation and releases the rest.

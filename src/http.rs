@@ -23,10 +23,13 @@ use tokio::net::TcpListener;
 
 use crate::gatekeeper::Gatekeeper;
 use crate::jsonrpc::{JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+use crate::mcp::streamable::{answer_headers, StreamableHttp};
 
 /// What the HTTP front needs.
 pub struct HttpFront {
     pub rpc: JsonRpc,
+    /// MCP over Streamable HTTP at `/mcp`.
+    pub mcp: StreamableHttp,
     pub gate: Arc<Gatekeeper>,
     pub metrics: Option<PrometheusHandle>,
     pub max_body_bytes: usize,
@@ -56,8 +59,18 @@ impl HttpFront {
     async fn route(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         match (req.method(), req.uri().path()) {
             (&Method::POST, "/rpc") => self.rpc(req).await,
+            (&Method::POST, "/mcp") => self.mcp_post(req).await,
+            (&Method::DELETE, "/mcp") => {
+                let status = self.mcp.delete(req.headers());
+                let mut r = Response::new(Full::new(Bytes::new()));
+                *r.status_mut() = status;
+                r
+            }
             (&Method::GET, "/metrics") => {
                 self.gate.refresh_gauges();
+                for up in self.mcp.proxy.upstreams() {
+                    crate::telemetry::set_upstream_up(&up.name, up.is_ready());
+                }
                 let text = self
                     .metrics
                     .as_ref()
@@ -79,7 +92,7 @@ impl HttpFront {
                     )
                 }
             }
-            (_, "/rpc" | "/metrics" | "/healthz" | "/readyz") => text_response(
+            (_, "/rpc" | "/mcp" | "/metrics" | "/healthz" | "/readyz") => text_response(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method not allowed\n".into(),
                 "text/plain",
@@ -88,43 +101,38 @@ impl HttpFront {
         }
     }
 
-    async fn rpc(&self, req: Request<Incoming>) -> Response<Body> {
+    /// Reads a request body within the size limit, or the error response.
+    async fn read_body(&self, body: Incoming) -> Result<Bytes, Response<Body>> {
         let limit = self.max_body_bytes;
-        let work = async {
-            let body = match Limited::new(req.into_body(), limit).collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(e) => {
-                    let too_large = e
-                        .downcast_ref::<http_body_util::LengthLimitError>()
-                        .is_some();
-                    let (status, kind, msg) = if too_large {
-                        (
-                            StatusCode::PAYLOAD_TOO_LARGE,
-                            "body_too_large",
-                            format!("request body exceeds {limit} bytes"),
-                        )
-                    } else {
-                        (
-                            StatusCode::BAD_REQUEST,
-                            "body_unreadable",
-                            format!("cannot read the request body: {e}"),
-                        )
-                    };
-                    return json_response(
-                        status,
-                        &RpcError::new(INVALID_REQUEST, kind, msg).response(Value::Null),
-                    );
-                }
-            };
-            match self.rpc.handle(&body).await {
-                Some(v) => json_response(StatusCode::OK, &v),
-                None => {
-                    let mut r = Response::new(Full::new(Bytes::new()));
-                    *r.status_mut() = StatusCode::NO_CONTENT;
-                    r
-                }
+        match Limited::new(body, limit).collect().await {
+            Ok(b) => Ok(b.to_bytes()),
+            Err(e) => {
+                let too_large = e
+                    .downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some();
+                let (status, kind, msg) = if too_large {
+                    (
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "body_too_large",
+                        format!("request body exceeds {limit} bytes"),
+                    )
+                } else {
+                    (
+                        StatusCode::BAD_REQUEST,
+                        "body_unreadable",
+                        format!("cannot read the request body: {e}"),
+                    )
+                };
+                Err(json_response(
+                    status,
+                    &RpcError::new(INVALID_REQUEST, kind, msg).response(Value::Null),
+                ))
             }
-        };
+        }
+    }
+
+    /// Runs `work` within the request time limit.
+    async fn limited(&self, work: impl Future<Output = Response<Body>>) -> Response<Body> {
         match tokio::time::timeout(self.request_timeout, work).await {
             Ok(r) => r,
             Err(_) => json_response(
@@ -137,6 +145,46 @@ impl HttpFront {
                 .response(Value::Null),
             ),
         }
+    }
+
+    async fn rpc(&self, req: Request<Incoming>) -> Response<Body> {
+        self.limited(async {
+            let body = match self.read_body(req.into_body()).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            match self.rpc.handle(&body).await {
+                Some(v) => json_response(StatusCode::OK, &v),
+                None => {
+                    let mut r = Response::new(Full::new(Bytes::new()));
+                    *r.status_mut() = StatusCode::NO_CONTENT;
+                    r
+                }
+            }
+        })
+        .await
+    }
+
+    async fn mcp_post(&self, req: Request<Incoming>) -> Response<Body> {
+        self.limited(async {
+            let (parts, body) = req.into_parts();
+            let body = match self.read_body(body).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            let answer = self.mcp.post(&parts.headers, &body).await;
+            let mut r = Response::new(Full::new(
+                answer
+                    .body
+                    .as_ref()
+                    .map(|v| Bytes::from(v.to_string()))
+                    .unwrap_or_default(),
+            ));
+            *r.status_mut() = answer.status;
+            answer_headers(r.headers_mut(), &answer);
+            r
+        })
+        .await
     }
 }
 

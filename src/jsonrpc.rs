@@ -74,8 +74,10 @@ pub fn denial_error(d: &Denial) -> RpcError {
     let mut data = json!({
         "type": d.reason.kind.as_str(),
         "detail": d.reason.detail,
-        "requested": d.requested,
     });
+    if let Some(requested) = &d.requested {
+        data["requested"] = json!(requested);
+    }
     if let Some(granted) = &d.reason.granted {
         data["granted"] = json!(granted);
     }
@@ -326,7 +328,7 @@ impl JsonRpc {
         };
         match self
             .gate
-            .authorize(&p.dct, request, p.cost_microcents)
+            .authorize(&p.dct, std::slice::from_ref(&request), p.cost_microcents)
             .await
         {
             Ok(Ok(a)) => Ok((json!(a), Outcome::Ok)),

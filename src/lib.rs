@@ -11,6 +11,7 @@ pub mod http;
 pub mod journal;
 pub mod jsonrpc;
 pub mod keyfile;
+pub mod mcp;
 pub mod random;
 pub mod revocations;
 pub mod serve;

@@ -23,3 +23,8 @@ pub fn contract_id() -> Result<ContractId, RandomError> {
 pub fn attestation_id() -> Result<AttestationId, RandomError> {
     Ok(AttestationId::from_bytes(bytes()?))
 }
+
+/// A fresh MCP session ID: 128 random bits in lowercase hex.
+pub fn session_id() -> Result<String, RandomError> {
+    Ok(bytes::<16>()?.iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -16,6 +16,8 @@ use crate::gatekeeper::{now, Gatekeeper};
 use crate::http::{self, HttpFront};
 use crate::jsonrpc::JsonRpc;
 use crate::keyfile::{self, KeyFileError};
+use crate::mcp::streamable::{Sessions, StreamableHttp};
+use crate::mcp::{McpProxy, Upstream};
 use crate::revocations::{RevocationStore, RevokeError};
 use crate::storage::{Storage, StorageError};
 use crate::telemetry;
@@ -58,8 +60,16 @@ fn load_or_create_key(path: &Path) -> Result<Keypair, KeyFileError> {
     Ok(key)
 }
 
-/// Runs the gateway until SIGTERM or Ctrl-C.
-pub async fn run(config: Config) -> Result<(), ServeError> {
+/// The gateway's opened state.
+struct State {
+    gate: Arc<Gatekeeper>,
+    storage: Storage,
+    gateway_key: Keypair,
+}
+
+/// Opens the data directory, the keys and every store; releases the
+/// reservations that expired while the gateway was down.
+fn open_state(config: &Config) -> Result<State, ServeError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
         path: config.data_dir.display().to_string(),
         source,
@@ -98,7 +108,82 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         revocations,
         DelegationStore::new(storage.clone()),
     ));
+    Ok(State {
+        gate,
+        storage,
+        gateway_key,
+    })
+}
 
+/// Starts the upstream MCP servers and waits (up to `mcp.ready_timeout`)
+/// for each to initialize; one that does not keeps being retried.
+async fn start_mcp(config: &Config, gate: Arc<Gatekeeper>) -> Arc<McpProxy> {
+    let upstreams: Vec<Arc<Upstream>> = config
+        .upstreams
+        .iter()
+        .cloned()
+        .map(Upstream::start)
+        .collect();
+    let waits = upstreams.iter().map(|u| {
+        let u = u.clone();
+        let limit = config.mcp.ready_timeout;
+        async move {
+            if !u.wait_ready(limit).await {
+                tracing::error!(upstream = %u.name, ?limit, "upstream not ready in time; serving without it until it is");
+            }
+        }
+    });
+    for wait in waits.collect::<Vec<_>>() {
+        wait.await;
+    }
+    let proxy = Arc::new(McpProxy::new(
+        gate,
+        upstreams,
+        config.mcp.unchecked_methods.clone(),
+    ));
+    proxy.rebuild_catalog();
+    proxy
+}
+
+/// Releases expired reservations every `sweep_interval` and snapshots the
+/// budgets every `snapshot_interval`.
+fn spawn_sweeper(config: &Config, gate: Arc<Gatekeeper>) -> tokio::task::JoinHandle<()> {
+    let every = config.budget.sweep_interval;
+    let snapshot_every = config.budget.snapshot_interval;
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        let mut last_snapshot = std::time::Instant::now();
+        loop {
+            tick.tick().await;
+            match gate.ledger().sweep(now().1) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(released = n, "released expired reservations"),
+                Err(e) => tracing::error!(error = %e, "sweeping reservations failed"),
+            }
+            if last_snapshot.elapsed() >= snapshot_every {
+                last_snapshot = std::time::Instant::now();
+                let g = gate.clone();
+                if let Ok(Err(e)) = tokio::task::spawn_blocking(move || g.ledger().snapshot()).await
+                {
+                    tracing::error!(error = %e, "budget snapshot failed");
+                }
+            }
+        }
+    })
+}
+
+/// Snapshots the budgets and flushes sled: the last step of every exit.
+fn close_state(state: &State) -> Result<(), ServeError> {
+    state.gate.ledger().snapshot()?;
+    state.storage.flush_now()?;
+    tracing::info!("state flushed; bye");
+    Ok(())
+}
+
+/// Runs the gateway until SIGTERM or Ctrl-C.
+pub async fn run(config: Config) -> Result<(), ServeError> {
+    let state = open_state(&config)?;
+    let gate = state.gate.clone();
     let metrics = telemetry::install_metrics();
     let listener = TcpListener::bind(config.server.http)
         .await
@@ -110,43 +195,23 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         addr: config.server.http,
         source,
     })?;
+    let proxy = start_mcp(&config, gate.clone()).await;
     let front = Arc::new(HttpFront {
         rpc: JsonRpc::new(gate.clone(), config.server.max_body_bytes),
+        mcp: StreamableHttp {
+            proxy,
+            sessions: Sessions::new(config.mcp.session_ttl, config.mcp.max_sessions),
+            max_body_bytes: config.server.max_body_bytes,
+        },
         gate: gate.clone(),
         metrics,
         max_body_bytes: config.server.max_body_bytes,
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
     });
+    let sweeper = spawn_sweeper(&config, gate.clone());
 
-    let sweeper = {
-        let gate = gate.clone();
-        let every = config.budget.sweep_interval;
-        let snapshot_every = config.budget.snapshot_interval;
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            let mut last_snapshot = std::time::Instant::now();
-            loop {
-                tick.tick().await;
-                match gate.ledger().sweep(now().1) {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(released = n, "released expired reservations"),
-                    Err(e) => tracing::error!(error = %e, "sweeping reservations failed"),
-                }
-                if last_snapshot.elapsed() >= snapshot_every {
-                    last_snapshot = std::time::Instant::now();
-                    let g = gate.clone();
-                    if let Ok(Err(e)) =
-                        tokio::task::spawn_blocking(move || g.ledger().snapshot()).await
-                    {
-                        tracing::error!(error = %e, "budget snapshot failed");
-                    }
-                }
-            }
-        })
-    };
-
-    tracing::info!(http = %http_addr, gateway = %gateway_key.principal_id(), "dgw listening");
+    tracing::info!(http = %http_addr, gateway = %state.gateway_key.principal_id(), "dgw listening");
     // A machine-readable line for scripts and tests that start dgw on port 0.
     println!("dgw listening http={http_addr}");
     let _ = std::io::stdout().flush();
@@ -159,10 +224,26 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     )
     .await;
     sweeper.abort();
-    gate.ledger().snapshot()?;
-    storage.flush_now()?;
-    tracing::info!("state flushed; bye");
-    Ok(())
+    close_state(&state)
+}
+
+/// `dgw mcp`: serves MCP on stdin/stdout until stdin closes (or SIGTERM).
+/// Logs go to stderr; stdout carries only MCP messages.
+pub async fn run_stdio(config: Config) -> Result<(), ServeError> {
+    let state = open_state(&config)?;
+    let proxy = start_mcp(&config, state.gate.clone()).await;
+    let sweeper = spawn_sweeper(&config, state.gate.clone());
+    tracing::info!(gateway = %state.gateway_key.principal_id(), "dgw serving MCP on stdio");
+    tokio::select! {
+        served = crate::mcp::stdio_server::serve(proxy, config.server.max_body_bytes) => {
+            if let Err(e) = served {
+                tracing::error!(error = %e, "reading stdin failed");
+            }
+        }
+        () = shutdown_signal() => {}
+    }
+    sweeper.abort();
+    close_state(&state)
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -19,9 +19,14 @@ pub const FLUSH_DURATION: &str = "dgw_sled_flush_duration_seconds";
 pub const FLUSH_BATCH: &str = "dgw_sled_flush_batch_size";
 pub const JOURNAL_SYNC_DURATION: &str = "dgw_budget_journal_sync_duration_seconds";
 pub const JOURNAL_SYNC_BATCH: &str = "dgw_budget_journal_sync_batch_size";
+pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
+pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
+pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
+pub const MCP_UPSTREAM_UP: &str = "dgw_mcp_upstream_up";
 
 const LATENCY_BUCKETS: &[f64] = &[
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0,
 ];
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
 
@@ -84,6 +89,48 @@ fn describe() {
         JOURNAL_SYNC_BATCH,
         "Budget changes made durable by one journal sync (group commit)."
     );
+    describe_counter!(
+        MCP_CALLS_TOTAL,
+        "MCP tools/call by upstream, tool and outcome (forwarded, denied, invalid, upstream_failed)."
+    );
+    describe_histogram!(
+        MCP_UPSTREAM_DURATION,
+        Unit::Seconds,
+        "Time an upstream MCP server took to answer a tools/call."
+    );
+    describe_histogram!(
+        MCP_GATEWAY_DURATION,
+        Unit::Seconds,
+        "Time dgw itself added to a tools/call: everything but the upstream's answer."
+    );
+    describe_gauge!(
+        MCP_UPSTREAM_UP,
+        "1 when an upstream MCP server is initialized and serving, else 0."
+    );
+}
+
+/// A finished MCP `tools/call`: the upstream's time, when it was asked, and
+/// the rest (the gateway's own) separately.
+pub fn record_mcp_call(
+    upstream: &str,
+    tool: &str,
+    outcome: &'static str,
+    total: Duration,
+    upstream_time: Option<Duration>,
+) {
+    counter!(MCP_CALLS_TOTAL, "upstream" => upstream.to_owned(), "tool" => tool.to_owned(), "outcome" => outcome)
+        .increment(1);
+    if let Some(t) = upstream_time {
+        histogram!(MCP_UPSTREAM_DURATION, "upstream" => upstream.to_owned())
+            .record(t.as_secs_f64());
+    }
+    let own = total.saturating_sub(upstream_time.unwrap_or_default());
+    histogram!(MCP_GATEWAY_DURATION).record(own.as_secs_f64());
+}
+
+/// Whether an upstream is serving, refreshed before each scrape.
+pub fn set_upstream_up(upstream: &str, up: bool) {
+    gauge!(MCP_UPSTREAM_UP, "upstream" => upstream.to_owned()).set(if up { 1.0 } else { 0.0 });
 }
 
 /// A finished request.

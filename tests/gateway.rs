@@ -7,49 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use delegateos::contract::ContractDraft;
-use delegateos::dct::{AttenuateParams, CreateParams};
+use delegateos::dct::AttenuateParams;
 use delegateos::{
     AttestationId, CheckFunctionRegistry, ContractId, Dct, DelegationId, Keypair, RevocationEntry,
-    RevocationScope, TaskContract, Timestamp,
+    RevocationScope, TaskContract,
 };
 use serde_json::{json, Value};
 use support::*;
-
-fn seed(n: u8) -> Keypair {
-    Keypair::from_seed([n; 32])
-}
-
-fn del(n: u8) -> DelegationId {
-    DelegationId::from_bytes([0, 0, 0, 0, 0, n])
-}
-
-fn ct(n: u8) -> ContractId {
-    ContractId::from_bytes([0, 0, 0, 0, 0, n])
-}
-
-fn at(offset_secs: i64) -> Timestamp {
-    let now = time::OffsetDateTime::now_utc() + time::Duration::seconds(offset_secs);
-    Timestamp::from_instant(now)
-}
-
-fn root_token(root: &Keypair, to: &Keypair, caps: &[&str], budget: u64, expires_in: i64) -> Dct {
-    Dct::create(
-        root,
-        CreateParams {
-            delegatee: to.principal_id().clone(),
-            capabilities: caps.iter().map(|c| c.parse().unwrap()).collect(),
-            contract_id: ct(1),
-            delegation_id: del(1),
-            parent_delegation_id: DelegationId::root_parent(),
-            chain_depth: 0,
-            max_chain_depth: 3,
-            max_budget_microcents: budget,
-            expires_at: at(expires_in),
-            issued_at: at(0),
-        },
-    )
-    .unwrap()
-}
 
 fn attenuate(
     token: &Dct,

@@ -33,6 +33,16 @@ enum Command {
         #[arg(long = "log-format", value_enum, default_value = "text")]
         log_format: crate::telemetry::LogFormat,
     },
+    /// Serve MCP on stdin/stdout: an MCP client runs dgw as its server, and
+    /// dgw enforces every tools/call before the configured upstreams see it.
+    Mcp {
+        /// The configuration file (its [[upstreams]] and tenants).
+        #[arg(long, default_value = "config/gateway.toml")]
+        config: PathBuf,
+        /// Log format (logs go to stderr).
+        #[arg(long = "log-format", value_enum, default_value = "text")]
+        log_format: crate::telemetry::LogFormat,
+    },
     /// Create an Ed25519 key file (mode 0600) and print its principal ID.
     Keygen {
         /// Where to write the key file.
@@ -54,6 +64,31 @@ enum Command {
     /// Sign and verify attestations.
     #[command(subcommand)]
     Attestation(attestation::AttestationCommand),
+}
+
+/// `dgw serve`, or `dgw mcp` when `stdio`.
+fn run_gateway(
+    config: &std::path::Path,
+    log_format: crate::telemetry::LogFormat,
+    stdio: bool,
+) -> Result<Outcome, CliError> {
+    crate::telemetry::init_logs(log_format);
+    let config = crate::config::Config::load(config).map_err(|e| CliError::Usage(e.to_string()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
+    let run = async {
+        if stdio {
+            crate::serve::run_stdio(config).await
+        } else {
+            crate::serve::run(config).await
+        }
+    };
+    runtime
+        .block_on(run)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    Ok(Outcome::Success)
 }
 
 /// A command's outcome that is not success.
@@ -100,19 +135,8 @@ impl From<Outcome> for ExitCode {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<Outcome, CliError> {
     match cli.command {
-        Command::Serve { config, log_format } => {
-            crate::telemetry::init_logs(log_format);
-            let config =
-                crate::config::Config::load(&config).map_err(|e| CliError::Usage(e.to_string()))?;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
-            runtime
-                .block_on(crate::serve::run(config))
-                .map_err(|e| CliError::Usage(e.to_string()))?;
-            Ok(Outcome::Success)
-        }
+        Command::Serve { config, log_format } => run_gateway(&config, log_format, false),
+        Command::Mcp { config, log_format } => run_gateway(&config, log_format, true),
         Command::Keygen { out, force } => {
             let key = keyfile::generate()?;
             keyfile::write(&out, &key, force)?;

@@ -96,6 +96,61 @@ pub fn node_peer(command: &str, input: &Value) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Tokens and IDs for tests: fixed seeds, small IDs, times from now.
+pub fn seed(n: u8) -> delegateos::Keypair {
+    delegateos::Keypair::from_seed([n; 32])
+}
+
+pub fn del(n: u8) -> delegateos::DelegationId {
+    delegateos::DelegationId::from_bytes([0, 0, 0, 0, 0, n])
+}
+
+pub fn ct(n: u8) -> delegateos::ContractId {
+    delegateos::ContractId::from_bytes([0, 0, 0, 0, 0, n])
+}
+
+pub fn at(offset_secs: i64) -> delegateos::Timestamp {
+    let now = time::OffsetDateTime::now_utc() + time::Duration::seconds(offset_secs);
+    delegateos::Timestamp::from_instant(now)
+}
+
+pub fn root_token(
+    root: &delegateos::Keypair,
+    to: &delegateos::Keypair,
+    caps: &[&str],
+    budget: u64,
+    expires_in: i64,
+) -> delegateos::Dct {
+    root_token_for(root, to, caps, budget, expires_in, del(1))
+}
+
+/// [`root_token`] for another delegation.
+pub fn root_token_for(
+    root: &delegateos::Keypair,
+    to: &delegateos::Keypair,
+    caps: &[&str],
+    budget: u64,
+    expires_in: i64,
+    delegation: delegateos::DelegationId,
+) -> delegateos::Dct {
+    delegateos::Dct::create(
+        root,
+        delegateos::dct::CreateParams {
+            delegatee: to.principal_id().clone(),
+            capabilities: caps.iter().map(|c| c.parse().unwrap()).collect(),
+            contract_id: ct(1),
+            delegation_id: delegation,
+            parent_delegation_id: delegateos::DelegationId::root_parent(),
+            chain_depth: 0,
+            max_chain_depth: 3,
+            max_budget_microcents: budget,
+            expires_at: at(expires_in),
+            issued_at: at(0),
+        },
+    )
+    .unwrap()
+}
+
 /// A running `dgw serve` on a free loopback port, with its own data dir.
 pub struct Gateway {
     child: Option<std::process::Child>,
@@ -232,14 +287,33 @@ impl Drop for Gateway {
 
 /// A minimal HTTP/1.1 client (one request per connection).
 pub fn http_request(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let (status, _, body) = http_exchange(addr, method, path, &[], body);
+    (status, body)
+}
+
+/// An HTTP response's status, headers (names lowercased) and body.
+pub type HttpResponse = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// Sends one request with extra headers on its own connection.
+pub fn http_exchange(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResponse {
     use std::io::Read;
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(60)))
         .unwrap();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
+        body.len(),
+        headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\r\n"))
+            .collect::<String>()
     );
     stream.write_all(head.as_bytes()).unwrap();
     stream.write_all(body).unwrap();
@@ -251,6 +325,12 @@ pub fn http_request(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, 
         .expect("headers end");
     let head = String::from_utf8_lossy(&response[..split]).into_owned();
     let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
     // dgw always answers with Content-Length, never chunked.
-    (status, response[split + 4..].to_vec())
+    (status, headers, response[split + 4..].to_vec())
 }

@@ -110,3 +110,35 @@ pub struct CompleteParams {
 pub struct RevokeParams {
     pub revocation: RevocationEntry,
 }
+
+/// The name of the member that carries a DCT in MCP params (§11.1).
+pub const MCP_FIELD: &str = "_delegateos";
+
+/// `_delegateos` in an MCP `tools/call` (§11.1) or, for a whole session,
+/// `initialize` params. `format`, when given, must be `delegateos-sjt-v1`;
+/// `delegationId` and `contractId`, when given, must name the token's own
+/// leaf delegation and contract (the gateway checks; see docs/decisions.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpDelegateos {
+    pub dct: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_id: Option<DelegationId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_id: Option<crate::ids::ContractId>,
+}
+
+impl McpDelegateos {
+    /// Refuses a `format` other than the one this version speaks.
+    pub fn check_format(&self) -> Result<(), String> {
+        match self.format.as_deref() {
+            None | Some(crate::dct::FORMAT) => Ok(()),
+            Some(other) => Err(format!(
+                "_delegateos.format is {other:?}, expected {:?}",
+                crate::dct::FORMAT
+            )),
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! An upstream MCP server at a Streamable HTTP endpoint: every message is a
+//! POST; answers come back as one JSON body or as a server-sent event
+//! stream; the session the upstream assigns at `initialize` rides along in
+//! `Mcp-Session-Id`.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+use hyper::{Request, StatusCode, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+use super::message::{Message, Reply};
+use super::upstream::{Backoff, Pending, Upstream, UpstreamError, MAX_MESSAGE_BYTES};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// The Streamable HTTP transport of one upstream.
+pub struct HttpLink {
+    url: Uri,
+    client: Client<HttpConnector, Full<Bytes>>,
+    session: RwLock<Option<HeaderValue>>,
+    protocol_version: RwLock<Option<HeaderValue>>,
+    /// Never holds anything: answers on HTTP come back on their own POST.
+    unsolicited: Pending,
+}
+
+/// What came back for one POST, before it is read.
+enum Answer {
+    Json(Bytes),
+    Events(hyper::body::Incoming),
+}
+
+impl HttpLink {
+    /// `url` was validated by the config.
+    pub fn new(url: String) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        Self {
+            url: url.parse().unwrap_or_default(),
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            session: RwLock::new(None),
+            protocol_version: RwLock::new(None),
+            unsolicited: Pending::default(),
+        }
+    }
+
+    pub fn set_protocol_version(&self, version: &str) {
+        *self
+            .protocol_version
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = HeaderValue::from_str(version).ok();
+    }
+
+    /// Initializes until the upstream answers, then leaves the rest to
+    /// [`Upstream::request`] (which renews an expired session).
+    pub async fn supervise(up: Arc<Upstream>) {
+        let mut backoff = Backoff::new();
+        loop {
+            let started = Instant::now();
+            match up.handshake().await {
+                Ok(()) => {
+                    up.set_ready(true);
+                    tracing::info!(upstream = %up.name, tools = up.tools().len(), "upstream ready");
+                    return;
+                }
+                Err(e) => {
+                    let wait = backoff.after(started.elapsed());
+                    tracing::warn!(upstream = %up.name, error = %e, ?wait, "upstream initialization failed; trying again after a pause");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    async fn post(
+        &self,
+        up: &Upstream,
+        message: &Message,
+    ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), UpstreamError> {
+        let is_initialize =
+            matches!(message, Message::Request { method, .. } if method == "initialize");
+        let mut req = Request::post(self.url.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .body(Full::new(Bytes::from(message.to_value().to_string())))
+            .map_err(|e| UpstreamError::Unavailable {
+                upstream: up.name.clone(),
+                detail: e.to_string(),
+            })?;
+        if !is_initialize {
+            let headers = req.headers_mut();
+            if let Some(s) = self
+                .session
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+            {
+                headers.insert(SESSION_HEADER, s);
+            }
+            if let Some(v) = self
+                .protocol_version
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+            {
+                headers.insert(VERSION_HEADER, v);
+            }
+        }
+        let resp = self.client.request(req).await.map_err(|e| {
+            let detail = format!(
+                "{e}: {}",
+                std::error::Error::source(&e)
+                    .map(|s| s.to_string())
+                    .unwrap_or_default()
+            );
+            if e.is_connect() {
+                UpstreamError::Unavailable {
+                    upstream: up.name.clone(),
+                    detail,
+                }
+            } else {
+                UpstreamError::NoAnswer {
+                    upstream: up.name.clone(),
+                    detail,
+                }
+            }
+        })?;
+        let (parts, body) = resp.into_parts();
+        Ok((parts.status, parts.headers, body))
+    }
+
+    async fn answer(&self, up: &Upstream, message: &Message) -> Result<Answer, UpstreamError> {
+        let is_initialize =
+            matches!(message, Message::Request { method, .. } if method == "initialize");
+        let had_session = self
+            .session
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        let (status, headers, body) = self.post(up, message).await?;
+        let no_answer = |detail: String| UpstreamError::NoAnswer {
+            upstream: up.name.clone(),
+            detail,
+        };
+        if status == StatusCode::NOT_FOUND && had_session && !is_initialize {
+            return Err(UpstreamError::SessionExpired {
+                upstream: up.name.clone(),
+            });
+        }
+        if !status.is_success() {
+            let text = read_limited(body).await.unwrap_or_default();
+            let shown = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
+            return Err(no_answer(format!("HTTP {status}: {shown}")));
+        }
+        if is_initialize {
+            *self.session.write().unwrap_or_else(|p| p.into_inner()) =
+                headers.get(SESSION_HEADER).cloned();
+        }
+        let is_events = headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if is_events {
+            Ok(Answer::Events(body))
+        } else {
+            read_limited(body)
+                .await
+                .map(Answer::Json)
+                .map_err(|e| no_answer(format!("reading the answer: {e}")))
+        }
+    }
+
+    pub async fn request(
+        &self,
+        up: &Upstream,
+        id: u64,
+        message: &Message,
+        timeout: Duration,
+    ) -> Result<Reply, UpstreamError> {
+        let no_answer = |detail: String| UpstreamError::NoAnswer {
+            upstream: up.name.clone(),
+            detail,
+        };
+        let exchange = async {
+            match self.answer(up, message).await? {
+                Answer::Json(bytes) => {
+                    let value: Value = serde_json::from_slice(&bytes)
+                        .map_err(|e| no_answer(format!("the answer is not JSON: {e}")))?;
+                    let items = match value {
+                        Value::Array(items) => items,
+                        one => vec![one],
+                    };
+                    for item in items {
+                        if let Some(reply) = self.take_answer(up, id, item).await {
+                            return Ok(reply);
+                        }
+                    }
+                    Err(no_answer("the answer does not answer the request".into()))
+                }
+                Answer::Events(body) => {
+                    let mut events = EventStream::new(body);
+                    while let Some(data) = events.next().await.map_err(&no_answer)? {
+                        match serde_json::from_str::<Value>(&data) {
+                            Ok(item) => {
+                                if let Some(reply) = self.take_answer(up, id, item).await {
+                                    return Ok(reply);
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(upstream = %up.name, error = %e, "an event that is not JSON")
+                            }
+                        }
+                    }
+                    Err(no_answer("the event stream ended without an answer".into()))
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(r) => r,
+            Err(_) => Err(no_answer(format!("no answer within {timeout:?}"))),
+        }
+    }
+
+    /// The reply when `item` answers request `id`; anything else the
+    /// upstream sent along is handled as unsolicited.
+    async fn take_answer(&self, up: &Upstream, id: u64, item: Value) -> Option<Reply> {
+        if let Ok(Message::Response { id: got, reply }) = Message::parse(item.clone()) {
+            if got.as_u64() == Some(id) {
+                return Some(reply);
+            }
+        }
+        if let Some(refusal) = up.on_message(&self.unsolicited, item) {
+            let _ = self.send(up, &refusal).await;
+        }
+        None
+    }
+
+    pub async fn send(&self, up: &Upstream, message: &Message) -> Result<(), UpstreamError> {
+        let (status, _, body) = self.post(up, message).await?;
+        let _ = read_limited(body).await;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(UpstreamError::Unavailable {
+                upstream: up.name.clone(),
+                detail: format!("HTTP {status}"),
+            })
+        }
+    }
+}
+
+async fn read_limited(body: hyper::body::Incoming) -> Result<Bytes, String> {
+    Limited::new(body, MAX_MESSAGE_BYTES)
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .map_err(|e| e.to_string())
+}
+
+/// The `data` of each server-sent event in a body.
+struct EventStream {
+    body: hyper::body::Incoming,
+    buf: Vec<u8>,
+}
+
+impl EventStream {
+    fn new(body: hyper::body::Incoming) -> Self {
+        Self {
+            body,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The next event's data, `None` at the end of the stream.
+    async fn next(&mut self) -> Result<Option<String>, String> {
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.buf.drain(..end + 2).collect();
+                let data = event_data(&block);
+                if !data.is_empty() {
+                    return Ok(Some(data));
+                }
+                continue;
+            }
+            match self.body.frame().await {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(e.to_string()),
+                Some(Ok(frame)) => {
+                    if let Ok(chunk) = frame.into_data() {
+                        // CR never appears raw in JSON; dropping it makes
+                        // CRLF and LF line ends alike.
+                        self.buf.extend(chunk.iter().filter(|&&b| b != b'\r'));
+                        if self.buf.len() > MAX_MESSAGE_BYTES {
+                            return Err(format!("an event over {MAX_MESSAGE_BYTES} bytes"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The `data:` lines of one event block, joined by newlines.
+fn event_data(block: &[u8]) -> String {
+    let text = String::from_utf8_lossy(block);
+    let mut data = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("data:") {
+            data.push(rest.strip_prefix(' ').unwrap_or(rest));
+        }
+    }
+    data.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::event_data;
+
+    #[test]
+    fn event_data_joins_data_lines_and_skips_the_rest() {
+        assert_eq!(
+            event_data(b"event: message\nid: 1\ndata: {\"a\":1}\n\n"),
+            "{\"a\":1}"
+        );
+        assert_eq!(event_data(b"data:x\ndata: y\n\n"), "x\ny");
+        assert_eq!(event_data(b": comment\nretry: 5\n\n"), "");
+    }
+}

@@ -1,0 +1,175 @@
+//! JSON-RPC 2.0 messages as MCP moves them: requests, notifications and
+//! responses, typed at the edge so the proxy never pokes at a raw envelope.
+//! Params and results stay JSON: the proxy passes most of them through
+//! untouched, and only the parts it enforces on are parsed further.
+
+use serde_json::{json, Map, Value};
+
+/// A request ID: a string or an integer (MCP forbids null).
+pub type Id = Value;
+
+/// One JSON-RPC message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request {
+        id: Id,
+        method: String,
+        params: Option<Map<String, Value>>,
+    },
+    Notification {
+        method: String,
+        params: Option<Map<String, Value>>,
+    },
+    Response {
+        id: Id,
+        reply: Reply,
+    },
+}
+
+/// How a request was answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Result(Value),
+    /// The error object, as the answering side wrote it.
+    Error(Value),
+}
+
+impl Message {
+    /// Reads a message. `Err` carries the reply ID (when one could be read)
+    /// and why the message is not valid JSON-RPC.
+    pub fn parse(value: Value) -> Result<Self, (Id, String)> {
+        let Value::Object(mut obj) = value else {
+            return Err((Value::Null, "a message must be an object".into()));
+        };
+        let id = obj.remove("id");
+        let reply_id = match &id {
+            Some(v @ (Value::String(_) | Value::Number(_))) => v.clone(),
+            _ => Value::Null,
+        };
+        let bad = |why: &str| Err((reply_id.clone(), why.to_owned()));
+        if obj.remove("jsonrpc") != Some(json!("2.0")) {
+            return bad("jsonrpc must be \"2.0\"");
+        }
+        if let Some(id) = &id {
+            if !matches!(id, Value::String(_) | Value::Number(_)) {
+                return bad("id must be a string or a number");
+            }
+        }
+        let params = match obj.remove("params") {
+            None => None,
+            Some(Value::Object(p)) => Some(p),
+            Some(_) => return bad("params must be an object"),
+        };
+        let method = match obj.remove("method") {
+            Some(Value::String(m)) => Some(m),
+            Some(_) => return bad("method must be a string"),
+            None => None,
+        };
+        let result = obj.remove("result");
+        let error = obj.remove("error");
+        if let Some(extra) = obj.keys().next() {
+            return bad(&format!("unknown member {extra:?}"));
+        }
+        match (method, id, result, error) {
+            (Some(method), Some(id), None, None) => Ok(Message::Request { id, method, params }),
+            (Some(method), None, None, None) => Ok(Message::Notification { method, params }),
+            (None, Some(id), Some(r), None) if params.is_none() => Ok(Message::Response {
+                id,
+                reply: Reply::Result(r),
+            }),
+            (None, Some(id), None, Some(e @ Value::Object(_))) if params.is_none() => {
+                Ok(Message::Response {
+                    id,
+                    reply: Reply::Error(e),
+                })
+            }
+            _ => bad("not a request, a notification or a response"),
+        }
+    }
+
+    /// The message as JSON.
+    pub fn to_value(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("jsonrpc".into(), json!("2.0"));
+        match self {
+            Message::Request { id, method, params } => {
+                obj.insert("id".into(), id.clone());
+                obj.insert("method".into(), json!(method));
+                if let Some(p) = params {
+                    obj.insert("params".into(), Value::Object(p.clone()));
+                }
+            }
+            Message::Notification { method, params } => {
+                obj.insert("method".into(), json!(method));
+                if let Some(p) = params {
+                    obj.insert("params".into(), Value::Object(p.clone()));
+                }
+            }
+            Message::Response { id, reply } => {
+                obj.insert("id".into(), id.clone());
+                match reply {
+                    Reply::Result(r) => obj.insert("result".into(), r.clone()),
+                    Reply::Error(e) => obj.insert("error".into(), e.clone()),
+                };
+            }
+        }
+        Value::Object(obj)
+    }
+}
+
+impl Reply {
+    /// The response object answering `id`.
+    pub fn to_response(&self, id: Id) -> Value {
+        Message::Response {
+            id,
+            reply: self.clone(),
+        }
+        .to_value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_and_round_trips() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#,
+        ] {
+            let v: Value = serde_json::from_str(text).unwrap();
+            let m = Message::parse(v.clone()).unwrap();
+            assert_eq!(m.to_value(), v, "{text}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_is_not_json_rpc() {
+        for (text, id) in [
+            (r#"[]"#, Value::Null),
+            (r#"{"id":1,"method":"x"}"#, json!(1)),
+            (r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, Value::Null),
+            (
+                r#"{"jsonrpc":"2.0","id":2,"method":"x","params":[1]}"#,
+                json!(2),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"x","extra":1}"#,
+                json!(3),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":4,"result":1,"error":{}}"#,
+                json!(4),
+            ),
+            (r#"{"jsonrpc":"2.0","id":5}"#, json!(5)),
+            (r#"{"jsonrpc":"2.0","id":6,"error":"no"}"#, json!(6)),
+        ] {
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(Message::parse(v).unwrap_err().0, id, "{text}");
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! MCP egress control: dgw between MCP clients and upstream MCP servers
+//! (DelegateOS §11). Upstreams are child processes over stdio or Streamable
+//! HTTP endpoints; clients reach the proxy at `/mcp` or over stdio with
+//! `dgw mcp`. Every `tools/call` passes the gatekeeper.
+
+pub mod http_link;
+pub mod message;
+pub mod proxy;
+pub mod stdio_link;
+pub mod stdio_server;
+pub mod streamable;
+pub mod tools;
+pub mod upstream;
+
+pub use proxy::McpProxy;
+pub use upstream::{TransportSpec, Upstream, UpstreamSpec};

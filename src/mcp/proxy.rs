@@ -1,0 +1,587 @@
+//! The MCP proxy (§11.3), whatever the downstream transport: answers
+//! `initialize` and `ping`, lists the upstreams' tools filtered by the
+//! caller's DCT, enforces every `tools/call` through the gatekeeper
+//! (verify, capability from the tool's rule, reserve its cost, settle when
+//! the upstream answers), and passes other methods through.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use delegateos::messages::{McpDelegateos, MCP_FIELD};
+use serde_json::{json, Map, Value};
+
+use super::message::{Id, Message, Reply};
+use super::tools::ToolPolicy;
+use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
+use crate::gatekeeper::{Authorization, Gatekeeper};
+use crate::jsonrpc::{
+    denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
+};
+use crate::telemetry;
+
+/// Methods that read data an upstream holds. The gateway cannot tie them
+/// to a capability, so it refuses them unless the config lists them in
+/// `[mcp] unchecked_methods`.
+pub const DATA_METHODS: &[&str] = &[
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/get",
+];
+
+/// Separates an upstream's name from a tool's when two upstreams offer
+/// tools of the same name.
+pub const CLASH_SEPARATOR: &str = "__";
+
+/// What a downstream session remembers between requests.
+#[derive(Debug, Default)]
+pub struct Session {
+    /// The DCT presented in `initialize` params, for the whole session.
+    dct: RwLock<Option<McpDelegateos>>,
+}
+
+/// Who is calling: the session, and a DCT the transport carried with this
+/// request (the `Authorization: DCT …` header on Streamable HTTP).
+#[derive(Clone, Copy)]
+pub struct Caller<'a> {
+    pub session: &'a Session,
+    pub header_dct: Option<&'a str>,
+}
+
+/// A tool as offered downstream.
+#[derive(Debug, Clone)]
+struct CatalogTool {
+    exposed: String,
+    upstream: usize,
+    original: String,
+    definition: Map<String, Value>,
+}
+
+/// Every upstream's tools under the names offered downstream.
+#[derive(Debug, Default)]
+struct Catalog {
+    tools: Vec<CatalogTool>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Catalog {
+    /// Names clash when two upstreams offer the same one: then each of
+    /// those tools is offered as `<upstream>__<tool>`.
+    fn build(upstreams: &[Arc<Upstream>]) -> Self {
+        let listed: Vec<(usize, Map<String, Value>)> = upstreams
+            .iter()
+            .enumerate()
+            .flat_map(|(i, u)| u.tools().into_iter().map(move |t| (i, t)))
+            .collect();
+        let name_of = |t: &Map<String, Value>| {
+            t.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for (_, t) in &listed {
+            *counts.entry(name_of(t)).or_default() += 1;
+        }
+        let mut catalog = Catalog::default();
+        for (upstream, mut definition) in listed {
+            let original = name_of(&definition);
+            let exposed = if counts[&original] > 1 {
+                format!("{}{CLASH_SEPARATOR}{original}", upstreams[upstream].name)
+            } else {
+                original.clone()
+            };
+            if catalog.by_name.contains_key(&exposed) {
+                tracing::warn!(tool = %exposed, "two tools would be offered under one name; offering the first");
+                continue;
+            }
+            definition.insert("name".into(), json!(exposed));
+            catalog.by_name.insert(exposed.clone(), catalog.tools.len());
+            catalog.tools.push(CatalogTool {
+                exposed,
+                upstream,
+                original,
+                definition,
+            });
+        }
+        catalog
+    }
+}
+
+/// How a `tools/call` ended, for metrics.
+#[derive(Clone, Copy)]
+enum CallOutcome {
+    /// The upstream answered.
+    Forwarded,
+    Denied,
+    /// Bad params or an unknown tool.
+    Invalid,
+    /// The upstream could not be reached or did not answer.
+    UpstreamFailed,
+}
+
+impl CallOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Forwarded => "forwarded",
+            CallOutcome::Denied => "denied",
+            CallOutcome::Invalid => "invalid",
+            CallOutcome::UpstreamFailed => "upstream_failed",
+        }
+    }
+}
+
+/// The proxy over a gatekeeper and its upstreams.
+pub struct McpProxy {
+    gate: Arc<Gatekeeper>,
+    upstreams: Vec<Arc<Upstream>>,
+    unchecked_methods: Vec<String>,
+    catalog: RwLock<Arc<Catalog>>,
+}
+
+fn invalid_params(kind: &str, message: impl Into<String>) -> RpcError {
+    RpcError::new(INVALID_PARAMS, kind, message)
+}
+
+fn call_denied(kind: &str, message: impl Into<String>) -> RpcError {
+    RpcError::new(DENIED, kind, message)
+}
+
+fn upstream_error(e: &UpstreamError) -> RpcError {
+    let kind = if e.reached() {
+        "upstream_no_answer"
+    } else {
+        "upstream_unavailable"
+    };
+    RpcError::new(INTERNAL_ERROR, kind, e.to_string())
+}
+
+/// Takes `_delegateos` out of params, typed.
+fn take_delegateos(params: &mut Map<String, Value>) -> Result<Option<McpDelegateos>, RpcError> {
+    let Some(raw) = params.remove(MCP_FIELD) else {
+        return Ok(None);
+    };
+    let field: McpDelegateos = serde_json::from_value(raw)
+        .map_err(|e| invalid_params("invalid_params", format!("{MCP_FIELD}: {e}")))?;
+    field
+        .check_format()
+        .map_err(|m| invalid_params("invalid_params", m))?;
+    Ok(Some(field))
+}
+
+impl McpProxy {
+    pub fn new(
+        gate: Arc<Gatekeeper>,
+        upstreams: Vec<Arc<Upstream>>,
+        unchecked_methods: Vec<String>,
+    ) -> Self {
+        Self {
+            gate,
+            upstreams,
+            unchecked_methods,
+            catalog: RwLock::new(Arc::default()),
+        }
+    }
+
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.upstreams
+    }
+
+    fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Lists every ready upstream's tools again and rebuilds the catalog.
+    pub async fn refresh_catalog(&self) {
+        for up in &self.upstreams {
+            if let Err(e) = up.list_tools().await {
+                tracing::warn!(upstream = %up.name, error = %e, "listing tools failed; keeping the last list");
+            }
+        }
+        self.rebuild_catalog();
+    }
+
+    /// Rebuilds the catalog from the tools the upstreams last listed.
+    pub fn rebuild_catalog(&self) {
+        let catalog = Arc::new(Catalog::build(&self.upstreams));
+        *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = catalog;
+    }
+
+    /// Handles one message from a client; `None` when nothing goes back.
+    pub async fn handle(&self, caller: Caller<'_>, message: Message) -> Option<Value> {
+        match message {
+            Message::Request { id, method, params } => {
+                Some(self.request(caller, id, &method, params).await)
+            }
+            Message::Notification { method, .. } => {
+                // `notifications/initialized` is ours to swallow: each
+                // upstream was initialized by the gateway. Cancellations
+                // are not forwarded (see docs/mcp.md).
+                tracing::debug!(%method, "client notification");
+                None
+            }
+            Message::Response { .. } => None,
+        }
+    }
+
+    async fn request(
+        &self,
+        caller: Caller<'_>,
+        id: Id,
+        method: &str,
+        params: Option<Map<String, Value>>,
+    ) -> Value {
+        let started = Instant::now();
+        let result = match method {
+            "initialize" => self.initialize(caller, params),
+            "ping" => Ok(Reply::Result(json!({}))),
+            "tools/list" => self.list_tools(caller, params).await,
+            "tools/call" => self.call_tool(caller, params).await,
+            _ => self.pass_through(method, params).await,
+        };
+        let label = match method {
+            "initialize" | "ping" | "tools/list" | "tools/call" => method,
+            _ if DATA_METHODS.contains(&method) => method,
+            _ => "other",
+        };
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(e) if e.code == DENIED => "denied",
+            Err(_) => "error",
+        };
+        telemetry::record_request("mcp", label, outcome);
+        tracing::info!(
+            front = "mcp",
+            method = label,
+            outcome,
+            micros = started.elapsed().as_micros() as u64,
+            "request"
+        );
+        match result {
+            Ok(reply) => reply.to_response(id),
+            Err(e) => e.response(id),
+        }
+    }
+
+    /// Our server info, the upstreams' capabilities merged (§11.3 step 3).
+    fn initialize(
+        &self,
+        caller: Caller<'_>,
+        params: Option<Map<String, Value>>,
+    ) -> Result<Reply, RpcError> {
+        let mut params = params.unwrap_or_default();
+        if let Some(field) = take_delegateos(&mut params)? {
+            // Refuse a session DCT that could never authorize anything.
+            self.gate
+                .standing(&field.dct)
+                .map_err(|d| denial_error(&d))?;
+            *caller
+                .session
+                .dct
+                .write()
+                .unwrap_or_else(|p| p.into_inner()) = Some(field);
+        }
+        let asked = params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid_params("invalid_params", "protocolVersion must be a string"))?;
+        let version = if SUPPORTED_VERSIONS.contains(&asked) {
+            asked
+        } else {
+            PROTOCOL_VERSION
+        };
+        let mut capabilities = Map::new();
+        capabilities.insert("tools".into(), json!({"listChanged": false}));
+        let mut instructions = Vec::new();
+        for up in &self.upstreams {
+            let Some(init) = up.initialize_result() else {
+                continue;
+            };
+            if let Some(Value::Object(caps)) = init.get("capabilities") {
+                for family in ["resources", "prompts", "completions", "logging"] {
+                    if caps.contains_key(family) {
+                        capabilities.insert(family.into(), json!({}));
+                    }
+                }
+            }
+            if let Some(text) = init.get("instructions").and_then(Value::as_str) {
+                instructions.push(format!("{}: {text}", up.name));
+            }
+        }
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": {
+                "name": "dgw",
+                "title": "delegate-gateway",
+                "version": env!("CARGO_PKG_VERSION"),
+            },
+        });
+        if !instructions.is_empty() {
+            result["instructions"] = json!(instructions.join("\n\n"));
+        }
+        Ok(Reply::Result(result))
+    }
+
+    /// The DCT for this request: the call's own `_delegateos`, else the
+    /// transport's header, else the session's.
+    fn presented(&self, caller: Caller<'_>, field: Option<McpDelegateos>) -> Option<McpDelegateos> {
+        field
+            .or_else(|| {
+                caller.header_dct.map(|dct| McpDelegateos {
+                    dct: dct.to_owned(),
+                    format: None,
+                    delegation_id: None,
+                    contract_id: None,
+                })
+            })
+            .or_else(|| {
+                caller
+                    .session
+                    .dct
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+            })
+    }
+
+    /// §11.3 step 4: the upstreams' tools, only those a rule names, and
+    /// with a DCT only those its capabilities reach.
+    async fn list_tools(
+        &self,
+        caller: Caller<'_>,
+        params: Option<Map<String, Value>>,
+    ) -> Result<Reply, RpcError> {
+        let mut params = params.unwrap_or_default();
+        let field = take_delegateos(&mut params)?;
+        let capabilities = match self.presented(caller, field) {
+            Some(p) => Some(
+                self.gate
+                    .standing(&p.dct)
+                    .map_err(|d| denial_error(&d))?
+                    .capabilities,
+            ),
+            None => None,
+        };
+        self.refresh_catalog().await;
+        let catalog = self.catalog();
+        let tools: Vec<Value> = catalog
+            .tools
+            .iter()
+            .filter(
+                |t| match self.upstreams[t.upstream].rules.policy_for(&t.original) {
+                    None => false,
+                    Some(policy) => capabilities
+                        .as_deref()
+                        .is_none_or(|caps| policy.offered_to(caps)),
+                },
+            )
+            .map(|t| Value::Object(t.definition.clone()))
+            .collect();
+        Ok(Reply::Result(json!({ "tools": tools })))
+    }
+
+    /// Finds a tool by the name offered downstream, listing again once when
+    /// the name is unknown or an upstream said its list changed.
+    async fn find_tool(&self, name: &str) -> Option<CatalogTool> {
+        let stale = self.upstreams.iter().any(|u| u.tools_stale());
+        if !stale {
+            if let Some(&i) = self.catalog().by_name.get(name) {
+                return Some(self.catalog().tools[i].clone());
+            }
+        }
+        self.refresh_catalog().await;
+        let catalog = self.catalog();
+        catalog.by_name.get(name).map(|&i| catalog.tools[i].clone())
+    }
+
+    async fn call_tool(
+        &self,
+        caller: Caller<'_>,
+        params: Option<Map<String, Value>>,
+    ) -> Result<Reply, RpcError> {
+        let started = Instant::now();
+        let mut labels = ("-".to_owned(), "unknown".to_owned());
+        let mut upstream_time = None;
+        let result = self
+            .enforce_and_forward(caller, params, &mut labels, &mut upstream_time)
+            .await;
+        let outcome = match &result {
+            Ok(_) => CallOutcome::Forwarded,
+            Err(e) if e.code == DENIED => CallOutcome::Denied,
+            Err(e) if e.code == INTERNAL_ERROR => CallOutcome::UpstreamFailed,
+            Err(_) => CallOutcome::Invalid,
+        };
+        telemetry::record_mcp_call(
+            &labels.0,
+            &labels.1,
+            outcome.as_str(),
+            started.elapsed(),
+            upstream_time,
+        );
+        result
+    }
+
+    async fn enforce_and_forward(
+        &self,
+        caller: Caller<'_>,
+        params: Option<Map<String, Value>>,
+        labels: &mut (String, String),
+        upstream_time: &mut Option<std::time::Duration>,
+    ) -> Result<Reply, RpcError> {
+        let mut params =
+            params.ok_or_else(|| invalid_params("invalid_params", "tools/call needs params"))?;
+        let field = take_delegateos(&mut params)?;
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid_params("invalid_params", "params.name must be a string"))?
+            .to_owned();
+        let arguments = match params.get("arguments") {
+            None => Map::new(),
+            Some(Value::Object(a)) => a.clone(),
+            Some(_) => {
+                return Err(invalid_params(
+                    "invalid_params",
+                    "params.arguments must be an object",
+                ))
+            }
+        };
+        let tool = self.find_tool(&name).await.ok_or_else(|| {
+            let mut e = invalid_params("unknown_tool", format!("unknown tool {name:?}"));
+            e.data["tool"] = json!(name);
+            e
+        })?;
+        let upstream = &self.upstreams[tool.upstream];
+        *labels = (upstream.name.clone(), tool.exposed.clone());
+        let policy = upstream.rules.policy_for(&tool.original).ok_or_else(|| {
+            call_denied(
+                "tool_not_mapped",
+                format!("tool {name:?} is not mapped to a capability, so it is denied"),
+            )
+        })?;
+        let requests = policy.requests(&arguments).map_err(|e| {
+            let mut err = call_denied("resource_missing", format!("tool {name:?}: {e}"));
+            err.data["tool"] = json!(name);
+            err
+        })?;
+
+        let authorization = match policy {
+            ToolPolicy::Open => None,
+            ToolPolicy::Enforced { .. } => {
+                let presented = self.presented(caller, field).ok_or_else(|| {
+                    call_denied(
+                        "dct_required",
+                        format!("tool {name:?} needs a DCT: in params._delegateos, an `Authorization: DCT` header, or initialize's _delegateos"),
+                    )
+                })?;
+                Some(
+                    self.authorize(&presented, &requests, policy.cost_microcents())
+                        .await?,
+                )
+            }
+        };
+
+        // Forward under the upstream's own name, without `_delegateos`.
+        params.insert("name".into(), json!(tool.original));
+        let upstream_started = Instant::now();
+        let reply = upstream.request("tools/call", Some(params)).await;
+        *upstream_time = Some(upstream_started.elapsed());
+        match (reply, authorization) {
+            (Ok(reply), auth) => {
+                if let Some(a) = auth {
+                    self.settle(&a, policy.cost_microcents()).await;
+                }
+                Ok(reply)
+            }
+            (Err(e), Some(a)) if e.reached() => {
+                self.settle(&a, policy.cost_microcents()).await;
+                Err(upstream_error(&e))
+            }
+            (Err(e), Some(a)) => {
+                if let Err(r) = self.gate.release(&a.reservation.reservation_id) {
+                    tracing::error!(error = %r, "releasing a reservation failed");
+                }
+                Err(upstream_error(&e))
+            }
+            (Err(e), None) => Err(upstream_error(&e)),
+        }
+    }
+
+    async fn authorize(
+        &self,
+        presented: &McpDelegateos,
+        requests: &[delegateos::CapabilityRequest],
+        cost: u64,
+    ) -> Result<Authorization, RpcError> {
+        let a = match self.gate.authorize(&presented.dct, requests, cost).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(denial)) => return Err(denial_error(&denial)),
+            Err(e) => return Err(gate_error(&e)),
+        };
+        let mismatch = match (&presented.delegation_id, &presented.contract_id) {
+            (Some(d), _) if *d != a.scope.delegation_id => Some(format!(
+                "_delegateos.delegationId is {d} but the DCT's delegation is {}",
+                a.scope.delegation_id
+            )),
+            (_, Some(c)) if *c != a.scope.contract_id => Some(format!(
+                "_delegateos.contractId is {c} but the DCT's contract is {}",
+                a.scope.contract_id
+            )),
+            _ => None,
+        };
+        if let Some(m) = mismatch {
+            let _ = self.gate.release(&a.reservation.reservation_id);
+            return Err(invalid_params("delegation_mismatch", m));
+        }
+        Ok(a)
+    }
+
+    async fn settle(&self, a: &Authorization, cost: u64) {
+        if let Err(e) = self.gate.settle(&a.reservation.reservation_id, cost).await {
+            tracing::error!(reservation = %a.reservation.reservation_id, error = %e, "settling a tool call failed");
+        }
+    }
+
+    /// Other methods go to the first upstream that declares their family.
+    async fn pass_through(
+        &self,
+        method: &str,
+        params: Option<Map<String, Value>>,
+    ) -> Result<Reply, RpcError> {
+        if DATA_METHODS.contains(&method) && !self.unchecked_methods.iter().any(|m| m == method) {
+            return Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                "method_not_allowed",
+                format!("dgw cannot enforce a DCT on {method}, so it does not pass it through; list it in [mcp] unchecked_methods to allow it"),
+            ));
+        }
+        let family = match method.split('/').next().unwrap_or_default() {
+            "completion" => "completions",
+            other => other,
+        };
+        let upstream = self
+            .upstreams
+            .iter()
+            .find(|u| u.is_ready() && u.declares(family))
+            .ok_or_else(|| {
+                RpcError::new(
+                    METHOD_NOT_FOUND,
+                    "method_not_found",
+                    format!("method {method:?} not found: no upstream offers {family:?}"),
+                )
+            })?;
+        let mut params = params;
+        if let Some(p) = params.as_mut() {
+            p.remove(MCP_FIELD);
+        }
+        upstream
+            .request(method, params)
+            .await
+            .map_err(|e| upstream_error(&e))
+    }
+}

@@ -1,0 +1,107 @@
+//! MCP over stdio for `dgw mcp`: the client runs dgw as its MCP server
+//! (§11.3), one JSON-RPC message per line each way, one session for the
+//! life of the process. Requests are handled concurrently; answers are
+//! written as they complete.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::message::Message;
+use super::proxy::{Caller, McpProxy, Session};
+use crate::jsonrpc::{RpcError, INVALID_REQUEST, PARSE_ERROR};
+
+/// Serves MCP on stdin/stdout until stdin closes.
+pub async fn serve(proxy: Arc<McpProxy>, max_message_bytes: usize) -> std::io::Result<()> {
+    let session = Arc::new(Session::default());
+    let (tx, mut rx) = mpsc::channel::<Value>(1024);
+    let writer = tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        while let Some(v) = rx.recv().await {
+            let mut line = v.to_string().into_bytes();
+            line.push(b'\n');
+            if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut input = BufReader::new(tokio::io::stdin());
+    let mut buf = Vec::new();
+    let mut inflight = JoinSet::new();
+    loop {
+        buf.clear();
+        let n = (&mut input)
+            .take(max_message_bytes as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .await?;
+        if n == 0 {
+            break;
+        }
+        if buf.len() > max_message_bytes && !buf.ends_with(b"\n") {
+            let e = RpcError::new(
+                INVALID_REQUEST,
+                "message_too_large",
+                format!("a message over {max_message_bytes} bytes; closing"),
+            );
+            let _ = tx.send(e.response(Value::Null)).await;
+            break;
+        }
+        let line = buf.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        let value = match delegateos::canonical::parse_strict(line, max_message_bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                let e = RpcError::new(PARSE_ERROR, "parse_error", format!("parse error: {e}"));
+                let _ = tx.send(e.response(Value::Null)).await;
+                continue;
+            }
+        };
+        // `initialize` sets up the session the requests after it rely on
+        // (its `_delegateos`), so it finishes before the next line is read.
+        let is_initialize = value.get("method").and_then(Value::as_str) == Some("initialize");
+        let (proxy, session, tx) = (proxy.clone(), session.clone(), tx.clone());
+        let work = async move {
+            let caller = Caller {
+                session: &session,
+                header_dct: None,
+            };
+            let answer = match value {
+                Value::Array(items) => {
+                    let mut answers = Vec::new();
+                    for item in items {
+                        if let Some(a) = handle_one(&proxy, caller, item).await {
+                            answers.push(a);
+                        }
+                    }
+                    (!answers.is_empty()).then_some(Value::Array(answers))
+                }
+                one => handle_one(&proxy, caller, one).await,
+            };
+            if let Some(a) = answer {
+                let _ = tx.send(a).await;
+            }
+        };
+        if is_initialize {
+            work.await;
+        } else {
+            inflight.spawn(work);
+        }
+        while inflight.try_join_next().is_some() {}
+    }
+    while inflight.join_next().await.is_some() {}
+    drop(tx);
+    let _ = writer.await;
+    Ok(())
+}
+
+async fn handle_one(proxy: &McpProxy, caller: Caller<'_>, item: Value) -> Option<Value> {
+    match Message::parse(item) {
+        Ok(m) => proxy.handle(caller, m).await,
+        Err((id, why)) => Some(RpcError::new(INVALID_REQUEST, "invalid_request", why).response(id)),
+    }
+}

@@ -1,0 +1,421 @@
+//! Upstream MCP servers. The gateway is the MCP client of each: it
+//! initializes the connection itself (at start, and again after every
+//! restart or expired session), then carries every downstream session's
+//! requests over it under IDs of its own.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::{oneshot, watch};
+
+use super::http_link::HttpLink;
+use super::message::{Message, Reply};
+use super::stdio_link::StdioLink;
+use super::tools::ToolRules;
+
+/// The protocol version the gateway asks its upstreams for.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+/// Versions the gateway speaks, newest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// Largest message accepted from an upstream.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// Most `tools/list` pages followed.
+const MAX_TOOL_PAGES: usize = 100;
+
+/// How to reach an upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportSpec {
+    /// A child process spoken to over stdio (§11.3).
+    Stdio { command: Vec<String> },
+    /// A Streamable HTTP endpoint.
+    Http { url: String },
+}
+
+/// A configured upstream.
+#[derive(Debug, Clone)]
+pub struct UpstreamSpec {
+    pub name: String,
+    pub transport: TransportSpec,
+    /// How long a request may wait for its answer.
+    pub timeout: Duration,
+    pub rules: ToolRules,
+}
+
+/// Why a request got no answer from an upstream.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// The request was never sent.
+    #[error("upstream {upstream:?} is not available: {detail}")]
+    Unavailable { upstream: String, detail: String },
+    /// The request was sent (so the upstream may have acted on it) but no
+    /// answer came back.
+    #[error("upstream {upstream:?} did not answer: {detail}")]
+    NoAnswer { upstream: String, detail: String },
+    /// The upstream forgot our HTTP session; the request was not processed.
+    #[error("upstream {upstream:?} ended our session")]
+    SessionExpired { upstream: String },
+}
+
+impl UpstreamError {
+    /// Whether the request reached the upstream, so a tool may have run.
+    pub fn reached(&self) -> bool {
+        matches!(self, UpstreamError::NoAnswer { .. })
+    }
+}
+
+/// Requests sent and waiting for their answers, by the gateway's IDs.
+#[derive(Default)]
+pub struct Pending(Mutex<HashMap<u64, oneshot::Sender<Reply>>>);
+
+impl Pending {
+    pub fn insert(&self, id: u64) -> oneshot::Receiver<Reply> {
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(id, tx);
+        rx
+    }
+
+    pub fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Hands an answer to its waiting request; false when nobody waits.
+    pub fn answer(&self, id: &Value, reply: Reply) -> bool {
+        let Some(id) = id.as_u64() else { return false };
+        match self.lock().remove(&id) {
+            Some(tx) => tx.send(reply).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Drops every waiting request: their callers see `NoAnswer`.
+    pub fn fail_all(&self) {
+        self.lock().clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Reply>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+enum Link {
+    Stdio(StdioLink),
+    Http(Box<HttpLink>),
+}
+
+/// One upstream server.
+pub struct Upstream {
+    pub name: String,
+    pub rules: ToolRules,
+    pub timeout: Duration,
+    link: Link,
+    next_id: AtomicU64,
+    /// The upstream's `initialize` result.
+    init: RwLock<Option<Map<String, Value>>>,
+    /// The upstream's tools, as it last listed them.
+    tools: RwLock<Vec<Map<String, Value>>>,
+    /// Set when the upstream announces `notifications/tools/list_changed`.
+    tools_stale: AtomicBool,
+    ready: watch::Sender<bool>,
+}
+
+impl Upstream {
+    /// Starts an upstream: spawns its process or prepares its HTTP client,
+    /// and keeps it initialized in the background.
+    pub fn start(spec: UpstreamSpec) -> Arc<Self> {
+        let link = match &spec.transport {
+            TransportSpec::Stdio { command } => Link::Stdio(StdioLink::new(command.clone())),
+            TransportSpec::Http { url } => Link::Http(Box::new(HttpLink::new(url.clone()))),
+        };
+        let up = Arc::new(Self {
+            name: spec.name,
+            rules: spec.rules,
+            timeout: spec.timeout,
+            link,
+            next_id: AtomicU64::new(1),
+            init: RwLock::new(None),
+            tools: RwLock::new(Vec::new()),
+            tools_stale: AtomicBool::new(false),
+            ready: watch::channel(false).0,
+        });
+        let supervised = up.clone();
+        tokio::spawn(async move {
+            match &supervised.link {
+                Link::Stdio(_) => StdioLink::supervise(supervised.clone()).await,
+                Link::Http(_) => HttpLink::supervise(supervised.clone()).await,
+            }
+        });
+        up
+    }
+
+    /// Waits until the upstream is initialized, up to `limit`.
+    pub async fn wait_ready(&self, limit: Duration) -> bool {
+        let mut rx = self.ready.subscribe();
+        let ready = tokio::time::timeout(limit, rx.wait_for(|r| *r))
+            .await
+            .is_ok();
+        ready
+    }
+
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    pub(super) fn set_ready(&self, ready: bool) {
+        self.ready.send_replace(ready);
+    }
+
+    pub(super) fn stdio(&self) -> Option<&StdioLink> {
+        match &self.link {
+            Link::Stdio(s) => Some(s),
+            Link::Http(_) => None,
+        }
+    }
+
+    /// The upstream's `initialize` result, once initialized.
+    pub fn initialize_result(&self) -> Option<Map<String, Value>> {
+        self.init.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the upstream declared a capability family (`resources`, `prompts`, …).
+    pub fn declares(&self, family: &str) -> bool {
+        self.init
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|i| i.get("capabilities"))
+            .and_then(|c| c.get(family))
+            .is_some()
+    }
+
+    /// The tools as last listed.
+    pub fn tools(&self) -> Vec<Map<String, Value>> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn tools_stale(&self) -> bool {
+        self.tools_stale.load(Ordering::Relaxed)
+    }
+
+    fn unavailable(&self, detail: impl Into<String>) -> UpstreamError {
+        UpstreamError::Unavailable {
+            upstream: self.name.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Sends a request once initialized and waits for its answer; renews an
+    /// expired HTTP session once.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Map<String, Value>>,
+    ) -> Result<Reply, UpstreamError> {
+        if !self.is_ready() {
+            return Err(self.unavailable("not initialized (starting, or restarting)"));
+        }
+        match self.send_request(method, params.clone()).await {
+            Err(UpstreamError::SessionExpired { .. }) => {
+                tracing::info!(upstream = %self.name, "upstream session expired; initializing again");
+                self.set_ready(false);
+                let renewed = self.handshake().await;
+                self.set_ready(renewed.is_ok());
+                renewed?;
+                match self.send_request(method, params).await {
+                    Err(UpstreamError::SessionExpired { .. }) => {
+                        Err(self.unavailable("session expired again right after initializing"))
+                    }
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Sends a request whatever the state (the handshake uses this).
+    async fn send_request(
+        &self,
+        method: &str,
+        params: Option<Map<String, Value>>,
+    ) -> Result<Reply, UpstreamError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = Message::Request {
+            id: json!(id),
+            method: method.to_owned(),
+            params,
+        };
+        let sent = match &self.link {
+            Link::Stdio(s) => s.request(self, id, &message, self.timeout).await,
+            Link::Http(h) => h.request(self, id, &message, self.timeout).await,
+        };
+        if let Err(UpstreamError::NoAnswer { .. }) = &sent {
+            // Tell the upstream to stop working on it.
+            let cancel = Message::Notification {
+                method: "notifications/cancelled".into(),
+                params: json!({"requestId": id, "reason": "dgw stopped waiting"})
+                    .as_object()
+                    .cloned(),
+            };
+            let _ = self.notify(cancel).await;
+        }
+        sent
+    }
+
+    /// Sends a notification or a response.
+    pub async fn notify(&self, message: Message) -> Result<(), UpstreamError> {
+        match &self.link {
+            Link::Stdio(s) => s.send(self, &message).await,
+            Link::Http(h) => h.send(self, &message).await,
+        }
+    }
+
+    /// `initialize`, `notifications/initialized`, then the tool list.
+    pub(super) async fn handshake(&self) -> Result<(), UpstreamError> {
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "dgw", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let reply = self
+            .send_request("initialize", params.as_object().cloned())
+            .await?;
+        let result = match reply {
+            Reply::Result(Value::Object(r)) => r,
+            Reply::Result(other) => {
+                return Err(self.unavailable(format!("initialize answered {other}")))
+            }
+            Reply::Error(e) => return Err(self.unavailable(format!("initialize failed: {e}"))),
+        };
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
+            return Err(self.unavailable(format!(
+                "upstream speaks protocol version {version:?}; dgw speaks {SUPPORTED_VERSIONS:?}"
+            )));
+        }
+        if let Link::Http(h) = &self.link {
+            h.set_protocol_version(&version);
+        }
+        *self.init.write().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        self.notify(Message::Notification {
+            method: "notifications/initialized".into(),
+            params: None,
+        })
+        .await?;
+        self.list_tools_now().await?;
+        Ok(())
+    }
+
+    /// Asks the upstream for its tools (every page) and keeps them.
+    pub async fn list_tools(&self) -> Result<(), UpstreamError> {
+        if !self.is_ready() {
+            return Err(self.unavailable("not initialized (starting, or restarting)"));
+        }
+        self.list_tools_now().await
+    }
+
+    async fn list_tools_now(&self) -> Result<(), UpstreamError> {
+        self.tools_stale.store(false, Ordering::Relaxed);
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let params = cursor.take().map(|c| {
+                let mut p = Map::new();
+                p.insert("cursor".into(), json!(c));
+                p
+            });
+            let page = match self.send_request("tools/list", params).await? {
+                Reply::Result(Value::Object(page)) => page,
+                Reply::Result(other) => {
+                    return Err(self.unavailable(format!("tools/list answered {other}")))
+                }
+                Reply::Error(e) => return Err(self.unavailable(format!("tools/list failed: {e}"))),
+            };
+            for tool in page
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                match tool {
+                    Value::Object(t) if t.get("name").and_then(Value::as_str).is_some() => {
+                        tools.push(t.clone())
+                    }
+                    _ => tracing::warn!(upstream = %self.name, "ignoring a tool without a name"),
+                }
+            }
+            match page.get("nextCursor").and_then(Value::as_str) {
+                Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
+                _ => break,
+            }
+        }
+        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = tools;
+        Ok(())
+    }
+
+    /// What to do with a message the upstream sent on its own: answers for
+    /// waiting requests, notifications, and requests to the client (which
+    /// the gateway, a client with no capabilities, refuses).
+    pub(super) fn on_message(&self, pending: &Pending, value: Value) -> Option<Message> {
+        match Message::parse(value) {
+            Ok(Message::Response { id, reply }) => {
+                if !pending.answer(&id, reply) {
+                    tracing::debug!(upstream = %self.name, %id, "answer for a request nobody waits for");
+                }
+                None
+            }
+            Ok(Message::Notification { method, .. }) => {
+                if method == "notifications/tools/list_changed" {
+                    self.tools_stale.store(true, Ordering::Relaxed);
+                }
+                tracing::debug!(upstream = %self.name, %method, "upstream notification");
+                None
+            }
+            Ok(Message::Request { id, method, .. }) => {
+                tracing::debug!(upstream = %self.name, %method, "refusing a request from the upstream");
+                Some(Message::Response {
+                    id,
+                    reply: Reply::Error(json!({
+                        "code": -32601,
+                        "message": format!("dgw does not offer {method} to upstream servers"),
+                    })),
+                })
+            }
+            Err((_, why)) => {
+                tracing::warn!(upstream = %self.name, %why, "unreadable message from the upstream");
+                None
+            }
+        }
+    }
+}
+
+/// Exponential back-off between restarts: 100 ms doubling to 30 s, back to
+/// the start after a connection that lived a minute.
+pub(super) struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(30);
+    const HEALTHY: Duration = Duration::from_secs(60);
+
+    pub fn new() -> Self {
+        Self { next: Self::FIRST }
+    }
+
+    /// The wait before the next attempt, given how long the last one lived.
+    pub fn after(&mut self, lived: Duration) -> Duration {
+        if lived >= Self::HEALTHY {
+            self.next = Self::FIRST;
+        }
+        let wait = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        wait
+    }
+}

@@ -1,0 +1,63 @@
+// A small MCP server built on the official TypeScript SDK, for tests:
+// `echo` answers its text, `crash` kills the process (to test restarts),
+// `count` reports how many tools/call requests this process has served.
+//   node echo-server.mjs            (stdio)
+//   node echo-server.mjs --http 0   (Streamable HTTP on 127.0.0.1; prints
+//                                     "echo-server listening port=N")
+import { randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { z } from "zod";
+
+let calls = 0;
+
+function build() {
+  const server = new McpServer({ name: "echo-server", version: "1.0.0" });
+  server.registerTool(
+    "echo",
+    { description: "Answers its text", inputSchema: { text: z.string() } },
+    async ({ text }) => {
+      calls += 1;
+      return { content: [{ type: "text", text }] };
+    },
+  );
+  server.registerTool("crash", { description: "Exits the process" }, async () => {
+    process.exit(3);
+  });
+  server.registerTool("count", { description: "tools/call served so far" }, async () => {
+    calls += 1;
+    return { content: [{ type: "text", text: String(calls) }] };
+  });
+  return server;
+}
+
+const http = process.argv.indexOf("--http");
+if (http < 0) {
+  await build().connect(new StdioServerTransport());
+} else {
+  const transports = new Map();
+  const httpServer = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;
+    const sid = req.headers["mcp-session-id"];
+    let transport = sid ? transports.get(sid) : undefined;
+    if (!transport) {
+      if (sid) {
+        res.writeHead(404).end();
+        return;
+      }
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => transports.set(id, transport),
+      });
+      await build().connect(transport);
+    }
+    await transport.handleRequest(req, res, body);
+  });
+  httpServer.listen(Number(process.argv[http + 1] ?? 0), "127.0.0.1", () => {
+    console.log(`echo-server listening port=${httpServer.address().port}`);
+  });
+}
