@@ -559,6 +559,14 @@ root_key_file = "data/demo-root.key"
     }
 
     #[test]
+    fn the_shipped_configs_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for file in ["gateway.toml", "examples/mcp-filesystem.toml"] {
+            Config::load(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+    }
+
+    #[test]
     fn upstreams_and_tool_rules() {
         let text = format!(
             r#"{GOOD}
