@@ -3,6 +3,10 @@
 #   benches/load.sh [CONCURRENCY] [DURATION] [--settle] [NAMESPACE]
 # (NAMESPACE other than docs makes every request a capability denial: the
 # pipeline without the ledger.)
+#   MODE=mcp benches/load.sh [CONCURRENCY] [DURATION]
+# runs a fast loopback MCP echo server (dgw-load --serve-upstream), calls its
+# `echo` tool directly, then through dgw's /mcp, and prints both: the
+# difference is the latency dgw adds.
 # Builds release binaries, starts a gateway with a fresh data dir and a bench
 # tenant on a free port, issues a token with a large budget, runs the load,
 # and stops the gateway. Traffic stays on 127.0.0.1.
@@ -15,7 +19,26 @@ namespace=${4:-docs}
 cargo build --release --quiet --bin dgw --bin dgw-load
 bin=target/release
 work=$(mktemp -d)
-trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
+upstream_pid=
+trap 'kill $pid $upstream_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+mode=${MODE:-authorize}
+upstream_toml=
+if [ "$mode" = mcp ]; then
+  $bin/dgw-load --serve-upstream 127.0.0.1:0 > "$work/upstream.out" &
+  upstream_pid=$!
+  for _ in $(seq 100); do grep -q listening "$work/upstream.out" 2>/dev/null && break; sleep 0.1; done
+  upstream=$(sed -n 's/^dgw-load upstream listening http=//p' "$work/upstream.out")
+  upstream_toml="
+[[upstreams]]
+name = \"echo\"
+url = \"http://$upstream/mcp\"
+[[upstreams.tools]]
+name = \"echo\"
+capability = \"docs:read\"
+resource = \"/text\"
+cost_microcents = 1
+"
+fi
 root=$($bin/dgw keygen --out "$work/root.key" 2>/dev/null)
 cat > "$work/gateway.toml" <<TOML
 data_dir = "$work/data"
@@ -25,6 +48,7 @@ http = "127.0.0.1:0"
 [[tenants]]
 name = "bench"
 root = "$root"
+$upstream_toml
 TOML
 $bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "$work/err" &
 pid=$!
@@ -33,4 +57,10 @@ addr=$(sed -n 's/^dgw listening http=//p' "$work/out")
 token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' \
   --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 \
   --max-depth 1 --ttl 1h 2>/dev/null)
-$bin/dgw-load --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle}
+if [ "$mode" = mcp ]; then
+  $bin/dgw-load --mode direct --addr "$upstream" --concurrency "$concurrency" --duration "$duration"
+  $bin/dgw-load --mode mcp --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration"
+  curl -s "http://$addr/metrics" | grep -E "^dgw_(mcp_gateway_duration|mcp_upstream_duration|budget_journal_sync_duration|authorize_duration)_seconds_(sum|count)"
+else
+  $bin/dgw-load --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle}
+fi

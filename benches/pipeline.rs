@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use delegate_gateway::budget::Ledger;
+use delegate_gateway::budget::{Ledger, OnExpiry};
 use delegate_gateway::delegations::DelegationStore;
 use delegate_gateway::gatekeeper::Gatekeeper;
 use delegate_gateway::revocations::RevocationStore;
@@ -135,7 +135,7 @@ fn authorize_settle(c: &mut Criterion) {
     let gate = gatekeeper(&rt, dir.path(), &k[0]);
     let once = |gate: Arc<Gatekeeper>, token: Arc<String>| async move {
         let a = gate
-            .authorize(&token, &[request()], 1)
+            .authorize(&token, &[request()], 1, OnExpiry::Release)
             .await
             .unwrap()
             .unwrap();

@@ -96,6 +96,8 @@ pub enum LedgerError {
     UnknownReservation(String),
     #[error("settlement of {actual} exceeds the {reserved} microcents reserved")]
     ExceedsReservation { actual: u64, reserved: u64 },
+    #[error("reservation {0} is released on expiry, so its settle must be awaited")]
+    NotChargedOnExpiry(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error(transparent)]
@@ -117,6 +119,24 @@ struct ReservationRecord {
     levels: Vec<(BudgetKey, u64)>,
     amount: u64,
     deadline_ms: u64,
+    /// Absent in records written before it existed: those are released.
+    #[serde(default)]
+    on_expiry: OnExpiry,
+}
+
+/// What happens to a reservation nobody settled or released by its deadline
+/// (a vanished client, or a crash).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnExpiry {
+    /// Released: the holder (a JSON-RPC client) may never have used it.
+    #[default]
+    Release,
+    /// Charged in full: the gateway itself forwarded the work it pays for
+    /// (an MCP tool call), so the work may have been done. This makes the
+    /// charge durable before the work starts, and lets the settle after it
+    /// skip waiting for the disk.
+    Charge,
 }
 
 /// One change to the ledger, as journaled. `seq` orders changes; a
@@ -279,6 +299,9 @@ pub struct TenantTotals {
     pub remaining: u64,
 }
 
+/// Resolves when a journaled change is on disk.
+type Durable = oneshot::Receiver<Result<(), StorageError>>;
+
 /// The budget ledger.
 pub struct Ledger {
     storage: Storage,
@@ -403,15 +426,20 @@ impl Ledger {
 
     /// Journals a change and applies it, under the book lock so the journal
     /// order is the order of application. The receiver resolves when durable.
-    fn commit(
-        &self,
-        book: &mut Book,
-        make: impl FnOnce(u64) -> Entry,
-    ) -> oneshot::Receiver<Result<(), StorageError>> {
+    fn commit(&self, book: &mut Book, make: impl FnOnce(u64) -> Entry) -> Durable {
         let entry = make(book.seq + 1);
         let durable = self.journal.append(&entry);
         book.apply(&entry);
         durable
+    }
+
+    /// [`Ledger::commit`] for a change whose loss in a crash is redone by
+    /// the sweeper (a release, or the settle of a reservation charged on
+    /// expiry): it shares the next sync instead of asking for one.
+    fn commit_lazily(&self, book: &mut Book, make: impl FnOnce(u64) -> Entry) {
+        let entry = make(book.seq + 1);
+        self.journal.append_lazy(&entry);
+        book.apply(&entry);
     }
 
     fn next_reservation_id(&self) -> String {
@@ -463,6 +491,7 @@ impl Ledger {
         levels: &[(BudgetKey, u64)],
         amount: u64,
         now_ms: u64,
+        on_expiry: OnExpiry,
     ) -> Result<Reservation, LedgerError> {
         let id = self.next_reservation_id();
         let deadline_ms = now_ms.saturating_add(self.ttl.as_millis() as u64);
@@ -470,6 +499,7 @@ impl Ledger {
             levels: levels.to_vec(),
             amount,
             deadline_ms,
+            on_expiry,
         };
         let durable = {
             let mut book = self.book();
@@ -494,7 +524,42 @@ impl Ledger {
         reservation_id: &str,
         actual: u64,
     ) -> Result<Settlement, LedgerError> {
-        let settlement = {
+        let (settlement, durable) = self.commit_settle(reservation_id, actual, false)?;
+        if let Some(durable) = durable {
+            wait(durable).await?;
+        }
+        Ok(settlement)
+    }
+
+    /// Settles a reservation made with [`OnExpiry::Charge`] without waiting
+    /// for the disk: if the settle is lost in a crash, the reservation comes
+    /// back and is charged in full when it expires, so the spend is never
+    /// lost (at worst the difference between reserved and actual is charged).
+    pub fn settle_charged(
+        &self,
+        reservation_id: &str,
+        actual: u64,
+    ) -> Result<Settlement, LedgerError> {
+        {
+            let book = self.book();
+            match book.reservations.get(reservation_id) {
+                Some(r) if r.on_expiry == OnExpiry::Charge => {}
+                Some(_) => return Err(LedgerError::NotChargedOnExpiry(reservation_id.to_owned())),
+                None => return Err(LedgerError::UnknownReservation(reservation_id.to_owned())),
+            }
+        }
+        let (settlement, _) = self.commit_settle(reservation_id, actual, true)?;
+        Ok(settlement)
+    }
+
+    /// Journals a settle; `None` for the receiver when `lazy`.
+    fn commit_settle(
+        &self,
+        reservation_id: &str,
+        actual: u64,
+        lazy: bool,
+    ) -> Result<(Settlement, Option<Durable>), LedgerError> {
+        {
             let mut book = self.book();
             let res = book
                 .reservations
@@ -507,22 +572,26 @@ impl Ledger {
                     reserved: res.amount,
                 });
             }
-            let durable = self.commit(&mut book, |seq| Entry::Settle {
+            let entry = |seq| Entry::Settle {
                 seq,
                 id: reservation_id.to_owned(),
                 actual,
-            });
-            (
+            };
+            let durable = if lazy {
+                self.commit_lazily(&mut book, entry);
+                None
+            } else {
+                Some(self.commit(&mut book, entry))
+            };
+            Ok((
                 Settlement {
                     reservation_id: reservation_id.to_owned(),
                     charged_microcents: actual,
                     released_microcents: res.amount - actual,
                 },
                 durable,
-            )
-        };
-        wait(settlement.1).await?;
-        Ok(settlement.0)
+            ))
+        }
     }
 
     /// Charges `amount` at every level at once, if it fits, durably (for
@@ -553,27 +622,33 @@ impl Ledger {
             .get(reservation_id)
             .map(|r| r.amount)
             .ok_or_else(|| LedgerError::UnknownReservation(reservation_id.to_owned()))?;
-        // Not awaited: a release lost in a crash only brings back a
-        // reservation that is released again when it expires.
-        drop(self.commit(&mut book, |seq| Entry::Release {
+        // Lazy: a release lost in a crash only brings back a reservation
+        // that is released again when it expires.
+        self.commit_lazily(&mut book, |seq| Entry::Release {
             seq,
             id: reservation_id.to_owned(),
-        }));
+        });
         Ok(amount)
     }
 
-    /// Releases every reservation whose deadline has passed; returns how many.
+    /// Ends every reservation whose deadline has passed, as its
+    /// [`OnExpiry`] says (released, or charged in full); returns how many.
+    /// Not awaited: an ending lost in a crash is redone at the next sweep.
     pub fn sweep(&self, now_ms: u64) -> Result<usize, LedgerError> {
-        let expired: Vec<String> = self
+        let expired: Vec<(String, OnExpiry, u64)> = self
             .book()
             .reservations
             .iter()
             .filter(|(_, r)| r.deadline_ms <= now_ms)
-            .map(|(id, _)| id.clone())
+            .map(|(id, r)| (id.clone(), r.on_expiry, r.amount))
             .collect();
-        for id in &expired {
-            match self.release(id) {
-                Ok(_) | Err(LedgerError::UnknownReservation(_)) => {}
+        for (id, on_expiry, amount) in &expired {
+            let ended = match on_expiry {
+                OnExpiry::Release => self.release(id).map(drop),
+                OnExpiry::Charge => self.settle_charged(id, *amount).map(drop),
+            };
+            match ended {
+                Ok(()) | Err(LedgerError::UnknownReservation(_)) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -731,7 +806,7 @@ mod tests {
                             let result = if charge {
                                 ledger.charge(&chains()[c], amount).await.map(|_| None)
                             } else {
-                                ledger.reserve(&chains()[c], amount, 0).await.map(Some)
+                                ledger.reserve(&chains()[c], amount, 0, OnExpiry::Release).await.map(Some)
                             };
                             match result {
                                 Ok(r) => {
@@ -798,8 +873,14 @@ mod tests {
                 Duration::from_millis(1000),
             )
             .unwrap();
-            let early = ledger.reserve(&chains()[1], 10, 0).await.unwrap();
-            let late = ledger.reserve(&chains()[1], 10, 5000).await.unwrap();
+            let early = ledger
+                .reserve(&chains()[1], 10, 0, OnExpiry::Release)
+                .await
+                .unwrap();
+            let late = ledger
+                .reserve(&chains()[1], 10, 5000, OnExpiry::Release)
+                .await
+                .unwrap();
             assert_eq!(ledger.sweep(999).unwrap(), 0);
             assert_eq!(ledger.sweep(1000).unwrap(), 1);
             assert!(matches!(
@@ -809,6 +890,64 @@ mod tests {
             ledger.settle(&late.reservation_id, 10).await.unwrap();
             assert_eq!(ledger.open_reservations(), 0);
             assert_eq!(ledger.report("b")[0][1].spent_microcents, 10);
+        });
+    }
+
+    /// A reservation charged on expiry: its unawaited settle counts, and if
+    /// the settle never happened (a crash), expiry charges it in full, also
+    /// after a reload.
+    #[test]
+    fn reservations_charged_on_expiry() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        rt.block_on(async {
+            // One sled handle (it locks its directory); the ledger, with
+            // its in-memory book and journal, is what a restart rebuilds.
+            let storage = Storage::open(&dir.path().join("db")).unwrap();
+            let open = || {
+                Ledger::open(
+                    storage.clone(),
+                    &dir.path().join("journal"),
+                    Duration::from_millis(1000),
+                )
+                .unwrap()
+            };
+            let ledger = open();
+            let settled = ledger
+                .reserve(&chains()[1], 10, 0, OnExpiry::Charge)
+                .await
+                .unwrap();
+            let orphan = ledger
+                .reserve(&chains()[1], 20, 0, OnExpiry::Charge)
+                .await
+                .unwrap();
+            let plain = ledger
+                .reserve(&chains()[1], 5, 0, OnExpiry::Release)
+                .await
+                .unwrap();
+            assert!(matches!(
+                ledger.settle_charged(&plain.reservation_id, 5),
+                Err(LedgerError::NotChargedOnExpiry(_))
+            ));
+            ledger.settle_charged(&settled.reservation_id, 7).unwrap();
+            assert_eq!(ledger.report("b")[0][1].spent_microcents, 7);
+            drop(ledger);
+
+            let ledger = open();
+            assert_eq!(ledger.open_reservations(), 2);
+            assert_eq!(ledger.sweep(1000).unwrap(), 2);
+            let b = &ledger.report("b")[0][1];
+            assert_eq!((b.spent_microcents, b.reserved_microcents), (27, 0));
+            assert!(matches!(
+                ledger.settle_charged(&orphan.reservation_id, 1),
+                Err(LedgerError::UnknownReservation(_))
+            ));
+            drop(ledger);
+            let b = &open().report("b")[0][1];
+            assert_eq!((b.spent_microcents, b.reserved_microcents), (27, 0));
         });
     }
 

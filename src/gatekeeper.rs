@@ -23,7 +23,9 @@ use delegateos::{
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::budget::{BudgetKey, Ledger, LedgerError, LevelReport, Reservation, Settlement};
+use crate::budget::{
+    BudgetKey, Ledger, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
+};
 use crate::delegations::{ContractPut, DelegationStore};
 use crate::revocations::{RevocationStore, RevokeError};
 use crate::storage::StorageError;
@@ -195,12 +197,14 @@ impl Gatekeeper {
     }
 
     /// Verifies `token` for every one of `requests` (a call may name several
-    /// resources) and reserves `cost` once at every level of its chain.
+    /// resources) and reserves `cost` once at every level of its chain; the
+    /// reservation ends at its deadline as `on_expiry` says.
     pub async fn authorize(
         &self,
         token: &str,
         requests: &[CapabilityRequest],
         cost_microcents: u64,
+        on_expiry: OnExpiry,
     ) -> Result<Result<Authorization, Denial>, GateError> {
         let started = Instant::now();
         let Some(first) = requests.first() else {
@@ -232,7 +236,11 @@ impl Gatekeeper {
             }
             scope
         };
-        let reservation = match self.ledger.reserve(levels, cost_microcents, now_ms).await {
+        let reservation = match self
+            .ledger
+            .reserve(levels, cost_microcents, now_ms, on_expiry)
+            .await
+        {
             Ok(r) => r,
             Err(e @ LedgerError::Exceeded { .. }) => {
                 return Ok(Err(denied(
@@ -278,6 +286,18 @@ impl Gatekeeper {
         self.ledger
             .settle(reservation_id, actual_microcents)
             .await
+            .map_err(ledger_error)
+    }
+
+    /// Settles a reservation made with [`OnExpiry::Charge`] without waiting
+    /// for the disk (see [`Ledger::settle_charged`]).
+    pub fn settle_charged(
+        &self,
+        reservation_id: &str,
+        actual_microcents: u64,
+    ) -> Result<Settlement, GateError> {
+        self.ledger
+            .settle_charged(reservation_id, actual_microcents)
             .map_err(ledger_error)
     }
 
@@ -656,6 +676,10 @@ fn ledger_error(e: LedgerError) -> GateError {
         },
         e @ LedgerError::ExceedsReservation { .. } => GateError::Conflict {
             kind: "settlement_exceeds_reservation",
+            detail: e.to_string(),
+        },
+        e @ LedgerError::NotChargedOnExpiry(_) => GateError::Conflict {
+            kind: "not_charged_on_expiry",
             detail: e.to_string(),
         },
         e @ LedgerError::Exceeded { .. } => GateError::Conflict {

@@ -50,6 +50,15 @@ struct Pending {
     closed: bool,
 }
 
+impl Pending {
+    fn has_bytes(&self) -> bool {
+        self.segments.iter().any(|(_, b)| !b.is_empty())
+    }
+}
+
+/// The longest a lazy record waits for a sync to share.
+pub const LAZY_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// The journal. Appends are ordered by the caller (the ledger appends under
 /// its own lock); durability comes from [`Journal::append`]'s receiver.
 pub struct Journal {
@@ -152,8 +161,20 @@ impl Journal {
 
     /// Appends a record; the receiver resolves once it is on disk.
     pub fn append<T: Serialize>(&self, record: &T) -> oneshot::Receiver<Result<(), StorageError>> {
-        let body = encode(record);
         let (tx, rx) = oneshot::channel();
+        self.push(record, Some(tx));
+        rx
+    }
+
+    /// Appends a record that may wait up to [`LAZY_DELAY`] to share the next
+    /// sync, for records whose loss in a crash is harmless (the ledger
+    /// redoes them). Written at the latest when the journal closes.
+    pub fn append_lazy<T: Serialize>(&self, record: &T) {
+        self.push(record, None);
+    }
+
+    fn push<T: Serialize>(&self, record: &T, waiter: Option<Waiter>) {
+        let body = encode(record);
         let (lock, wake) = &*self.shared;
         let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
         let seg = &mut p
@@ -164,10 +185,9 @@ impl Journal {
         seg.extend_from_slice(&(body.len() as u32).to_le_bytes());
         seg.extend_from_slice(&check(&body));
         seg.extend_from_slice(&body);
-        p.waiters.push(tx);
+        p.waiters.extend(waiter);
         drop(p);
         wake.notify_one();
-        rx
     }
 
     /// Starts a new file: records appended from now on go to it. Returns its
@@ -210,10 +230,22 @@ fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar)) {
     loop {
         let (segments, waiters) = {
             let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
+            // Sync when someone waits, or when lazy records have waited
+            // LAZY_DELAY for company, or at close.
             while p.waiters.is_empty() && !p.closed {
-                p = wake.wait(p).unwrap_or_else(|e| e.into_inner());
+                if p.has_bytes() {
+                    let (next, waited) = wake
+                        .wait_timeout(p, LAZY_DELAY)
+                        .unwrap_or_else(|e| e.into_inner());
+                    p = next;
+                    if waited.timed_out() {
+                        break;
+                    }
+                } else {
+                    p = wake.wait(p).unwrap_or_else(|e| e.into_inner());
+                }
             }
-            if p.waiters.is_empty() && p.closed {
+            if p.closed && p.waiters.is_empty() && !p.has_bytes() {
                 return;
             }
             let current = p.segments.last().expect("a current segment").0;
@@ -287,6 +319,38 @@ mod tests {
         let (_, r) = open(dir.path()).unwrap();
         assert_eq!(r.records, vec![1, 2, 3, 4]);
         assert_eq!(fs::read(&last).unwrap().len(), bytes.len() - 6);
+    }
+
+    #[test]
+    fn lazy_records_ride_the_next_sync_or_are_written_soon_or_at_close() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let on_disk = |dir: &Path| -> usize {
+            fs::read_dir(dir)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| fs::metadata(e.path()).unwrap().len() as usize)
+                .sum()
+        };
+        {
+            let (j, _) = open(dir.path()).unwrap();
+            // Alone, a lazy record reaches the disk within LAZY_DELAY (or so).
+            j.append_lazy(&1u64);
+            let deadline = Instant::now() + LAZY_DELAY * 100;
+            while on_disk(dir.path()) == 0 {
+                assert!(Instant::now() < deadline, "a lazy record was never written");
+                std::thread::sleep(LAZY_DELAY / 2);
+            }
+            // With company, it is written by the next sync.
+            j.append_lazy(&2u64);
+            rt.block_on(j.append(&3u64)).unwrap().unwrap();
+            // And at close, whatever is left.
+            j.append_lazy(&4u64);
+        }
+        let (_, r) = open(dir.path()).unwrap();
+        assert_eq!(r.records, vec![1, 2, 3, 4]);
     }
 
     #[test]

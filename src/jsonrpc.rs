@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::budget::OnExpiry;
 use crate::gatekeeper::{Denial, GateError, Gatekeeper};
 use crate::telemetry;
 
@@ -328,7 +329,12 @@ impl JsonRpc {
         };
         match self
             .gate
-            .authorize(&p.dct, std::slice::from_ref(&request), p.cost_microcents)
+            .authorize(
+                &p.dct,
+                std::slice::from_ref(&request),
+                p.cost_microcents,
+                OnExpiry::Release,
+            )
             .await
         {
             Ok(Ok(a)) => Ok((json!(a), Outcome::Ok)),

@@ -1,7 +1,14 @@
 //! `dgw-load`: a load generator for dgw's fronts. N concurrent clients, each
-//! on its own keep-alive connection, send `delegateos/authorize` (and, with
-//! `--settle`, a settle for every grant) for a fixed time, then print
-//! throughput and latency percentiles. Loopback only: it refuses other hosts.
+//! on its own keep-alive connection, send requests for a fixed time, then
+//! print throughput and latency percentiles. Loopback only: it refuses other
+//! hosts.
+//!
+//! Modes: `authorize` sends `delegateos/authorize` to `/rpc` (and, with
+//! `--settle`, a settle for every grant); `mcp` sends MCP `tools/call` of
+//! the `echo` tool to dgw's `/mcp` with the DCT in `Authorization: DCT`;
+//! `direct` sends the same call straight to an MCP server (the baseline that
+//! `mcp` is compared with). `--serve-upstream ADDR` runs instead a minimal,
+//! fast Streamable HTTP MCP server offering `echo`, for those two modes.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,15 +25,31 @@ use serde_json::{json, Value};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Drive dgw's JSON-RPC front with concurrent clients.
+/// What the clients send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    /// `delegateos/authorize` to `/rpc`.
+    Authorize,
+    /// MCP `tools/call` (`echo`) through dgw's `/mcp`.
+    Mcp,
+    /// MCP `tools/call` (`echo`) straight to the MCP server at `--addr`.
+    Direct,
+}
+
+/// Drive dgw's fronts with concurrent clients.
 #[derive(Debug, Parser)]
 #[command(name = "dgw-load")]
 struct Args {
-    /// The gateway's HTTP address (loopback only).
+    /// The gateway's (or, in `direct` mode, the MCP server's) HTTP address (loopback only).
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
-    /// The serialized DCT to present (or @FILE).
+    #[arg(long, value_enum, default_value = "authorize")]
+    mode: Mode,
+    /// Run a fast MCP echo server on this address instead of generating load.
     #[arg(long)]
+    serve_upstream: Option<SocketAddr>,
+    /// The serialized DCT to present (or @FILE).
+    #[arg(long, default_value = "")]
     token: String,
     /// Concurrent clients.
     #[arg(long, default_value_t = 64)]
@@ -64,24 +87,70 @@ fn percentile(sorted: &[u32], p: f64) -> u32 {
     sorted[i]
 }
 
+/// Where and how a client posts.
+struct Target {
+    addr: SocketAddr,
+    path: &'static str,
+    headers: Vec<(&'static str, String)>,
+}
+
 async fn post(
     sender: &mut http1::SendRequest<Full<Bytes>>,
-    addr: &SocketAddr,
+    target: &Target,
     body: &Value,
-) -> Result<Value, String> {
-    let req = Request::post("/rpc")
-        .header("host", addr.to_string())
+) -> Result<(Option<String>, Value), String> {
+    let mut req = Request::post(target.path)
+        .header("host", target.addr.to_string())
         .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (k, v) in &target.headers {
+        req = req.header(*k, v);
+    }
+    let req = req
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| e.to_string())?;
     let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    let session = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let bytes = resp
         .into_body()
         .collect()
         .await
         .map_err(|e| e.to_string())?
         .to_bytes();
-    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+    if bytes.is_empty() {
+        return Ok((session, Value::Null));
+    }
+    serde_json::from_slice(&bytes)
+        .map(|v| (session, v))
+        .map_err(|e| e.to_string())
+}
+
+/// Opens an MCP session on `target` and returns its ID.
+async fn mcp_session(
+    sender: &mut http1::SendRequest<Full<Bytes>>,
+    target: &Target,
+) -> Result<String, String> {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "dgw-load", "version": "1"}}});
+    let (session, reply) = post(sender, target, &init).await?;
+    let session = session.ok_or_else(|| format!("initialize returned no session: {reply}"))?;
+    let with_session = Target {
+        addr: target.addr,
+        path: target.path,
+        headers: vec![("mcp-session-id", session.clone())],
+    };
+    post(
+        sender,
+        &with_session,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await?;
+    Ok(session)
 }
 
 async fn client(
@@ -102,17 +171,48 @@ async fn client(
         latencies_us: Vec::new(),
         errors: 0,
     };
-    let authorize = json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize", "params": {
-        "dct": token.as_str(), "namespace": args.namespace, "action": args.action,
-        "resource": args.resource, "costMicrocents": args.cost}});
+    let (target, request) = match args.mode {
+        Mode::Authorize => (
+            Target {
+                addr: args.addr,
+                path: "/rpc",
+                headers: vec![],
+            },
+            json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize", "params": {
+                "dct": token.as_str(), "namespace": args.namespace, "action": args.action,
+                "resource": args.resource, "costMicrocents": args.cost}}),
+        ),
+        Mode::Mcp | Mode::Direct => {
+            let mut target = Target {
+                addr: args.addr,
+                path: "/mcp",
+                headers: vec![],
+            };
+            if args.mode == Mode::Mcp {
+                target
+                    .headers
+                    .push(("authorization", format!("DCT {token}")));
+            }
+            let session = mcp_session(&mut sender, &target).await?;
+            target.headers.push(("mcp-session-id", session));
+            (
+                target,
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    "name": "echo", "arguments": {"text": args.resource}}}),
+            )
+        }
+    };
     loop {
         let started = Instant::now();
         if started >= stop_at {
             break;
         }
-        let reply = post(&mut sender, &args.addr, &authorize).await?;
+        let (_, reply) = post(&mut sender, &target, &request).await?;
         let elapsed = started.elapsed();
-        let granted = reply["result"]["reservationId"].as_str().map(str::to_owned);
+        let granted = match args.mode {
+            Mode::Authorize => reply["result"]["reservationId"].as_str().map(str::to_owned),
+            Mode::Mcp | Mode::Direct => reply.get("result").map(|_| String::new()),
+        };
         if started >= warm_until {
             // Every answer counts for latency (a denial is an answer too).
             stats
@@ -122,18 +222,78 @@ async fn client(
                 stats.errors += 1;
             }
         }
-        if let (true, Some(id)) = (args.settle, granted) {
+        if let (true, Mode::Authorize, Some(id)) = (args.settle, args.mode, granted) {
             let settle = json!({"jsonrpc": "2.0", "id": 2, "method": "delegateos/settle",
                                 "params": {"reservationId": id, "actualMicrocents": args.cost}});
-            post(&mut sender, &args.addr, &settle).await?;
+            post(&mut sender, &target, &settle).await?;
         }
     }
     Ok(stats)
 }
 
+/// The fast MCP echo server: answers `initialize`, `tools/list` and
+/// `tools/call` of `echo` from memory, over one JSON body per POST.
+async fn serve_upstream(addr: SocketAddr) -> Result<(), String> {
+    use hyper::service::service_fn;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("dgw-load upstream listening http={local}");
+    loop {
+        let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let service = service_fn(|req: Request<hyper::body::Incoming>| async move {
+                let body = req.into_body().collect().await?.to_bytes();
+                let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let id = message.get("id").cloned();
+                let result = match message["method"].as_str() {
+                    Some("initialize") => json!({"protocolVersion": "2025-06-18",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "dgw-load-echo", "version": "1"}}),
+                    Some("tools/list") => json!({"tools": [{"name": "echo",
+                        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}),
+                    Some("tools/call") => json!({"content": [{"type": "text",
+                        "text": message["params"]["arguments"]["text"]}]}),
+                    _ => json!({}),
+                };
+                let mut resp = hyper::Response::new(Full::new(match id {
+                    Some(id) => Bytes::from(
+                        json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+                    ),
+                    None => Bytes::new(),
+                }));
+                let h = resp.headers_mut();
+                h.insert(
+                    "content-type",
+                    hyper::header::HeaderValue::from_static("application/json"),
+                );
+                h.insert(
+                    "mcp-session-id",
+                    hyper::header::HeaderValue::from_static("load"),
+                );
+                if message.get("id").is_none() {
+                    *resp.status_mut() = hyper::StatusCode::ACCEPTED;
+                }
+                Ok::<_, hyper::Error>(resp)
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let args = Args::parse();
+    if let Some(addr) = args.serve_upstream {
+        if !addr.ip().is_loopback() {
+            return Err(format!("{addr} is not a loopback address"));
+        }
+        return serve_upstream(addr).await;
+    }
     if !args.addr.ip().is_loopback() {
         return Err(format!(
             "{} is not a loopback address; dgw-load only targets this machine",
@@ -168,7 +328,8 @@ async fn main() -> Result<(), String> {
     all.sort_unstable();
     let secs = duration.as_secs_f64();
     println!(
-        "{} clients, {:?}: {} answers ({:.0}/s), {} of them denials or errors; latency p50 {} µs, p99 {} µs, p99.9 {} µs, max {} µs{}",
+        "{:?}: {} clients, {:?}: {} answers ({:.0}/s), {} of them denials or errors; latency p50 {} µs, p99 {} µs, p99.9 {} µs, max {} µs{}",
+        args.mode,
         args.concurrency,
         Duration::from_secs_f64(secs),
         all.len(),

@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use super::message::{Id, Message, Reply};
 use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
+use crate::budget::OnExpiry;
 use crate::gatekeeper::{Authorization, Gatekeeper};
 use crate::jsonrpc::{
     denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
@@ -494,12 +495,12 @@ impl McpProxy {
         match (reply, authorization) {
             (Ok(reply), auth) => {
                 if let Some(a) = auth {
-                    self.settle(&a, policy.cost_microcents()).await;
+                    self.settle(&a, policy.cost_microcents());
                 }
                 Ok(reply)
             }
             (Err(e), Some(a)) if e.reached() => {
-                self.settle(&a, policy.cost_microcents()).await;
+                self.settle(&a, policy.cost_microcents());
                 Err(upstream_error(&e))
             }
             (Err(e), Some(a)) => {
@@ -518,7 +519,13 @@ impl McpProxy {
         requests: &[delegateos::CapabilityRequest],
         cost: u64,
     ) -> Result<Authorization, RpcError> {
-        let a = match self.gate.authorize(&presented.dct, requests, cost).await {
+        // Charged on expiry: once forwarded, the call may have run, so a
+        // crash before the settle must still charge it (docs/decisions.md).
+        let a = match self
+            .gate
+            .authorize(&presented.dct, requests, cost, OnExpiry::Charge)
+            .await
+        {
             Ok(Ok(a)) => a,
             Ok(Err(denial)) => return Err(denial_error(&denial)),
             Err(e) => return Err(gate_error(&e)),
@@ -541,8 +548,11 @@ impl McpProxy {
         Ok(a)
     }
 
-    async fn settle(&self, a: &Authorization, cost: u64) {
-        if let Err(e) = self.gate.settle(&a.reservation.reservation_id, cost).await {
+    fn settle(&self, a: &Authorization, cost: u64) {
+        if let Err(e) = self
+            .gate
+            .settle_charged(&a.reservation.reservation_id, cost)
+        {
             tracing::error!(reservation = %a.reservation.reservation_id, error = %e, "settling a tool call failed");
         }
     }
