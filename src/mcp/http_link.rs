@@ -89,7 +89,7 @@ impl HttpLink {
         let mut req = Request::post(self.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
-            .body(Full::new(Bytes::from(message.to_value().to_string())))
+            .body(Full::new(Bytes::from(message.to_json_string())))
             .map_err(|e| UpstreamError::Unavailable {
                 upstream: up.name.clone(),
                 detail: e.to_string(),
@@ -231,10 +231,13 @@ impl HttpLink {
     /// The reply when `item` answers request `id`; anything else the
     /// upstream sent along is handled as unsolicited.
     async fn take_answer(&self, up: &Upstream, id: u64, item: Value) -> Option<Reply> {
-        if let Ok(Message::Response { id: got, reply }) = Message::parse(item.clone()) {
-            if got.as_u64() == Some(id) {
+        let answers_it = item.get("id").and_then(Value::as_u64) == Some(id)
+            && item.get("method").is_none();
+        if answers_it {
+            if let Ok(Message::Response { reply, .. }) = Message::parse(item) {
                 return Some(reply);
             }
+            return None;
         }
         if let Some(refusal) = up.on_message(&self.unsolicited, item) {
             let _ = self.send(up, &refusal).await;

@@ -87,6 +87,51 @@ impl Message {
         }
     }
 
+    /// The message's JSON text, serialized without building a `Value`.
+    pub fn to_json_string(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct Wire<'a> {
+            jsonrpc: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            id: Option<&'a Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            method: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            params: Option<&'a Map<String, Value>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            result: Option<&'a Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            error: Option<&'a Value>,
+        }
+        let mut w = Wire {
+            jsonrpc: "2.0",
+            id: None,
+            method: None,
+            params: None,
+            result: None,
+            error: None,
+        };
+        match self {
+            Message::Request { id, method, params } => {
+                w.id = Some(id);
+                w.method = Some(method);
+                w.params = params.as_ref();
+            }
+            Message::Notification { method, params } => {
+                w.method = Some(method);
+                w.params = params.as_ref();
+            }
+            Message::Response { id, reply } => {
+                w.id = Some(id);
+                match reply {
+                    Reply::Result(r) => w.result = Some(r),
+                    Reply::Error(e) => w.error = Some(e),
+                }
+            }
+        }
+        serde_json::to_string(&w).expect("JSON values always serialize")
+    }
+
     /// The message as JSON.
     pub fn to_value(&self) -> Value {
         let mut obj = Map::new();
@@ -119,12 +164,15 @@ impl Message {
 
 impl Reply {
     /// The response object answering `id`.
-    pub fn to_response(&self, id: Id) -> Value {
-        Message::Response {
-            id,
-            reply: self.clone(),
-        }
-        .to_value()
+    pub fn into_response(self, id: Id) -> Value {
+        let mut obj = Map::new();
+        obj.insert("jsonrpc".into(), json!("2.0"));
+        obj.insert("id".into(), id);
+        match self {
+            Reply::Result(r) => obj.insert("result".into(), r),
+            Reply::Error(e) => obj.insert("error".into(), e),
+        };
+        Value::Object(obj)
     }
 }
 
@@ -144,6 +192,8 @@ mod tests {
             let v: Value = serde_json::from_str(text).unwrap();
             let m = Message::parse(v.clone()).unwrap();
             assert_eq!(m.to_value(), v, "{text}");
+            let text_again: Value = serde_json::from_str(&m.to_json_string()).unwrap();
+            assert_eq!(text_again, v, "{text}");
         }
     }
 

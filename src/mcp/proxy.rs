@@ -62,7 +62,7 @@ struct CatalogTool {
 /// Every upstream's tools under the names offered downstream.
 #[derive(Debug, Default)]
 struct Catalog {
-    tools: Vec<CatalogTool>,
+    tools: Vec<Arc<CatalogTool>>,
     by_name: HashMap<String, usize>,
 }
 
@@ -99,12 +99,12 @@ impl Catalog {
             }
             definition.insert("name".into(), json!(exposed));
             catalog.by_name.insert(exposed.clone(), catalog.tools.len());
-            catalog.tools.push(CatalogTool {
+            catalog.tools.push(Arc::new(CatalogTool {
                 exposed,
                 upstream,
                 original,
                 definition,
-            });
+            }));
         }
         catalog
     }
@@ -263,7 +263,7 @@ impl McpProxy {
             "request"
         );
         match result {
-            Ok(reply) => reply.to_response(id),
+            Ok(reply) => reply.into_response(id),
             Err(e) => e.response(id),
         }
     }
@@ -388,11 +388,12 @@ impl McpProxy {
 
     /// Finds a tool by the name offered downstream, listing again once when
     /// the name is unknown or an upstream said its list changed.
-    async fn find_tool(&self, name: &str) -> Option<CatalogTool> {
+    async fn find_tool(&self, name: &str) -> Option<Arc<CatalogTool>> {
         let stale = self.upstreams.iter().any(|u| u.tools_stale());
         if !stale {
-            if let Some(&i) = self.catalog().by_name.get(name) {
-                return Some(self.catalog().tools[i].clone());
+            let catalog = self.catalog();
+            if let Some(&i) = catalog.by_name.get(name) {
+                return Some(catalog.tools[i].clone());
             }
         }
         self.refresh_catalog().await;
@@ -442,9 +443,10 @@ impl McpProxy {
             .and_then(Value::as_str)
             .ok_or_else(|| invalid_params("invalid_params", "params.name must be a string"))?
             .to_owned();
+        let no_arguments = Map::new();
         let arguments = match params.get("arguments") {
-            None => Map::new(),
-            Some(Value::Object(a)) => a.clone(),
+            None => &no_arguments,
+            Some(Value::Object(a)) => a,
             Some(_) => {
                 return Err(invalid_params(
                     "invalid_params",
@@ -465,7 +467,7 @@ impl McpProxy {
                 format!("tool {name:?} is not mapped to a capability, so it is denied"),
             )
         })?;
-        let requests = policy.requests(&arguments).map_err(|e| {
+        let requests = policy.requests(arguments).map_err(|e| {
             let mut err = call_denied("resource_missing", format!("tool {name:?}: {e}"));
             err.data["tool"] = json!(name);
             err

@@ -30,7 +30,7 @@ pub struct StdioLink {
 }
 
 fn line_of(message: &Message) -> Vec<u8> {
-    let mut line = message.to_value().to_string().into_bytes();
+    let mut line = message.to_json_string().into_bytes();
     line.push(b'\n');
     line
 }

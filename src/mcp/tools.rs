@@ -118,7 +118,6 @@ impl ResourceSource {
             ResourceSource::Fixed(r) => return Ok(vec![r.clone()]),
             ResourceSource::Pointers(p) => p,
         };
-        let args = Value::Object(arguments.clone());
         let mut out = Vec::new();
         for pointer in pointers {
             let missing = || ResourceError::Missing {
@@ -127,7 +126,7 @@ impl ResourceSource {
             let not_string = || ResourceError::NotAString {
                 pointer: pointer.clone(),
             };
-            match args.pointer(pointer).ok_or_else(missing)? {
+            match pointer_into(arguments, pointer).ok_or_else(missing)? {
                 Value::String(s) => out.push(s.clone()),
                 Value::Array(items) if !items.is_empty() => {
                     for item in items {
@@ -142,6 +141,23 @@ impl ResourceSource {
             }
         }
         Ok(out)
+    }
+}
+
+/// Resolves a JSON Pointer (RFC 6901, starting with `/`) in an object
+/// without copying it into a `Value` first.
+fn pointer_into<'a>(object: &'a Map<String, Value>, pointer: &str) -> Option<&'a Value> {
+    let rest = pointer.strip_prefix('/')?;
+    let (first, tail) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let key = first.replace("~1", "/").replace("~0", "~");
+    let value = object.get(&key)?;
+    if tail.is_empty() {
+        Some(value)
+    } else {
+        value.pointer(tail)
     }
 }
 
@@ -266,10 +282,13 @@ mod tests {
 
     #[test]
     fn resources_from_pointers() {
-        let args = json!({"path": "/a", "paths": ["/b", "/c"], "n": 3, "empty": []});
+        let args = json!({"path": "/a", "paths": ["/b", "/c"], "n": 3, "empty": [],
+                          "deep": {"x": [{"y": "/d"}]}, "a/b": "/e", "m~n": "/f"});
         let args = args.as_object().unwrap();
         let src = |p: &[&str]| ResourceSource::Pointers(p.iter().map(|s| s.to_string()).collect());
         assert_eq!(src(&["/path"]).resources(args).unwrap(), vec!["/a"]);
+        assert_eq!(src(&["/deep/x/0/y"]).resources(args).unwrap(), vec!["/d"]);
+        assert_eq!(src(&["/a~1b", "/m~0n"]).resources(args).unwrap(), vec!["/e", "/f"]);
         assert_eq!(
             src(&["/paths", "/path"]).resources(args).unwrap(),
             vec!["/b", "/c", "/a"]

@@ -216,14 +216,19 @@ impl Upstream {
         if !self.is_ready() {
             return Err(self.unavailable("not initialized (starting, or restarting)"));
         }
-        match self.send_request(method, params.clone()).await {
+        let mut message = Message::Request {
+            id: Value::Null,
+            method: method.to_owned(),
+            params,
+        };
+        match self.send_request(&mut message).await {
             Err(UpstreamError::SessionExpired { .. }) => {
                 tracing::info!(upstream = %self.name, "upstream session expired; initializing again");
                 self.set_ready(false);
                 let renewed = self.handshake().await;
                 self.set_ready(renewed.is_ok());
                 renewed?;
-                match self.send_request(method, params).await {
+                match self.send_request(&mut message).await {
                     Err(UpstreamError::SessionExpired { .. }) => {
                         Err(self.unavailable("session expired again right after initializing"))
                     }
@@ -234,21 +239,16 @@ impl Upstream {
         }
     }
 
-    /// Sends a request whatever the state (the handshake uses this).
-    async fn send_request(
-        &self,
-        method: &str,
-        params: Option<Map<String, Value>>,
-    ) -> Result<Reply, UpstreamError> {
+    /// Sends a request under a fresh ID of ours, whatever the state (the
+    /// handshake uses this too).
+    async fn send_request(&self, message: &mut Message) -> Result<Reply, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let message = Message::Request {
-            id: json!(id),
-            method: method.to_owned(),
-            params,
-        };
+        if let Message::Request { id: slot, .. } = message {
+            *slot = json!(id);
+        }
         let sent = match &self.link {
-            Link::Stdio(s) => s.request(self, id, &message, self.timeout).await,
-            Link::Http(h) => h.request(self, id, &message, self.timeout).await,
+            Link::Stdio(s) => s.request(self, id, message, self.timeout).await,
+            Link::Http(h) => h.request(self, id, message, self.timeout).await,
         };
         if let Err(UpstreamError::NoAnswer { .. }) = &sent {
             // Tell the upstream to stop working on it.
@@ -261,6 +261,20 @@ impl Upstream {
             let _ = self.notify(cancel).await;
         }
         sent
+    }
+
+    /// A request built here (the handshake's own).
+    async fn send_new(
+        &self,
+        method: &str,
+        params: Option<Map<String, Value>>,
+    ) -> Result<Reply, UpstreamError> {
+        let mut message = Message::Request {
+            id: Value::Null,
+            method: method.to_owned(),
+            params,
+        };
+        self.send_request(&mut message).await
     }
 
     /// Sends a notification or a response.
@@ -279,7 +293,7 @@ impl Upstream {
             "clientInfo": {"name": "dgw", "version": env!("CARGO_PKG_VERSION")},
         });
         let reply = self
-            .send_request("initialize", params.as_object().cloned())
+            .send_new("initialize", params.as_object().cloned())
             .await?;
         let result = match reply {
             Reply::Result(Value::Object(r)) => r,
@@ -329,7 +343,7 @@ impl Upstream {
                 p.insert("cursor".into(), json!(c));
                 p
             });
-            let page = match self.send_request("tools/list", params).await? {
+            let page = match self.send_new("tools/list", params).await? {
                 Reply::Result(Value::Object(page)) => page,
                 Reply::Result(other) => {
                     return Err(self.unavailable(format!("tools/list answered {other}")))
