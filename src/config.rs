@@ -65,6 +65,9 @@ pub struct McpConfig {
 pub struct ServerConfig {
     /// JSON-RPC at `POST /rpc`, `GET /metrics`, `/healthz`, `/readyz`.
     pub http: SocketAddr,
+    /// The gRPC front (`delegate_gateway.v1`, health, reflection); none
+    /// when absent.
+    pub grpc: Option<SocketAddr>,
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
     /// How long shutdown waits for in-flight requests.
@@ -182,6 +185,8 @@ struct RawTool {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     http: String,
+    #[serde(default)]
+    grpc: Option<String>,
     #[serde(default = "default_max_body")]
     max_body_bytes: usize,
     #[serde(default = "default_request_timeout")]
@@ -426,6 +431,15 @@ impl Config {
                 format!("{:?} is not an address:port ({e})", raw.server.http),
             )
         })?;
+        let grpc = match &raw.server.grpc {
+            None => None,
+            Some(text) => Some(text.parse().map_err(|e| {
+                invalid(
+                    "server.grpc",
+                    format!("{text:?} is not an address:port ({e})"),
+                )
+            })?),
+        };
         if raw.server.max_body_bytes < 1024 {
             return Err(invalid(
                 "server.max_body_bytes",
@@ -488,6 +502,7 @@ impl Config {
         Ok(Config {
             server: ServerConfig {
                 http,
+                grpc,
                 max_body_bytes: raw.server.max_body_bytes,
                 request_timeout: duration("server.request_timeout", &raw.server.request_timeout)?,
                 shutdown_grace: duration("server.shutdown_grace", &raw.server.shutdown_grace)?,
@@ -543,6 +558,9 @@ root_key_file = "data/demo-root.key"
     #[test]
     fn errors_name_the_key() {
         assert!(err(&GOOD.replace("127.0.0.1:0", "localhost")).contains("`server.http`"));
+        assert!(
+            err(&GOOD.replace("[server]", "[server]\ngrpc = \"nope\"")).contains("`server.grpc`")
+        );
         assert!(
             err(&GOOD.replace("name = \"demo\"", "name = \"acme\"")).contains("`tenants[1].name`")
         );

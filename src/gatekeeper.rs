@@ -101,6 +101,44 @@ pub struct BudgetReport {
     pub chains: Vec<Vec<LevelReport>>,
 }
 
+/// Which decision was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionKind {
+    Authorize,
+    Delegate,
+}
+
+impl DecisionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Authorize => "authorize",
+            DecisionKind::Delegate => "delegate",
+        }
+    }
+}
+
+/// One allow/deny decision, as published to watchers (gRPC
+/// `WatchDecisions`), whichever front asked for it.
+#[derive(Debug, Clone)]
+pub struct DecisionEvent {
+    pub at: OffsetDateTime,
+    pub kind: DecisionKind,
+    pub allowed: bool,
+    /// The tenant, when the token verified and its root is a tenant.
+    pub tenant: Option<String>,
+    /// The delegation IDs of the token's chain (root first) when it
+    /// verified; for a delegation, its parent's and its own.
+    pub chain: Vec<DelegationId>,
+    pub request: Option<CapabilityRequest>,
+    pub cost_microcents: u64,
+    pub reservation_id: Option<String>,
+    pub denial_type: Option<String>,
+    pub detail: Option<String>,
+}
+
+/// Decisions kept for a slow watcher before it misses some.
+const DECISION_BACKLOG: usize = 4096;
+
 /// Attestations and contracts by ID, as attestation verification takes them.
 type AttestationsById = BTreeMap<delegateos::AttestationId, delegateos::Attestation>;
 type ContractsById = BTreeMap<delegateos::ContractId, delegateos::TaskContract>;
@@ -122,6 +160,7 @@ pub struct Gatekeeper {
     revocations: RevocationStore,
     delegations: DelegationStore,
     registry: CheckFunctionRegistry,
+    decisions: tokio::sync::broadcast::Sender<Arc<DecisionEvent>>,
 }
 
 /// The current time, as a timestamp and as Unix milliseconds.
@@ -155,7 +194,50 @@ impl Gatekeeper {
             revocations,
             delegations,
             registry: CheckFunctionRegistry::with_builtins(),
+            decisions: tokio::sync::broadcast::channel(DECISION_BACKLOG).0,
         }
+    }
+
+    /// Every decision from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<DecisionEvent>> {
+        self.decisions.subscribe()
+    }
+
+    /// Publishes a decision when someone watches (built only then).
+    fn publish(&self, make: impl FnOnce() -> DecisionEvent) {
+        if self.decisions.receiver_count() > 0 {
+            let _ = self.decisions.send(Arc::new(make()));
+        }
+    }
+
+    /// An authorization decision.
+    fn publish_authorize(
+        &self,
+        verified: Option<&Verified>,
+        request: &CapabilityRequest,
+        cost_microcents: u64,
+        outcome: Result<&Reservation, &DenialReason>,
+    ) {
+        self.publish(|| DecisionEvent {
+            at: OffsetDateTime::now_utc(),
+            kind: DecisionKind::Authorize,
+            allowed: outcome.is_ok(),
+            tenant: verified.map(|v| self.tenant_of(&v.token)),
+            chain: verified
+                .map(|v| {
+                    v.token
+                        .levels()
+                        .iter()
+                        .map(|l| l.delegation_id.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            request: Some(request.clone()),
+            cost_microcents,
+            reservation_id: outcome.ok().map(|r| r.reservation_id.clone()),
+            denial_type: outcome.err().map(|d| d.kind.as_str().to_owned()),
+            detail: outcome.err().map(|d| d.detail.clone()),
+        });
     }
 
     /// The ledger, for the sweeper and metrics.
@@ -215,23 +297,30 @@ impl Gatekeeper {
         let (now, now_ms) = now();
         let verified = match self.verified(token) {
             Ok(v) => v,
-            Err(reason) => return Ok(Err(denied(reason, Some(first)))),
+            Err(reason) => {
+                self.publish_authorize(None, first, cost_microcents, Err(&reason));
+                return Ok(Err(denied(reason, Some(first))));
+            }
         };
         let levels = &verified.levels;
         let leaf = &levels.last().expect("a chain has at least its authority").0;
         let spent = self.ledger.spent(leaf);
+        let deny = |reason: DenialReason, request: &CapabilityRequest| {
+            self.publish_authorize(Some(&verified), request, cost_microcents, Err(&reason));
+            Ok(Err(denied(reason, Some(request))))
+        };
         let scope = {
             let revocations = self.revocations.read();
             let scope = match verified.token.authorize(&*revocations, &now, spent, first) {
                 Ok(s) => s,
-                Err(reason) => return Ok(Err(denied(reason, Some(first)))),
+                Err(reason) => return deny(reason, first),
             };
             for request in &requests[1..] {
                 if let Err(reason) = verified
                     .token
                     .authorize(&*revocations, &now, spent, request)
                 {
-                    return Ok(Err(denied(reason, Some(request))));
+                    return deny(reason, request);
                 }
             }
             scope
@@ -243,13 +332,14 @@ impl Gatekeeper {
         {
             Ok(r) => r,
             Err(e @ LedgerError::Exceeded { .. }) => {
-                return Ok(Err(denied(
+                return deny(
                     DenialReason::new(DenialType::BudgetExceeded, e.to_string()),
-                    Some(first),
-                )))
+                    first,
+                )
             }
             Err(e) => return Err(ledger_error(e)),
         };
+        self.publish_authorize(Some(&verified), first, cost_microcents, Ok(&reservation));
         telemetry::record_authorize(started.elapsed());
         Ok(Ok(Authorization {
             allowed: true,
@@ -306,8 +396,44 @@ impl Gatekeeper {
         self.ledger.release(reservation_id).map_err(ledger_error)
     }
 
+    /// A recorded delegation.
+    pub fn delegation(&self, id: &DelegationId) -> Result<Delegation, GateError> {
+        self.delegations
+            .get(id)?
+            .ok_or_else(|| GateError::NotFound {
+                kind: "delegation",
+                id: id.to_string(),
+            })
+    }
+
     /// `delegateos/delegate` (§9.1): accept or reject a delegation, recording it once.
     pub async fn delegate(&self, p: DelegateParams) -> Result<DelegateResponse, GateError> {
+        let chain = vec![p.parent_delegation_id.clone(), p.delegation_id.clone()];
+        let response = self.decide_delegation(p).await?;
+        self.publish(|| {
+            let (allowed, denial_type, detail) = match &response {
+                DelegateResponse::Accept(_) => (true, None, None),
+                DelegateResponse::Reject(r) => {
+                    (false, Some(r.reason.clone()), Some(r.details.clone()))
+                }
+            };
+            DecisionEvent {
+                at: OffsetDateTime::now_utc(),
+                kind: DecisionKind::Delegate,
+                allowed,
+                tenant: None,
+                chain,
+                request: None,
+                cost_microcents: 0,
+                reservation_id: None,
+                denial_type,
+                detail,
+            }
+        });
+        Ok(response)
+    }
+
+    async fn decide_delegation(&self, p: DelegateParams) -> Result<DelegateResponse, GateError> {
         let reject = |reason: &str, details: String| {
             telemetry::record_denial("delegateos", reason);
             Ok(DelegateResponse::reject(reason, details))

@@ -41,6 +41,7 @@ pub const METHODS: &[&str] = &[
     "delegateos/settle",
     "delegateos/release",
     "delegateos/budget",
+    "delegateos/delegation",
 ];
 
 /// A JSON-RPC error object.
@@ -129,6 +130,7 @@ struct ReleaseParams {
     reservation_id: String,
 }
 
+/// `delegateos/budget` and `delegateos/delegation` params.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct BudgetParams {
@@ -302,6 +304,7 @@ impl JsonRpc {
             "delegateos/settle" => self.settle(p).await,
             "delegateos/release" => self.release(p),
             "delegateos/budget" => self.budget(p),
+            "delegateos/delegation" => self.delegation(p),
             "delegateos/delegate" => self.delegate(p).await,
             "delegateos/complete" => self.complete(p).await,
             "delegateos/revoke" => self.revoke(p).await,
@@ -369,6 +372,15 @@ impl JsonRpc {
         let p: BudgetParams = params(p).map_err(err)?;
         let report = self.gate.budget(&p.delegation_id).map_err(|e| gate(&e))?;
         Ok((json!(report), Outcome::Ok))
+    }
+
+    fn delegation(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: BudgetParams = params(p).map_err(err)?;
+        let d = self
+            .gate
+            .delegation(&p.delegation_id)
+            .map_err(|e| gate(&e))?;
+        Ok((json!(d), Outcome::Ok))
     }
 
     async fn delegate(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {

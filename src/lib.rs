@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod delegations;
 pub mod gatekeeper;
+pub mod grpc;
 pub mod http;
 pub mod journal;
 pub mod jsonrpc;

@@ -209,20 +209,59 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
     });
+    let grpc_listener = match config.server.grpc {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Listen { addr, source })?,
+        ),
+        None => None,
+    };
+    let grpc_addr = grpc_listener.as_ref().and_then(|l| l.local_addr().ok());
     let sweeper = spawn_sweeper(&config, gate.clone());
 
-    tracing::info!(http = %http_addr, gateway = %state.gateway_key.principal_id(), "dgw listening");
+    // One signal stops both fronts.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stop.send_replace(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    tracing::info!(http = %http_addr, grpc = ?grpc_addr, gateway = %state.gateway_key.principal_id(), "dgw listening");
     // A machine-readable line for scripts and tests that start dgw on port 0.
-    println!("dgw listening http={http_addr}");
+    match grpc_addr {
+        Some(g) => println!("dgw listening http={http_addr} grpc={g}"),
+        None => println!("dgw listening http={http_addr}"),
+    }
     let _ = std::io::stdout().flush();
 
+    let grpc = grpc_listener.map(|listener| {
+        let (gate, stopped) = (gate.clone(), stopped(stopping.clone()));
+        let max = config.server.max_body_bytes;
+        tokio::spawn(async move {
+            if let Err(e) = crate::grpc::serve(listener, gate, max, stopped).await {
+                tracing::error!(error = %e, "the gRPC front failed");
+            }
+        })
+    });
     http::serve(
         listener,
         front,
-        shutdown_signal(),
+        stopped(stopping.clone()),
         config.server.shutdown_grace,
     )
     .await;
+    if let Some(grpc) = grpc {
+        if tokio::time::timeout(config.server.shutdown_grace, grpc)
+            .await
+            .is_err()
+        {
+            tracing::warn!("shutdown grace elapsed with gRPC calls still open");
+        }
+    }
     sweeper.abort();
     close_state(&state)
 }

@@ -6,12 +6,8 @@ mod support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use delegateos::contract::ContractDraft;
 use delegateos::dct::AttenuateParams;
-use delegateos::{
-    AttestationId, CheckFunctionRegistry, ContractId, Dct, DelegationId, Keypair, RevocationEntry,
-    RevocationScope, TaskContract,
-};
+use delegateos::{Dct, DelegationId, Keypair, RevocationEntry, RevocationScope, TaskContract};
 use serde_json::{json, Value};
 use support::*;
 
@@ -233,41 +229,8 @@ fn every_denial_type_over_the_wire() {
     );
 }
 
-fn contract(root: &Keypair, id: ContractId, required: &[&str]) -> TaskContract {
-    let draft = json!({
-        "task": {"title": "Count words", "description": "Count the words", "inputs": {},
-                 "outputSchema": {"type": "object", "required": ["words"]}},
-        "verification": {"method": "deterministic_check", "checkName": "field_exists", "checkParams": {"fields": ["words"]}},
-        "constraints": {"maxBudgetMicrocents": 1000, "deadline": "2099-01-01T00:00:00Z", "maxChainDepth": 3,
-                        "requiredCapabilities": required}
-    });
-    ContractDraft::parse(draft.to_string().as_bytes())
-        .unwrap()
-        .sign(root, id, at(0), &CheckFunctionRegistry::with_builtins())
-        .unwrap()
-}
-
 fn delegate(c: &TaskContract, token: &Dct, id: DelegationId, parent: DelegationId) -> Value {
     json!({"contract": c, "dct": token.encode(), "dctFormat": "delegateos-sjt-v1", "delegationId": id, "parentDelegationId": parent})
-}
-
-fn attestation(
-    by: &Keypair,
-    id: u8,
-    delegation: DelegationId,
-    output: Value,
-    cost: u64,
-    success: bool,
-) -> Value {
-    let draft = json!({
-        "contractId": ct(1), "delegationId": delegation, "type": "completion",
-        "result": {"success": success, "output": output, "costMicrocents": cost, "durationMs": 5},
-    });
-    let att = delegateos::attestation::AttestationDraft::parse(draft.to_string().as_bytes())
-        .unwrap()
-        .sign(by, AttestationId::from_bytes([0, 0, 0, 0, 0, id]), at(0))
-        .unwrap();
-    serde_json::to_value(att).unwrap()
 }
 
 #[test]

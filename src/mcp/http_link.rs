@@ -231,8 +231,8 @@ impl HttpLink {
     /// The reply when `item` answers request `id`; anything else the
     /// upstream sent along is handled as unsolicited.
     async fn take_answer(&self, up: &Upstream, id: u64, item: Value) -> Option<Reply> {
-        let answers_it = item.get("id").and_then(Value::as_u64) == Some(id)
-            && item.get("method").is_none();
+        let answers_it =
+            item.get("id").and_then(Value::as_u64) == Some(id) && item.get("method").is_none();
         if answers_it {
             if let Ok(Message::Response { reply, .. }) = Message::parse(item) {
                 return Some(reply);

@@ -288,7 +288,10 @@ mod tests {
         let src = |p: &[&str]| ResourceSource::Pointers(p.iter().map(|s| s.to_string()).collect());
         assert_eq!(src(&["/path"]).resources(args).unwrap(), vec!["/a"]);
         assert_eq!(src(&["/deep/x/0/y"]).resources(args).unwrap(), vec!["/d"]);
-        assert_eq!(src(&["/a~1b", "/m~0n"]).resources(args).unwrap(), vec!["/e", "/f"]);
+        assert_eq!(
+            src(&["/a~1b", "/m~0n"]).resources(args).unwrap(),
+            vec!["/e", "/f"]
+        );
         assert_eq!(
             src(&["/paths", "/path"]).resources(args).unwrap(),
             vec!["/b", "/c", "/a"]

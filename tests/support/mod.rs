@@ -151,10 +151,60 @@ pub fn root_token_for(
     .unwrap()
 }
 
+/// A signed contract needing `required` capabilities.
+pub fn contract(
+    root: &delegateos::Keypair,
+    id: delegateos::ContractId,
+    required: &[&str],
+) -> delegateos::TaskContract {
+    let draft = serde_json::json!({
+        "task": {"title": "Count words", "description": "Count the words", "inputs": {},
+                 "outputSchema": {"type": "object", "required": ["words"]}},
+        "verification": {"method": "deterministic_check", "checkName": "field_exists", "checkParams": {"fields": ["words"]}},
+        "constraints": {"maxBudgetMicrocents": 1000, "deadline": "2099-01-01T00:00:00Z", "maxChainDepth": 3,
+                        "requiredCapabilities": required}
+    });
+    delegateos::contract::ContractDraft::parse(draft.to_string().as_bytes())
+        .unwrap()
+        .sign(
+            root,
+            id,
+            at(0),
+            &delegateos::CheckFunctionRegistry::with_builtins(),
+        )
+        .unwrap()
+}
+
+/// A signed completion attestation, as JSON.
+pub fn attestation(
+    by: &delegateos::Keypair,
+    id: u8,
+    delegation: delegateos::DelegationId,
+    output: Value,
+    cost: u64,
+    success: bool,
+) -> Value {
+    let draft = serde_json::json!({
+        "contractId": ct(1), "delegationId": delegation, "type": "completion",
+        "result": {"success": success, "output": output, "costMicrocents": cost, "durationMs": 5},
+    });
+    let att = delegateos::attestation::AttestationDraft::parse(draft.to_string().as_bytes())
+        .unwrap()
+        .sign(
+            by,
+            delegateos::AttestationId::from_bytes([0, 0, 0, 0, 0, id]),
+            at(0),
+        )
+        .unwrap();
+    serde_json::to_value(att).unwrap()
+}
+
 /// A running `dgw serve` on a free loopback port, with its own data dir.
 pub struct Gateway {
     child: Option<std::process::Child>,
     pub addr: String,
+    /// The gRPC address, when the config has `[server] grpc`.
+    pub grpc: Option<String>,
     pub config: PathBuf,
     pub stderr_log: PathBuf,
 }
@@ -213,13 +263,16 @@ impl Gateway {
                     std::fs::read_to_string(&stderr_log).unwrap_or_default()
                 )
             });
-        let addr = line
-            .strip_prefix("dgw listening http=")
-            .expect("listening line")
-            .to_owned();
+        let rest = line.strip_prefix("dgw listening ").expect("listening line");
+        let field = |name: &str| {
+            rest.split_whitespace()
+                .find_map(|f| f.strip_prefix(name))
+                .map(str::to_owned)
+        };
         Gateway {
             child: Some(child),
-            addr,
+            addr: field("http=").expect("an http address"),
+            grpc: field("grpc="),
             config: config.to_owned(),
             stderr_log,
         }

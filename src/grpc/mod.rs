@@ -1,0 +1,60 @@
+//! The gRPC front (`delegate_gateway.v1`, `proto/`): the same gatekeeper as
+//! JSON-RPC, so a decision never depends on the front. Plus the standard
+//! `grpc.health.v1` health service and server reflection.
+
+pub mod convert;
+pub mod service;
+pub mod status;
+
+/// The generated messages, client and server.
+pub mod pb {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("delegate_gateway.v1");
+
+    /// The encoded descriptor set of `proto/`, for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/delegate_gateway_v1.bin"));
+}
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use crate::gatekeeper::Gatekeeper;
+
+/// Serves gRPC on `listener` until `shutdown` resolves (then in-flight calls
+/// finish, and watch streams end).
+pub async fn serve(
+    listener: TcpListener,
+    gate: Arc<Gatekeeper>,
+    max_message_bytes: usize,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<pb::delegation_gateway_server::DelegationGatewayServer<service::GrpcFront>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .expect("the descriptor sets are built into the binary and valid");
+    let front = service::GrpcFront::new(gate, max_message_bytes);
+    let stopper = front.stopper();
+    let shutdown = async move {
+        shutdown.await;
+        // Watch streams never end on their own; end them so the server drains.
+        stopper.send_replace(true);
+    };
+    let gateway = pb::delegation_gateway_server::DelegationGatewayServer::new(front)
+        .max_decoding_message_size(max_message_bytes);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(gateway)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}

@@ -1,0 +1,275 @@
+//! `DelegationGateway` over the gatekeeper: parse the request (signed
+//! artifacts from their exact bytes), call the gatekeeper, map the result
+//! with [`convert`](super::convert) and [`status`](super::status).
+
+use std::sync::Arc;
+
+use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse, RevokeParams};
+use delegateos::{CapabilityRequest, DelegationId};
+use serde::de::DeserializeOwned;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::pb::delegation_gateway_server::DelegationGateway;
+use super::pb::{self, DecisionOutcome};
+use super::{convert, status};
+use crate::budget::OnExpiry;
+use crate::gatekeeper::{DecisionEvent, Gatekeeper};
+
+/// Decisions buffered per watcher before the stream waits for the client.
+const WATCH_BUFFER: usize = 256;
+
+/// The gRPC front.
+pub struct GrpcFront {
+    gate: Arc<Gatekeeper>,
+    max_message_bytes: usize,
+    /// Becomes true at shutdown, ending every watch stream so the server
+    /// can drain.
+    stopping: watch::Receiver<bool>,
+    stop: Arc<watch::Sender<bool>>,
+}
+
+impl GrpcFront {
+    pub fn new(gate: Arc<Gatekeeper>, max_message_bytes: usize) -> Self {
+        let (stop, stopping) = watch::channel(false);
+        Self {
+            gate,
+            max_message_bytes,
+            stopping,
+            stop: Arc::new(stop),
+        }
+    }
+
+    /// Ends every watch stream (called when the server shuts down).
+    pub fn stopper(&self) -> Arc<watch::Sender<bool>> {
+        self.stop.clone()
+    }
+
+    /// A signed artifact from its exact JSON bytes.
+    fn signed<T: DeserializeOwned>(&self, field: &str, bytes: &[u8]) -> Result<T, Status> {
+        let value = delegateos::canonical::parse_strict(bytes, self.max_message_bytes)
+            .map_err(|e| status::bad_field(field, e.to_string()))?;
+        serde_json::from_value(value).map_err(|e| status::bad_field(field, e.to_string()))
+    }
+}
+
+fn delegation_id(field: &str, text: &str) -> Result<DelegationId, Status> {
+    DelegationId::parse(text).map_err(|e| status::bad_field(field, e.to_string()))
+}
+
+/// What a watcher asked for.
+struct Filter {
+    tenant: String,
+    delegation: Option<DelegationId>,
+    outcome: DecisionOutcome,
+}
+
+impl Filter {
+    fn matches(&self, e: &DecisionEvent) -> bool {
+        (self.tenant.is_empty() || e.tenant.as_deref() == Some(self.tenant.as_str()))
+            && self.delegation.as_ref().is_none_or(|d| e.chain.contains(d))
+            && match self.outcome {
+                DecisionOutcome::Unspecified => true,
+                DecisionOutcome::Allowed => e.allowed,
+                DecisionOutcome::Denied => !e.allowed,
+            }
+    }
+}
+
+#[tonic::async_trait]
+impl DelegationGateway for GrpcFront {
+    async fn delegate(
+        &self,
+        request: Request<pb::DelegateRequest>,
+    ) -> Result<Response<pb::DelegateResponse>, Status> {
+        let r = request.into_inner();
+        let params = DelegateParams {
+            contract: self.signed("contract_json", &r.contract_json)?,
+            dct: r.dct,
+            dct_format: r.dct_format,
+            delegation_id: delegation_id("delegation_id", &r.delegation_id)?,
+            parent_delegation_id: delegation_id("parent_delegation_id", &r.parent_delegation_id)?,
+        };
+        let response = self
+            .gate
+            .delegate(params)
+            .await
+            .map_err(|e| status::gate_error(&e))?;
+        Ok(Response::new(match response {
+            DelegateResponse::Accept(a) => pb::DelegateResponse {
+                accepted: true,
+                delegation_id: a.delegation_id.to_string(),
+                reason: String::new(),
+                details: String::new(),
+            },
+            DelegateResponse::Reject(r) => pb::DelegateResponse {
+                accepted: false,
+                delegation_id: String::new(),
+                reason: r.reason,
+                details: r.details,
+            },
+        }))
+    }
+
+    async fn complete(
+        &self,
+        request: Request<pb::CompleteRequest>,
+    ) -> Result<Response<pb::CompleteResponse>, Status> {
+        let r = request.into_inner();
+        let params = CompleteParams {
+            delegation_id: delegation_id("delegation_id", &r.delegation_id)?,
+            attestation: self.signed("attestation_json", &r.attestation_json)?,
+        };
+        let c = self
+            .gate
+            .complete(params)
+            .await
+            .map_err(|e| status::gate_error(&e))?;
+        Ok(Response::new(convert::completion(&c)))
+    }
+
+    async fn revoke(
+        &self,
+        request: Request<pb::RevokeRequest>,
+    ) -> Result<Response<pb::RevokeResponse>, Status> {
+        let r = request.into_inner();
+        let params = RevokeParams {
+            revocation: self.signed("revocation_json", &r.revocation_json)?,
+        };
+        let rev = self
+            .gate
+            .revoke(params)
+            .await
+            .map_err(|e| status::gate_error(&e))?;
+        Ok(Response::new(convert::revocation(&rev)))
+    }
+
+    async fn authorize(
+        &self,
+        request: Request<pb::AuthorizeRequest>,
+    ) -> Result<Response<pb::AuthorizeResponse>, Status> {
+        let r = request.into_inner();
+        let asked = r
+            .request
+            .ok_or_else(|| status::bad_field("request", "is required"))?;
+        let asked = CapabilityRequest {
+            namespace: asked.namespace,
+            action: asked.action,
+            resource: asked.resource,
+        };
+        match self
+            .gate
+            .authorize(
+                &r.dct,
+                std::slice::from_ref(&asked),
+                r.cost_microcents,
+                OnExpiry::Release,
+            )
+            .await
+        {
+            Ok(Ok(a)) => Ok(Response::new(convert::authorization(&a))),
+            Ok(Err(d)) => Err(status::denial(&d)),
+            Err(e) => Err(status::gate_error(&e)),
+        }
+    }
+
+    async fn settle(
+        &self,
+        request: Request<pb::SettleRequest>,
+    ) -> Result<Response<pb::SettleResponse>, Status> {
+        let r = request.into_inner();
+        let s = self
+            .gate
+            .settle(&r.reservation_id, r.actual_microcents)
+            .await
+            .map_err(|e| status::gate_error(&e))?;
+        Ok(Response::new(convert::settlement(&s)))
+    }
+
+    async fn release(
+        &self,
+        request: Request<pb::ReleaseRequest>,
+    ) -> Result<Response<pb::ReleaseResponse>, Status> {
+        let r = request.into_inner();
+        let released = self
+            .gate
+            .release(&r.reservation_id)
+            .map_err(|e| status::gate_error(&e))?;
+        Ok(Response::new(pb::ReleaseResponse {
+            reservation_id: r.reservation_id,
+            released_microcents: released,
+        }))
+    }
+
+    async fn get_budget(
+        &self,
+        request: Request<pb::GetBudgetRequest>,
+    ) -> Result<Response<pb::GetBudgetResponse>, Status> {
+        let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
+        let report = self.gate.budget(&id).map_err(|e| status::gate_error(&e))?;
+        Ok(Response::new(convert::budget(&report)))
+    }
+
+    async fn get_delegation(
+        &self,
+        request: Request<pb::GetDelegationRequest>,
+    ) -> Result<Response<pb::GetDelegationResponse>, Status> {
+        let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
+        let d = self
+            .gate
+            .delegation(&id)
+            .map_err(|e| status::gate_error(&e))?;
+        Ok(Response::new(pb::GetDelegationResponse {
+            delegation: Some(convert::delegation(&d)),
+        }))
+    }
+
+    type WatchDecisionsStream = ReceiverStream<Result<pb::WatchDecisionsResponse, Status>>;
+
+    async fn watch_decisions(
+        &self,
+        request: Request<pb::WatchDecisionsRequest>,
+    ) -> Result<Response<Self::WatchDecisionsStream>, Status> {
+        let r = request.into_inner();
+        let filter = Filter {
+            tenant: r.tenant,
+            delegation: match r.delegation_id.as_str() {
+                "" => None,
+                text => Some(delegation_id("delegation_id", text)?),
+            },
+            outcome: DecisionOutcome::try_from(r.outcome).map_err(|_| {
+                status::bad_field("outcome", format!("{} is not a DecisionOutcome", r.outcome))
+            })?,
+        };
+        let mut decisions = self.gate.subscribe();
+        let mut stopping = self.stopping.clone();
+        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        tokio::spawn(async move {
+            let mut missed = 0u64;
+            loop {
+                let next = tokio::select! {
+                    next = decisions.recv() => next,
+                    () = tx.closed() => return,
+                    _ = stopping.wait_for(|s| *s) => return,
+                };
+                match next {
+                    Ok(event) if filter.matches(&event) => {
+                        let message = pb::WatchDecisionsResponse {
+                            decision: Some(convert::decision(&event)),
+                            missed,
+                        };
+                        if tx.send(Ok(message)).await.is_err() {
+                            return;
+                        }
+                        missed = 0;
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(n)) => missed += n,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

@@ -1,0 +1,84 @@
+//! The one mapping from gatekeeper decisions and errors to gRPC statuses with
+//! `google.rpc` details (`tonic-types`).
+
+use std::collections::HashMap;
+
+use delegateos::DenialType;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::gatekeeper::{Denial, GateError};
+
+/// The `ErrorInfo.domain` of DelegateOS denial types.
+pub const DOMAIN: &str = "delegateos";
+/// The `ErrorInfo.domain` of the gateway's own conditions.
+pub const GATEWAY_DOMAIN: &str = "delegate-gateway";
+
+/// `expired` → `EXPIRED`, as google.rpc reasons are written.
+fn reason(kind: &str) -> String {
+    kind.to_ascii_uppercase()
+}
+
+/// A denied authorization: `PERMISSION_DENIED` (or `RESOURCE_EXHAUSTED`
+/// for a budget) with an `ErrorInfo` whose reason is the denial type and
+/// whose metadata carry the detail, the request and the granted scope.
+pub fn denial(d: &Denial) -> Status {
+    let mut metadata = HashMap::new();
+    metadata.insert("detail".to_owned(), d.reason.detail.clone());
+    if let Some(r) = &d.requested {
+        metadata.insert("requested_namespace".to_owned(), r.namespace.clone());
+        metadata.insert("requested_action".to_owned(), r.action.clone());
+        metadata.insert("requested_resource".to_owned(), r.resource.clone());
+    }
+    if let Some(granted) = &d.reason.granted {
+        let text: Vec<String> = granted.iter().map(|c| c.to_string()).collect();
+        metadata.insert("granted".to_owned(), text.join(" "));
+    }
+    let code = match d.reason.kind {
+        DenialType::BudgetExceeded => Code::ResourceExhausted,
+        _ => Code::PermissionDenied,
+    };
+    let details = ErrorDetails::with_error_info(reason(d.reason.kind.as_str()), DOMAIN, metadata);
+    Status::with_error_details(code, d.reason.detail.clone(), details)
+}
+
+/// Malformed input: `INVALID_ARGUMENT` with a `BadRequest` naming the field.
+pub fn bad_field(field: &str, description: impl Into<String>) -> Status {
+    let description = description.into();
+    Status::with_error_details(
+        Code::InvalidArgument,
+        format!("{field}: {description}"),
+        ErrorDetails::with_bad_request_violation(field, description),
+    )
+}
+
+/// Every other gatekeeper failure.
+pub fn gate_error(e: &GateError) -> Status {
+    match e {
+        GateError::InvalidParams(m) => bad_field("request", m.clone()),
+        GateError::NotFound { kind, id } => Status::with_error_details(
+            Code::NotFound,
+            e.to_string(),
+            ErrorDetails::with_resource_info(*kind, id.clone(), "", e.to_string()),
+        ),
+        GateError::Conflict { kind, detail } => Status::with_error_details(
+            if *kind == "budget_exceeded" {
+                Code::ResourceExhausted
+            } else {
+                Code::FailedPrecondition
+            },
+            detail.clone(),
+            ErrorDetails::with_error_info(reason(kind), GATEWAY_DOMAIN, HashMap::new()),
+        ),
+        GateError::Rejected { kind, detail } => {
+            let mut metadata = HashMap::new();
+            metadata.insert("detail".to_owned(), detail.clone());
+            Status::with_error_details(
+                Code::PermissionDenied,
+                detail.clone(),
+                ErrorDetails::with_error_info(reason(kind), DOMAIN, metadata),
+            )
+        }
+        GateError::Storage(s) => Status::internal(s.to_string()),
+    }
+}

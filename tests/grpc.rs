@@ -1,0 +1,732 @@
+//! The gRPC front end to end: the real binary, a tonic client, standard
+//! health and reflection, a decision stream fed by the JSON-RPC front, and a
+//! parity run of one scenario through both fronts.
+
+mod support;
+
+use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
+use delegate_gateway::grpc::pb::{self, DecisionOutcome};
+use delegateos::{DelegationId, Keypair, RevocationEntry, RevocationScope};
+use serde_json::{json, Value};
+use support::*;
+use tonic::transport::Channel;
+use tonic::Code;
+use tonic_types::StatusExt;
+
+fn start(dir: &std::path::Path, root: &Keypair) -> Gateway {
+    let config = gateway_config(
+        dir,
+        &[("acme", root.principal_id())],
+        "grpc = \"127.0.0.1:0\"",
+    );
+    Gateway::start(&config)
+}
+
+async fn client(gw: &Gateway) -> DelegationGatewayClient<Channel> {
+    let addr = gw.grpc.as_ref().expect("the gateway serves gRPC");
+    DelegationGatewayClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+}
+
+fn ask(dct: &str, resource: &str, cost: u64) -> pb::AuthorizeRequest {
+    pb::AuthorizeRequest {
+        dct: dct.to_owned(),
+        request: Some(pb::CapabilityRequest {
+            namespace: "docs".into(),
+            action: "read".into(),
+            resource: resource.into(),
+        }),
+        cost_microcents: cost,
+    }
+}
+
+/// The status's ErrorInfo: (reason, domain, metadata).
+fn error_info(s: &tonic::Status) -> (String, String, std::collections::HashMap<String, String>) {
+    let details = s.get_error_details();
+    let info = details
+        .error_info()
+        .unwrap_or_else(|| panic!("no ErrorInfo in {s:?}"));
+    (
+        info.reason.clone(),
+        info.domain.clone(),
+        info.metadata.clone(),
+    )
+}
+
+fn denied(
+    result: Result<tonic::Response<pb::AuthorizeResponse>, tonic::Status>,
+    code: Code,
+    reason: &str,
+) -> tonic::Status {
+    let s = result.expect_err("denied");
+    assert_eq!(s.code(), code, "{s:?}");
+    let (r, domain, _) = error_info(&s);
+    assert_eq!(
+        (r.as_str(), domain.as_str()),
+        (reason, "delegateos"),
+        "{s:?}"
+    );
+    s
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_method_and_each_denial_over_grpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, alice, bob) = (seed(1), seed(2), seed(3));
+    let gw = start(dir.path(), &root);
+    let mut c = client(&gw).await;
+
+    // Delegate, then its replay.
+    let contract = contract(&root, ct(1), &["docs:read"]);
+    let t0 = root_token(&root, &alice, &["docs:read:/project/**"], 1000, 3600);
+    let delegate = |token: &delegateos::Dct, id: DelegationId| pb::DelegateRequest {
+        contract_json: serde_json::to_vec(&contract).unwrap(),
+        dct: token.encode(),
+        dct_format: "delegateos-sjt-v1".into(),
+        delegation_id: id.to_string(),
+        parent_delegation_id: DelegationId::root_parent().to_string(),
+    };
+    let r = c
+        .delegate(delegate(&t0, del(1)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.accepted, "{r:?}");
+    assert_eq!(r.delegation_id, del(1).to_string());
+    let r = c
+        .delegate(delegate(&t0, del(1)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((r.accepted, r.reason.as_str()), (false, "replay"));
+    assert!(!r.details.is_empty());
+
+    let d = c
+        .get_delegation(pb::GetDelegationRequest {
+            delegation_id: del(1).to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .delegation
+        .unwrap();
+    assert_eq!(d.status(), pb::DelegationStatus::Active);
+    assert_eq!(d.to_principal, alice.principal_id().to_string());
+    assert_eq!(d.dct, t0.encode());
+    assert!(d.create_time.is_some() && d.complete_time.is_none());
+
+    // Authorize, settle, release, budgets.
+    let token = t0.encode();
+    let a = c
+        .authorize(ask(&token, "/project/a", 300))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(a.amount_microcents, 300);
+    assert_eq!(a.tenant, "acme");
+    let scope = a.scope.unwrap();
+    assert_eq!(scope.delegation_id, del(1).to_string());
+    assert_eq!(scope.capabilities[0].resource, "/project/**");
+    assert!(a.deadline_time.unwrap().seconds > 0);
+    let s = c
+        .settle(pb::SettleRequest {
+            reservation_id: a.reservation_id.clone(),
+            actual_microcents: 200,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((s.charged_microcents, s.released_microcents), (200, 100));
+    let b = c
+        .authorize(ask(&token, "/project/b", 50))
+        .await
+        .unwrap()
+        .into_inner();
+    let r = c
+        .release(pb::ReleaseRequest {
+            reservation_id: b.reservation_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.released_microcents, 50);
+    let budget = c
+        .get_budget(pb::GetBudgetRequest {
+            delegation_id: del(1).to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let level = &budget.chains[0].levels[0];
+    assert_eq!(
+        (
+            level.budget_microcents,
+            level.spent_microcents,
+            level.reserved_microcents,
+            level.remaining_microcents
+        ),
+        (1000, 200, 0, 800)
+    );
+    // Settling twice: the reservation is gone.
+    let e = c
+        .settle(pb::SettleRequest {
+            reservation_id: a.reservation_id,
+            actual_microcents: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert_eq!(
+        e.get_error_details().resource_info().unwrap().resource_type,
+        "reservation"
+    );
+
+    // Complete with an attestation.
+    let att = attestation(&alice, 1, del(1), json!({"words": 3}), 100, true);
+    let done = c
+        .complete(pb::CompleteRequest {
+            delegation_id: del(1).to_string(),
+            attestation_json: serde_json::to_vec(&att).unwrap(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(done.status(), pb::DelegationStatus::Completed, "{done:?}");
+    assert_eq!(done.charged_microcents, 100);
+    assert!(done.verification.unwrap().passed);
+    // A forged one changes nothing.
+    let mut forged = attestation(&alice, 2, del(1), json!({"words": 3}), 100, true);
+    forged["result"]["costMicrocents"] = json!(1);
+    let e = c
+        .complete(pb::CompleteRequest {
+            delegation_id: del(1).to_string(),
+            attestation_json: serde_json::to_vec(&forged).unwrap(),
+        })
+        .await
+        .unwrap_err();
+    assert_ne!(e.code(), Code::Ok);
+
+    // Each denial, mapped to its status and ErrorInfo reason.
+    let s = denied(
+        c.authorize(ask(&token, "/etc/passwd", 1)).await,
+        Code::PermissionDenied,
+        "CAPABILITY_NOT_GRANTED",
+    );
+    let (_, _, meta) = error_info(&s);
+    assert_eq!(meta["requested_resource"], "/etc/passwd");
+    assert_eq!(meta["granted"], "docs:read:/project/**");
+    let expired = root_token(&root, &alice, &["docs:read:/**"], 1000, -5).encode();
+    denied(
+        c.authorize(ask(&expired, "/a", 1)).await,
+        Code::PermissionDenied,
+        "EXPIRED",
+    );
+    let stranger = root_token(&seed(9), &alice, &["docs:read:/**"], 1000, 60).encode();
+    denied(
+        c.authorize(ask(&stranger, "/a", 1)).await,
+        Code::PermissionDenied,
+        "INVALID_SIGNATURE",
+    );
+    denied(
+        c.authorize(ask("@@@", "/a", 1)).await,
+        Code::PermissionDenied,
+        "MALFORMED_TOKEN",
+    );
+    denied(
+        c.authorize(ask(&token, "/project/a", 10_000)).await,
+        Code::ResourceExhausted,
+        "BUDGET_EXCEEDED",
+    );
+    let narrower = t0
+        .attenuate(
+            &alice,
+            delegateos::dct::AttenuateParams {
+                delegatee: bob.principal_id().clone(),
+                delegation_id: del(2),
+                contract_id: ct(1),
+                allowed_capabilities: None,
+                max_budget_microcents: Some(100),
+                expires_at: None,
+                max_chain_depth: None,
+            },
+        )
+        .unwrap();
+    // Revoke (the exact signed bytes), then the block is denied.
+    let rev = RevocationEntry::sign(
+        &alice,
+        &narrower.revocation_ids()[1],
+        at(0),
+        RevocationScope::Block,
+    )
+    .unwrap();
+    let r = c
+        .revoke(pb::RevokeRequest {
+            revocation_json: serde_json::to_vec(&rev).unwrap(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.newly_recorded);
+    assert_eq!(r.scope(), pb::RevocationScope::Block);
+    denied(
+        c.authorize(ask(&narrower.encode(), "/project/a", 1)).await,
+        Code::PermissionDenied,
+        "REVOKED",
+    );
+
+    // Malformed input: INVALID_ARGUMENT with the field named.
+    let bad_field = |e: tonic::Status| {
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        e.get_error_details()
+            .bad_request()
+            .unwrap()
+            .field_violations[0]
+            .field
+            .clone()
+    };
+    let e = c
+        .get_budget(pb::GetBudgetRequest {
+            delegation_id: "nope".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_field(e), "delegation_id");
+    let mut bad = delegate(&t0, del(4));
+    bad.contract_json = b"{\"a\":1,\"a\":2}".to_vec();
+    assert_eq!(
+        bad_field(c.delegate(bad).await.unwrap_err()),
+        "contract_json"
+    );
+    let e = c
+        .authorize(pb::AuthorizeRequest {
+            dct: token.clone(),
+            request: None,
+            cost_microcents: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_field(e), "request");
+    let e = c
+        .revoke(pb::RevokeRequest {
+            revocation_json: b"[]".to_vec(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_field(e), "revocation_json");
+    let e = c
+        .get_delegation(pb::GetDelegationRequest {
+            delegation_id: del(9).to_string(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_decisions_streams_what_the_json_rpc_front_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let gw = start(dir.path(), &root);
+    let mut c = client(&gw).await;
+    let mut all = c
+        .watch_decisions(pb::WatchDecisionsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut denials = c
+        .watch_decisions(pb::WatchDecisionsRequest {
+            tenant: "acme".into(),
+            delegation_id: del(1).to_string(),
+            outcome: DecisionOutcome::Denied as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let token = root_token(&root, &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let rpc = |resource: &str| {
+        gw.call(
+            "delegateos/authorize",
+            json!({"dct": token, "namespace": "docs", "action": "read", "resource": resource, "costMicrocents": 5}),
+        )
+    };
+    assert!(rpc("/project/a").get("result").is_some());
+    assert!(rpc("/etc/shadow").get("error").is_some());
+
+    async fn next(s: &mut tonic::Streaming<pb::WatchDecisionsResponse>) -> pb::Decision {
+        tokio::time::timeout(std::time::Duration::from_secs(10), s.message())
+            .await
+            .expect("a decision in time")
+            .unwrap()
+            .unwrap()
+            .decision
+            .unwrap()
+    }
+    let first = next(&mut all).await;
+    assert_eq!(
+        (first.kind.as_str(), first.outcome()),
+        ("authorize", DecisionOutcome::Allowed)
+    );
+    assert_eq!(first.tenant, "acme");
+    assert_eq!(first.chain_delegation_ids, vec![del(1).to_string()]);
+    assert_eq!(first.request.unwrap().resource, "/project/a");
+    assert!(first.reservation_id.starts_with("res_"));
+    assert_eq!(first.cost_microcents, 5);
+    let second = next(&mut all).await;
+    assert_eq!(second.outcome(), DecisionOutcome::Denied);
+    assert_eq!(second.denial_type, "capability_not_granted");
+    // The filtered watcher saw only the denial.
+    let only = next(&mut denials).await;
+    assert_eq!(only.denial_type, "capability_not_granted");
+    assert_eq!(only.request.unwrap().resource, "/etc/shadow");
+    // And a gRPC decision reaches the watcher too.
+    c.authorize(ask(&token, "/project/b", 1)).await.unwrap();
+    let third = next(&mut all).await;
+    assert_eq!(third.request.unwrap().resource, "/project/b");
+
+    // SIGTERM ends the streams and the gateway drains and exits 0.
+    let mut gw = gw;
+    assert!(gw.terminate().success());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_and_reflection_are_standard() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &seed(1));
+    let url = format!("http://{}", gw.grpc.as_ref().unwrap());
+    let channel = Channel::from_shared(url).unwrap().connect().await.unwrap();
+    let mut health = HealthClient::new(channel.clone());
+    for service in ["", "delegate_gateway.v1.DelegationGateway"] {
+        let r = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.status(), ServingStatus::Serving, "{service:?}");
+    }
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = reflection
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(MessageResponse::ListServicesResponse(list)) =
+        answers.message().await.unwrap().unwrap().message_response
+    else {
+        panic!("not a service list");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for wanted in [
+        "delegate_gateway.v1.DelegationGateway",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(names.contains(&wanted.to_owned()), "{names:?}");
+    }
+    // The schema itself, so clients need no proto files.
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::FileContainingSymbol(
+            "delegate_gateway.v1.DelegationGateway".into(),
+        )),
+    };
+    let mut answers = reflection
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(MessageResponse::FileDescriptorResponse(files)) =
+        answers.message().await.unwrap().unwrap().message_response
+    else {
+        panic!("no file descriptor");
+    };
+    assert!(!files.file_descriptor_proto.is_empty());
+}
+
+/// One scenario, two fronts: each step's outcome and the final budgets, in
+/// a front-neutral form.
+#[derive(Debug, PartialEq)]
+enum Step {
+    Allowed { amount: u64, remaining_before: u64 },
+    Denied(String),
+    Settled { charged: u64, released: u64 },
+    Released(u64),
+    Budget(Vec<(String, u64, u64, u64, u64)>),
+    Delegated { accepted: bool, reason: String },
+}
+
+struct Scenario {
+    root: Keypair,
+    t0: delegateos::Dct,
+    child: delegateos::Dct,
+    expired: delegateos::Dct,
+    contract: delegateos::TaskContract,
+}
+
+impl Scenario {
+    fn new() -> Self {
+        let root = seed(1);
+        let (alice, bob) = (seed(2), seed(3));
+        let t0 = root_token(&root, &alice, &["docs:read:/project/**"], 1000, 3600);
+        let child = t0
+            .attenuate(
+                &alice,
+                delegateos::dct::AttenuateParams {
+                    delegatee: bob.principal_id().clone(),
+                    delegation_id: del(2),
+                    contract_id: ct(1),
+                    allowed_capabilities: None,
+                    max_budget_microcents: Some(300),
+                    expires_at: None,
+                    max_chain_depth: None,
+                },
+            )
+            .unwrap();
+        let expired = root_token(&root, &alice, &["docs:read:/**"], 1000, -5);
+        let contract = contract(&root, ct(1), &["docs:read"]);
+        Self {
+            root,
+            t0,
+            child,
+            expired,
+            contract,
+        }
+    }
+}
+
+fn run_json_rpc(gw: &Gateway, s: &Scenario) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let authorize = |token: &delegateos::Dct,
+                     resource: &str,
+                     cost: u64|
+     -> (Step, Option<String>) {
+        let r = gw.call(
+            "delegateos/authorize",
+            json!({"dct": token.encode(), "namespace": "docs", "action": "read", "resource": resource, "costMicrocents": cost}),
+        );
+        match r.get("result") {
+            Some(a) => (
+                Step::Allowed {
+                    amount: a["amountMicrocents"].as_u64().unwrap(),
+                    remaining_before: a["scope"]["remainingBudgetMicrocents"].as_u64().unwrap(),
+                },
+                Some(a["reservationId"].as_str().unwrap().to_owned()),
+            ),
+            None => (
+                Step::Denied(r["error"]["data"]["type"].as_str().unwrap().to_owned()),
+                None,
+            ),
+        }
+    };
+    let d = gw.ok(
+        "delegateos/delegate",
+        json!({"contract": s.contract, "dct": s.t0.encode(), "dctFormat": "delegateos-sjt-v1",
+               "delegationId": del(1), "parentDelegationId": DelegationId::root_parent()}),
+    );
+    steps.push(Step::Delegated {
+        accepted: d["accepted"].as_bool().unwrap(),
+        reason: d["reason"].as_str().unwrap_or_default().to_owned(),
+    });
+    let (step, res) = authorize(&s.child, "/project/a", 250);
+    steps.push(step);
+    let settled = gw.ok(
+        "delegateos/settle",
+        json!({"reservationId": res.unwrap(), "actualMicrocents": 200}),
+    );
+    steps.push(Step::Settled {
+        charged: settled["chargedMicrocents"].as_u64().unwrap(),
+        released: settled["releasedMicrocents"].as_u64().unwrap(),
+    });
+    steps.push(authorize(&s.child, "/project/a", 200).0); // over the child's 300
+    let (step, res) = authorize(&s.t0, "/project/b", 400);
+    steps.push(step);
+    let released = gw.ok("delegateos/release", json!({"reservationId": res.unwrap()}));
+    steps.push(Step::Released(
+        released["releasedMicrocents"].as_u64().unwrap(),
+    ));
+    steps.push(authorize(&s.t0, "/etc/passwd", 1).0);
+    steps.push(authorize(&s.expired, "/project/a", 1).0);
+    let rev = RevocationEntry::sign(
+        &s.root,
+        &s.t0.revocation_ids()[0],
+        at(0),
+        RevocationScope::Chain,
+    )
+    .unwrap();
+    gw.ok("delegateos/revoke", json!({"revocation": rev}));
+    steps.push(authorize(&s.child, "/project/a", 1).0);
+    let b = gw.ok("delegateos/budget", json!({"delegationId": del(2)}));
+    steps.push(Step::Budget(
+        b["chains"][0]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l: &Value| {
+                (
+                    l["delegationId"].as_str().unwrap().to_owned(),
+                    l["budgetMicrocents"].as_u64().unwrap(),
+                    l["spentMicrocents"].as_u64().unwrap(),
+                    l["reservedMicrocents"].as_u64().unwrap(),
+                    l["remainingMicrocents"].as_u64().unwrap(),
+                )
+            })
+            .collect(),
+    ));
+    steps
+}
+
+async fn run_grpc(c: &mut DelegationGatewayClient<Channel>, s: &Scenario) -> Vec<Step> {
+    let mut steps = Vec::new();
+    async fn authorize(
+        c: &mut DelegationGatewayClient<Channel>,
+        token: &delegateos::Dct,
+        resource: &str,
+        cost: u64,
+    ) -> (Step, Option<String>) {
+        match c.authorize(ask(&token.encode(), resource, cost)).await {
+            Ok(a) => {
+                let a = a.into_inner();
+                (
+                    Step::Allowed {
+                        amount: a.amount_microcents,
+                        remaining_before: a.scope.unwrap().remaining_budget_microcents,
+                    },
+                    Some(a.reservation_id),
+                )
+            }
+            Err(e) => (Step::Denied(error_info(&e).0.to_ascii_lowercase()), None),
+        }
+    }
+    let d = c
+        .delegate(pb::DelegateRequest {
+            contract_json: serde_json::to_vec(&s.contract).unwrap(),
+            dct: s.t0.encode(),
+            dct_format: "delegateos-sjt-v1".into(),
+            delegation_id: del(1).to_string(),
+            parent_delegation_id: DelegationId::root_parent().to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    steps.push(Step::Delegated {
+        accepted: d.accepted,
+        reason: d.reason,
+    });
+    let (step, res) = authorize(c, &s.child, "/project/a", 250).await;
+    steps.push(step);
+    let settled = c
+        .settle(pb::SettleRequest {
+            reservation_id: res.unwrap(),
+            actual_microcents: 200,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    steps.push(Step::Settled {
+        charged: settled.charged_microcents,
+        released: settled.released_microcents,
+    });
+    steps.push(authorize(c, &s.child, "/project/a", 200).await.0);
+    let (step, res) = authorize(c, &s.t0, "/project/b", 400).await;
+    steps.push(step);
+    let released = c
+        .release(pb::ReleaseRequest {
+            reservation_id: res.unwrap(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    steps.push(Step::Released(released.released_microcents));
+    steps.push(authorize(c, &s.t0, "/etc/passwd", 1).await.0);
+    steps.push(authorize(c, &s.expired, "/project/a", 1).await.0);
+    let rev = RevocationEntry::sign(
+        &s.root,
+        &s.t0.revocation_ids()[0],
+        at(0),
+        RevocationScope::Chain,
+    )
+    .unwrap();
+    c.revoke(pb::RevokeRequest {
+        revocation_json: serde_json::to_vec(&rev).unwrap(),
+    })
+    .await
+    .unwrap();
+    steps.push(authorize(c, &s.child, "/project/a", 1).await.0);
+    let b = c
+        .get_budget(pb::GetBudgetRequest {
+            delegation_id: del(2).to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    steps.push(Step::Budget(
+        b.chains[0]
+            .levels
+            .iter()
+            .map(|l| {
+                (
+                    l.delegation_id.clone(),
+                    l.budget_microcents,
+                    l.spent_microcents,
+                    l.reserved_microcents,
+                    l.remaining_microcents,
+                )
+            })
+            .collect(),
+    ));
+    steps
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_scenario_through_both_fronts_decides_and_spends_alike() {
+    let scenario = Scenario::new();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let over_json_rpc = start(a.path(), &scenario.root);
+    let over_grpc = start(b.path(), &scenario.root);
+    let via_json_rpc = run_json_rpc(&over_json_rpc, &scenario);
+    let mut c = client(&over_grpc).await;
+    let via_grpc = run_grpc(&mut c, &scenario).await;
+    assert_eq!(via_json_rpc, via_grpc);
+    // And the scenario means something: the steps decided differently.
+    assert_eq!(
+        via_grpc[..4],
+        [
+            Step::Delegated {
+                accepted: true,
+                reason: String::new()
+            },
+            Step::Allowed {
+                amount: 250,
+                remaining_before: 300
+            },
+            Step::Settled {
+                charged: 200,
+                released: 50
+            },
+            Step::Denied("budget_exceeded".into()),
+        ]
+    );
+    assert_eq!(via_grpc[6], Step::Denied("capability_not_granted".into()));
+    assert_eq!(via_grpc[7], Step::Denied("expired".into()));
+    assert_eq!(via_grpc[8], Step::Denied("revoked".into()));
+    assert_eq!(
+        via_grpc[9],
+        Step::Budget(vec![
+            (del(1).to_string(), 1000, 200, 0, 800),
+            (del(2).to_string(), 300, 200, 0, 100),
+        ])
+    );
+}
