@@ -7,6 +7,8 @@
 # runs a fast loopback MCP echo server (dgw-load --serve-upstream), calls its
 # `echo` tool directly, then through dgw's /mcp, and prints both: the
 # difference is the latency dgw adds.
+#   MODE=grpc benches/load.sh [CONCURRENCY] [DURATION] [--settle]
+# drives the gRPC front's Authorize instead of JSON-RPC's.
 # Builds release binaries, starts a gateway with a fresh data dir and a bench
 # tenant on a free port, issues a token with a large budget, runs the load,
 # and stops the gateway. Traffic stays on 127.0.0.1.
@@ -45,6 +47,7 @@ data_dir = "$work/data"
 key_file = "$work/data/gateway.key"
 [server]
 http = "127.0.0.1:0"
+grpc = "127.0.0.1:0"
 [[tenants]]
 name = "bench"
 root = "$root"
@@ -53,7 +56,8 @@ TOML
 $bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "$work/err" &
 pid=$!
 for _ in $(seq 100); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.1; done
-addr=$(sed -n 's/^dgw listening http=//p' "$work/out")
+addr=$(sed -n 's/^dgw listening http=\([^ ]*\).*/\1/p' "$work/out")
+grpc=$(sed -n 's/.* grpc=\([^ ]*\).*/\1/p' "$work/out")
 token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' \
   --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 \
   --max-depth 1 --ttl 1h 2>/dev/null)
@@ -61,6 +65,8 @@ if [ "$mode" = mcp ]; then
   $bin/dgw-load --mode direct --addr "$upstream" --concurrency "$concurrency" --duration "$duration"
   $bin/dgw-load --mode mcp --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration"
   curl -s "http://$addr/metrics" | grep -E "^dgw_(mcp_gateway_duration|mcp_upstream_duration|budget_journal_sync_duration|authorize_duration)_seconds_(sum|count)"
+elif [ "$mode" = grpc ]; then
+  $bin/dgw-load --mode grpc --addr "$grpc" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle}
 else
   $bin/dgw-load --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle}
 fi

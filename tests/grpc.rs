@@ -730,3 +730,69 @@ async fn one_scenario_through_both_fronts_decides_and_spends_alike() {
         ])
     );
 }
+
+/// The Python interpreter of `tests/.venv` (made by `tests/setup.sh`).
+fn python() -> std::path::PathBuf {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv/bin/python");
+    assert!(
+        p.exists(),
+        "tests/.venv is missing: run tests/setup.sh (the README's test command does)"
+    );
+    p
+}
+
+#[test]
+fn a_python_grpcio_client_generated_from_the_proto_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let gw = start(dir.path(), &root);
+    let stubs = dir.path().join("stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    let proto = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("proto");
+    let generated = std::process::Command::new(python())
+        .args(["-m", "grpc_tools.protoc"])
+        .arg(format!("-I{}", proto.display()))
+        .arg(format!("--python_out={}", stubs.display()))
+        .arg(format!("--grpc_python_out={}", stubs.display()))
+        .arg("delegate_gateway/v1/gateway.proto")
+        .output()
+        .unwrap();
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let token = root_token(&root, &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grpc/python_client.py");
+    let out = std::process::Command::new(python())
+        .arg(script)
+        .arg(&stubs)
+        .arg(gw.grpc.as_ref().unwrap())
+        .arg(&token)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        out["allowed"]["reservation_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("res_"),
+        "{out}"
+    );
+    assert_eq!(out["allowed"]["tenant"], "acme");
+    assert_eq!(out["allowed"]["scope_delegation_id"], del(1).to_string());
+    assert!(out["allowed"]["deadline_seconds"].as_i64().unwrap() > 0);
+    assert_eq!(out["settled"], json!({"charged": 120, "released": 180}));
+    assert_eq!(out["budget"], json!({"spent": 120, "remaining": 880}));
+    assert_eq!(
+        out["denied"],
+        json!({"code": "PERMISSION_DENIED", "reason": "CAPABILITY_NOT_GRANTED",
+               "domain": "delegateos", "requested_resource": "/etc/passwd"})
+    );
+}

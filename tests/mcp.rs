@@ -22,7 +22,7 @@ fn filesystem_server() -> PathBuf {
     let p = tests_dir().join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     assert!(
         p.exists(),
-        "the MCP servers are missing: run `npm ci --prefix tests` (the README's test command does)"
+        "the MCP servers are missing: run tests/setup.sh (the README's test command does)"
     );
     p
 }

@@ -7,7 +7,8 @@
 //! `--settle`, a settle for every grant); `mcp` sends MCP `tools/call` of
 //! the `echo` tool to dgw's `/mcp` with the DCT in `Authorization: DCT`;
 //! `direct` sends the same call straight to an MCP server (the baseline that
-//! `mcp` is compared with). `--serve-upstream ADDR` runs instead a minimal,
+//! `mcp` is compared with); `grpc` sends `Authorize` to the gRPC front (and,
+//! with `--settle`, `Settle`). `--serve-upstream ADDR` runs instead a minimal,
 //! fast Streamable HTTP MCP server offering `echo`, for those two modes.
 
 use std::net::SocketAddr;
@@ -34,6 +35,8 @@ enum Mode {
     Mcp,
     /// MCP `tools/call` (`echo`) straight to the MCP server at `--addr`.
     Direct,
+    /// gRPC `Authorize` to the gRPC listener at `--addr`.
+    Grpc,
 }
 
 /// Drive dgw's fronts with concurrent clients.
@@ -153,7 +156,62 @@ async fn mcp_session(
     Ok(session)
 }
 
-async fn client(
+/// A gRPC client on its own HTTP/2 connection, sending `Authorize`.
+async fn grpc_client(
+    args: Arc<Args>,
+    token: Arc<String>,
+    warm_until: Instant,
+    stop_at: Instant,
+) -> Result<Stats, String> {
+    use delegate_gateway::grpc::pb;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", args.addr))
+        .map_err(|e| e.to_string())?
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut client = pb::delegation_gateway_client::DelegationGatewayClient::new(channel);
+    let request = pb::AuthorizeRequest {
+        dct: token.to_string(),
+        request: Some(pb::CapabilityRequest {
+            namespace: args.namespace.clone(),
+            action: args.action.clone(),
+            resource: args.resource.clone(),
+        }),
+        cost_microcents: args.cost,
+    };
+    let mut stats = Stats {
+        latencies_us: Vec::new(),
+        errors: 0,
+    };
+    loop {
+        let started = Instant::now();
+        if started >= stop_at {
+            break;
+        }
+        let reply = client.authorize(request.clone()).await;
+        let elapsed = started.elapsed();
+        if started >= warm_until {
+            stats
+                .latencies_us
+                .push(elapsed.as_micros().min(u32::MAX as u128) as u32);
+            if reply.is_err() {
+                stats.errors += 1;
+            }
+        }
+        if let (true, Ok(a)) = (args.settle, reply) {
+            let settle = pb::SettleRequest {
+                reservation_id: a.into_inner().reservation_id,
+                actual_microcents: args.cost,
+            };
+            client.settle(settle).await.map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(stats)
+}
+
+/// An HTTP client on its own keep-alive connection (`authorize`, `mcp`, `direct`).
+async fn http_client(
     args: Arc<Args>,
     token: Arc<String>,
     warm_until: Instant,
@@ -182,7 +240,8 @@ async fn client(
                 "dct": token.as_str(), "namespace": args.namespace, "action": args.action,
                 "resource": args.resource, "costMicrocents": args.cost}}),
         ),
-        Mode::Mcp | Mode::Direct => {
+        // MCP, directly or through dgw (gRPC never gets here).
+        _ => {
             let mut target = Target {
                 addr: args.addr,
                 path: "/mcp",
@@ -211,7 +270,7 @@ async fn client(
         let elapsed = started.elapsed();
         let granted = match args.mode {
             Mode::Authorize => reply["result"]["reservationId"].as_str().map(str::to_owned),
-            Mode::Mcp | Mode::Direct => reply.get("result").map(|_| String::new()),
+            _ => reply.get("result").map(|_| String::new()),
         };
         if started >= warm_until {
             // Every answer counts for latency (a denial is an answer too).
@@ -316,7 +375,15 @@ async fn main() -> Result<(), String> {
     let args = Arc::new(args);
     let token = Arc::new(token);
     let tasks: Vec<_> = (0..args.concurrency)
-        .map(|_| tokio::spawn(client(args.clone(), token.clone(), warm_until, stop_at)))
+        .map(|_| {
+            let (args, token) = (args.clone(), token.clone());
+            tokio::spawn(async move {
+                match args.mode {
+                    Mode::Grpc => grpc_client(args, token, warm_until, stop_at).await,
+                    _ => http_client(args, token, warm_until, stop_at).await,
+                }
+            })
+        })
         .collect();
     let mut all = Vec::new();
     let mut errors = 0;

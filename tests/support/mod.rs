@@ -70,12 +70,12 @@ pub fn seed_b64(seed: u8) -> String {
 }
 
 /// Runs the Node DelegateOS peer (`tests/interop/delegateos-peer.mjs`).
-/// The tests need `npm ci --prefix tests` first, as the README says.
+/// The tests need tests/setup.sh first, as the README says.
 pub fn node_peer(command: &str, input: &Value) -> Value {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
     assert!(
         dir.join("node_modules/@noble/ed25519").exists(),
-        "the Node peer's packages are missing: run `npm ci --prefix tests` (the README's test command does)"
+        "the Node peer's packages are missing: run tests/setup.sh (the README's test command does)"
     );
     let mut child = Command::new("node")
         .arg(dir.join("interop/delegateos-peer.mjs"))
