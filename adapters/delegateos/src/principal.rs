@@ -108,6 +108,17 @@ impl Keypair {
     pub fn sign_digest(&self, digest: &[u8; 32]) -> Signature {
         self.signing.sign(digest)
     }
+
+    /// Signs a whole message, no prehash (what protocols such as Talos and
+    /// Motebit sign: the canonical bytes themselves).
+    pub fn sign_message(&self, message: &[u8]) -> Signature {
+        self.signing.sign(message)
+    }
+
+    /// The public key.
+    pub fn public_key(&self) -> ed25519_dalek::VerifyingKey {
+        self.signing.verifying_key()
+    }
 }
 
 impl fmt::Debug for Keypair {

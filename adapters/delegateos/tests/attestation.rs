@@ -99,7 +99,7 @@ fn a_good_attestation_verifies() {
     );
     let report = verify(&a, &[c], &[]);
     assert!(report.valid, "{report:?}");
-    assert_eq!(report.verification.unwrap().passed, true);
+    assert!(report.verification.unwrap().passed);
     // Round trip through JSON, and as §9.4 params.
     let text = serde_json::to_string(&a).unwrap();
     assert_eq!(Attestation::parse(text.as_bytes()).unwrap(), a);
@@ -130,7 +130,7 @@ fn each_section_7_3_failure() {
         let mut j = good.clone();
         *j.pointer_mut(ptr).unwrap() = v;
         let a = Attestation::parse(j.to_string().as_bytes()).unwrap();
-        let report = verify(&a, &[c.clone()], &[]);
+        let report = verify(&a, std::slice::from_ref(&c), &[]);
         if ptr == "/contractId" {
             assert!(report.valid, "control");
         } else {
@@ -142,7 +142,7 @@ fn each_section_7_3_failure() {
     a.result.output = Some(json!({"words": 41}));
     let a = resign_att(a, &signer);
     assert_eq!(
-        failure(&verify(&a, &[c.clone()], &[])).1,
+        failure(&verify(&a, std::slice::from_ref(&c), &[])).1,
         FailureKind::OutputHashMismatch
     );
     // No output on success.
@@ -150,13 +150,18 @@ fn each_section_7_3_failure() {
     a.result.output = None;
     a.result.output_hash = None;
     assert_eq!(
-        failure(&verify(&resign_att(a, &signer), &[c.clone()], &[])).1,
+        failure(&verify(
+            &resign_att(a, &signer),
+            std::slice::from_ref(&c),
+            &[]
+        ))
+        .1,
         FailureKind::OutputMissing
     );
     // 2. Output schema.
     let a = attest(&signer, 1, &c.id, json!({"words": "many"}), 900, &[]);
     assert_eq!(
-        failure(&verify(&a, &[c.clone()], &[])).1,
+        failure(&verify(&a, std::slice::from_ref(&c), &[])).1,
         FailureKind::SchemaMismatch
     );
     // 3. Verification spec (field_exists on a schema-valid output needs a stricter contract).
@@ -183,7 +188,7 @@ fn each_section_7_3_failure() {
     // 4. Cost over budget.
     let a = attest(&signer, 1, &c.id, json!({"words": 42}), 1001, &[]);
     assert_eq!(
-        failure(&verify(&a, &[c.clone()], &[])).1,
+        failure(&verify(&a, std::slice::from_ref(&c), &[])).1,
         FailureKind::BudgetExceeded
     );
     // A reported failure is a valid attestation of a failure: no output is judged.
@@ -191,7 +196,7 @@ fn each_section_7_3_failure() {
     a.result.success = false;
     a.result.output = None;
     a.result.output_hash = None;
-    let report = verify(&resign_att(a, &signer), &[c.clone()], &[]);
+    let report = verify(&resign_att(a, &signer), std::slice::from_ref(&c), &[]);
     assert!(report.valid);
     assert!(report.verification.is_none());
     // Verified against the wrong contract.
@@ -299,7 +304,7 @@ fn children_are_verified_recursively_and_failures_name_them() {
     // A child whose contract is not supplied is checked for signature and hash.
     let report = verify(
         &parent,
-        &[parent_contract.clone()],
+        std::slice::from_ref(&parent_contract),
         &[child.clone(), grandchild.clone()],
     );
     assert!(report.valid);
@@ -341,7 +346,7 @@ fn children_are_verified_recursively_and_failures_name_them() {
         1000,
         &[1],
     );
-    let report = verify(&own, &contracts, &[own.clone()]);
+    let report = verify(&own, &contracts, std::slice::from_ref(&own));
     assert_eq!(failure(&report).1, FailureKind::ChildCycle);
 }
 

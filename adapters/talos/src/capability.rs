@@ -1,0 +1,270 @@
+//! Capabilities in both formats the Talos implementations emit:
+//!
+//! - **spec** (§2.1): `id` (`cap_` + 24 hex), `version` 1, `issuer`,
+//!   `subject`, `scope` (the §2.3 grammar), `constraints`, `issued_at` and
+//!   `expires_at` (RFC 3339), `delegatable`, `delegation_chain` (the parent
+//!   capabilities, root first), `signature`;
+//! - **wire** (the v1 vectors): `v` "1", `iss`, `sub`, `scope`, `iat`, `exp`
+//!   (Unix seconds), optional `constraints`, `sig`.
+//!
+//! Both sign the canonical bytes of every field but the signature, with no
+//! prehash. Signatures may be base64url or padded standard base64. The
+//! canonical bytes are RFC 8785; for a spec-format capability the Python
+//! reference's `sort_keys` form is accepted too (docs/adapters/talos.md).
+
+use ed25519_dalek::VerifyingKey;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::canonical::{jcs, python_sorted};
+use crate::denial::{Denied, TalosDenial};
+use crate::keys::decode_signature;
+use crate::scope::Scope;
+use crate::MAX_CHAIN_DEPTH;
+
+/// Which format a capability came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Spec,
+    Wire,
+}
+
+/// A parsed capability (its signature not yet checked).
+#[derive(Debug, Clone)]
+pub struct Capability {
+    pub format: Format,
+    /// The spec format's `id`; `None` in the wire format.
+    pub id: Option<String>,
+    pub issuer: String,
+    pub subject: String,
+    pub scope_text: String,
+    /// `Err` when the scope does not parse: such a capability grants nothing.
+    pub scope: Result<Scope, String>,
+    pub issued_at: i64,
+    pub expires_at: i64,
+    pub delegatable: bool,
+    /// Parents, root first (spec format only).
+    pub chain: Vec<Capability>,
+    /// The object as received.
+    raw: Map<String, Value>,
+    signature_field: &'static str,
+}
+
+fn invalid(detail: impl Into<String>) -> Denied {
+    Denied::new(TalosDenial::SignatureInvalid, detail)
+}
+
+fn take_str(obj: &mut Map<String, Value>, key: &str) -> Result<String, Denied> {
+    match obj.remove(key) {
+        Some(Value::String(s)) => Ok(s),
+        _ => Err(invalid(format!("`{key}` must be a string"))),
+    }
+}
+
+fn take_int(obj: &mut Map<String, Value>, key: &str) -> Result<i64, Denied> {
+    obj.remove(key)
+        .and_then(|v| v.as_i64())
+        .ok_or_else(|| invalid(format!("`{key}` must be an integer")))
+}
+
+fn rfc3339(text: &str, key: &str) -> Result<i64, Denied> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map(|t| t.unix_timestamp())
+        .map_err(|e| invalid(format!("`{key}` {text:?} is not RFC 3339: {e}")))
+}
+
+/// A DID: `did:<method>:<id>`, printable ASCII. The spec writes
+/// `did:talos:…`; the reference SDKs also emit `did:key:…` and `did:web:…`.
+/// Which issuers are trusted is the verifier's configuration, not the syntax.
+fn did(text: String, key: &str) -> Result<String, Denied> {
+    let ok = text.starts_with("did:")
+        && text.len() <= 512
+        && text.bytes().all(|b| b.is_ascii_graphic())
+        && text.splitn(3, ':').count() == 3;
+    if ok {
+        Ok(text)
+    } else {
+        Err(invalid(format!("`{key}` {text:?} is not a DID")))
+    }
+}
+
+impl Capability {
+    /// Parses capability JSON text, refusing duplicate keys.
+    pub fn from_text(text: &str) -> Result<Self, Denied> {
+        let value = delegateos::canonical::parse_strict(text.as_bytes(), 256 * 1024)
+            .map_err(|e| invalid(format!("not a capability: {e}")))?;
+        Self::from_value(&value)
+    }
+
+    /// Reads either format. Malformed input is `SIGNATURE_INVALID`: it
+    /// cannot be verified.
+    pub fn from_value(value: &Value) -> Result<Self, Denied> {
+        Self::parse_at(value, 0)
+    }
+
+    fn parse_at(value: &Value, depth: usize) -> Result<Self, Denied> {
+        let Value::Object(raw) = value else {
+            return Err(invalid("a capability must be an object"));
+        };
+        if raw.contains_key("v") {
+            Self::parse_wire(raw)
+        } else {
+            Self::parse_spec(raw, depth)
+        }
+    }
+
+    fn parse_wire(raw: &Map<String, Value>) -> Result<Self, Denied> {
+        let mut obj = raw.clone();
+        if take_str(&mut obj, "v")? != "1" {
+            return Err(invalid("`v` must be \"1\""));
+        }
+        let issuer = did(take_str(&mut obj, "iss")?, "iss")?;
+        let subject = did(take_str(&mut obj, "sub")?, "sub")?;
+        let scope_text = take_str(&mut obj, "scope")?;
+        let issued_at = take_int(&mut obj, "iat")?;
+        let expires_at = take_int(&mut obj, "exp")?;
+        take_str(&mut obj, "sig")?;
+        let constraints = match obj.remove("constraints") {
+            None => Map::new(),
+            Some(Value::Object(c)) => c,
+            Some(_) => return Err(invalid("`constraints` must be an object")),
+        };
+        if let Some(extra) = obj.keys().next() {
+            return Err(invalid(format!("unknown field `{extra}`")));
+        }
+        Ok(Self {
+            format: Format::Wire,
+            id: None,
+            issuer,
+            subject,
+            scope: Scope::from_wire(&scope_text, &constraints).map_err(|e| e.to_string()),
+            scope_text,
+            issued_at,
+            expires_at,
+            delegatable: false,
+            chain: Vec::new(),
+            raw: raw.clone(),
+            signature_field: "sig",
+        })
+    }
+
+    fn parse_spec(raw: &Map<String, Value>, depth: usize) -> Result<Self, Denied> {
+        let mut obj = raw.clone();
+        let id = take_str(&mut obj, "id")?;
+        let id_ok = id.len() == 28
+            && id.starts_with("cap_")
+            && id[4..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !id_ok {
+            return Err(invalid(format!(
+                "`id` {id:?} is not cap_ + 24 lowercase hex"
+            )));
+        }
+        if obj.remove("version").and_then(|v| v.as_i64()) != Some(1) {
+            return Err(invalid("`version` must be 1"));
+        }
+        let issuer = did(take_str(&mut obj, "issuer")?, "issuer")?;
+        let subject = did(take_str(&mut obj, "subject")?, "subject")?;
+        let scope_text = take_str(&mut obj, "scope")?;
+        match obj.remove("constraints") {
+            Some(Value::Object(_)) | None => {}
+            Some(_) => return Err(invalid("`constraints` must be an object")),
+        }
+        let issued_at = rfc3339(&take_str(&mut obj, "issued_at")?, "issued_at")?;
+        let expires_at = rfc3339(&take_str(&mut obj, "expires_at")?, "expires_at")?;
+        let delegatable = match obj.remove("delegatable") {
+            Some(Value::Bool(b)) => b,
+            None => false,
+            Some(_) => return Err(invalid("`delegatable` must be a boolean")),
+        };
+        let chain = match obj.remove("delegation_chain") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => {
+                if depth + items.len() > MAX_CHAIN_DEPTH {
+                    return Err(Denied::new(
+                        TalosDenial::DelegationInvalid,
+                        format!("a delegation chain deeper than {MAX_CHAIN_DEPTH}"),
+                    ));
+                }
+                items
+                    .iter()
+                    .map(|v| Self::parse_at(v, depth + items.len()))
+                    .collect::<Result<_, _>>()?
+            }
+            Some(_) => return Err(invalid("`delegation_chain` must be an array")),
+        };
+        take_str(&mut obj, "signature")?;
+        if let Some(extra) = obj.keys().next() {
+            return Err(invalid(format!("unknown field `{extra}`")));
+        }
+        Ok(Self {
+            format: Format::Spec,
+            id: Some(id),
+            issuer,
+            subject,
+            scope: Scope::parse(&scope_text).map_err(|e| e.to_string()),
+            scope_text,
+            issued_at,
+            expires_at,
+            delegatable,
+            chain,
+            raw: raw.clone(),
+            signature_field: "signature",
+        })
+    }
+
+    /// The object without its signature: what is signed.
+    pub fn signed_content(&self) -> Value {
+        let mut obj = self.raw.clone();
+        obj.remove(self.signature_field);
+        Value::Object(obj)
+    }
+
+    /// The object as received, signature included.
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.raw.clone())
+    }
+
+    /// Whether `key` signed this capability.
+    pub fn signature_valid(&self, key: &VerifyingKey) -> bool {
+        let Some(sig) = self
+            .raw
+            .get(self.signature_field)
+            .and_then(Value::as_str)
+            .and_then(decode_signature)
+        else {
+            return false;
+        };
+        let content = self.signed_content();
+        if key.verify_strict(&jcs(&content), &sig).is_ok() {
+            return true;
+        }
+        self.format == Format::Spec
+            && python_sorted(&content).is_some_and(|bytes| key.verify_strict(&bytes, &sig).is_ok())
+    }
+
+    /// `capability_hash` as the TypeScript SDK and the v1 vectors define it:
+    /// SHA-256 (hex) of the JCS bytes of the whole token, signature included.
+    pub fn capability_hash(&self) -> String {
+        hex::encode(Sha256::digest(jcs(&self.to_value())))
+    }
+
+    /// SHA-256 (hex) of the signed content only: the Python reference's
+    /// `capability_hash`.
+    pub fn content_hash(&self) -> String {
+        hex::encode(Sha256::digest(jcs(&self.signed_content())))
+    }
+
+    /// Whether `hash` names this capability in either definition.
+    pub fn has_hash(&self, hash: &str) -> bool {
+        hash == self.capability_hash() || hash == self.content_hash()
+    }
+
+    /// The IDs revocations may name: the spec `id`, and both hashes.
+    pub fn revocation_names(&self) -> Vec<String> {
+        let mut names = vec![self.capability_hash(), self.content_hash()];
+        names.extend(self.id.clone());
+        names
+    }
+}
