@@ -53,6 +53,21 @@ impl BudgetKey {
             .collect()
     }
 
+    /// The keys of a chain named by `names` under `root`, every level with
+    /// the same `limit` (a Talos capability chain: root issuer, then each
+    /// capability's hash).
+    pub fn for_path(root: &str, names: &[String], limit: u64) -> Vec<(BudgetKey, u64)> {
+        let mut path = root.to_owned();
+        names
+            .iter()
+            .map(|n| {
+                path.push('/');
+                path.push_str(n);
+                (BudgetKey(Arc::from(path.as_str())), limit)
+            })
+            .collect()
+    }
+
     /// The tenant root this node belongs to.
     pub fn root(&self) -> &str {
         self.0.split('/').next().unwrap_or_default()

@@ -44,6 +44,18 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Upstream MCP servers, in config order.
     pub upstreams: Vec<UpstreamSpec>,
+    /// Trusted Talos capability issuers.
+    pub talos: Vec<TalosIssuer>,
+}
+
+/// A trusted Talos issuer: its DID and key, the tenant its capabilities
+/// belong to, and the budget each of its capabilities gets.
+#[derive(Debug, Clone)]
+pub struct TalosIssuer {
+    pub did: String,
+    pub key: ed25519_dalek::VerifyingKey,
+    pub tenant: String,
+    pub budget_microcents: u64,
 }
 
 /// The MCP proxy's downstream side.
@@ -117,6 +129,24 @@ struct RawConfig {
     mcp: RawMcp,
     #[serde(default)]
     upstreams: Vec<RawUpstream>,
+    #[serde(default)]
+    talos: RawTalos,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTalos {
+    #[serde(default)]
+    issuers: Vec<RawTalosIssuer>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTalosIssuer {
+    did: String,
+    key: String,
+    tenant: String,
+    budget_microcents: u64,
 }
 
 #[derive(Deserialize)]
@@ -493,6 +523,32 @@ impl Config {
         if raw.mcp.max_sessions == 0 {
             return Err(invalid("mcp.max_sessions", "must be at least 1".into()));
         }
+        let mut talos = Vec::new();
+        for (i, t) in raw.talos.issuers.into_iter().enumerate() {
+            let key = |field: &str| format!("talos.issuers[{i}].{field}");
+            if !t.did.starts_with("did:") || t.did.len() > 512 {
+                return Err(invalid(&key("did"), format!("{:?} is not a DID", t.did)));
+            }
+            if talos.iter().any(|x: &TalosIssuer| x.did == t.did) {
+                return Err(invalid(&key("did"), format!("{:?} is listed twice", t.did)));
+            }
+            let public = talos::keys::parse_public_key(&t.key).ok_or_else(|| {
+                invalid(
+                    &key("key"),
+                    "must be an Ed25519 public key: 64 hex digits or 43 base64url characters"
+                        .into(),
+                )
+            })?;
+            if t.tenant.is_empty() {
+                return Err(invalid(&key("tenant"), "must name a tenant".into()));
+            }
+            talos.push(TalosIssuer {
+                did: t.did,
+                key: public,
+                tenant: t.tenant,
+                budget_microcents: t.budget_microcents,
+            });
+        }
         let mcp = McpConfig {
             session_ttl: duration("mcp.session_ttl", &raw.mcp.session_ttl)?,
             max_sessions: raw.mcp.max_sessions,
@@ -520,6 +576,7 @@ impl Config {
             tenants,
             mcp,
             upstreams,
+            talos,
         })
     }
 }

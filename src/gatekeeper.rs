@@ -101,6 +101,18 @@ pub struct BudgetReport {
     pub chains: Vec<Vec<LevelReport>>,
 }
 
+/// A credential some protocol adapter verified, in pipeline terms.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// The protocol, for metrics (`talos`).
+    pub protocol: &'static str,
+    pub tenant: String,
+    /// The budget nodes of its chain, root first, with their limits.
+    pub levels: Vec<(BudgetKey, u64)>,
+    /// What it grants, in DelegateOS capabilities.
+    pub capabilities: Vec<delegateos::Capability>,
+}
+
 /// Which decision was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DecisionKind {
@@ -218,20 +230,39 @@ impl Gatekeeper {
         cost_microcents: u64,
         outcome: Result<&Reservation, &DenialReason>,
     ) {
+        self.publish_decision(
+            || verified.map(|v| self.tenant_of(&v.token)),
+            || {
+                verified
+                    .map(|v| {
+                        v.token
+                            .levels()
+                            .iter()
+                            .map(|l| l.delegation_id.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            },
+            request,
+            cost_microcents,
+            outcome,
+        );
+    }
+
+    fn publish_decision(
+        &self,
+        tenant: impl FnOnce() -> Option<String>,
+        chain: impl FnOnce() -> Vec<DelegationId>,
+        request: &CapabilityRequest,
+        cost_microcents: u64,
+        outcome: Result<&Reservation, &DenialReason>,
+    ) {
         self.publish(|| DecisionEvent {
             at: OffsetDateTime::now_utc(),
             kind: DecisionKind::Authorize,
             allowed: outcome.is_ok(),
-            tenant: verified.map(|v| self.tenant_of(&v.token)),
-            chain: verified
-                .map(|v| {
-                    v.token
-                        .levels()
-                        .iter()
-                        .map(|l| l.delegation_id.clone())
-                        .collect()
-                })
-                .unwrap_or_default(),
+            tenant: tenant(),
+            chain: chain(),
             request: Some(request.clone()),
             cost_microcents,
             reservation_id: outcome.ok().map(|r| r.reservation_id.clone()),
@@ -347,6 +378,80 @@ impl Gatekeeper {
             scope,
             tenant: self.tenant_of(&verified.token),
         }))
+    }
+
+    /// The pipeline after a protocol adapter verified its own credential
+    /// (Talos): the translated capabilities must grant every request, then
+    /// `cost` is reserved at every level of the grant's chain. Denials are
+    /// counted under `protocol`.
+    pub async fn authorize_grant(
+        &self,
+        grant: &Grant,
+        requests: &[CapabilityRequest],
+        cost_microcents: u64,
+        on_expiry: OnExpiry,
+    ) -> Result<Result<Reservation, Denial>, GateError> {
+        let started = Instant::now();
+        let Some(first) = requests.first() else {
+            return Err(GateError::InvalidParams(
+                "an authorization needs at least one capability request".into(),
+            ));
+        };
+        let deny = |reason: DenialReason, request: &CapabilityRequest| {
+            self.publish_decision(
+                || Some(grant.tenant.clone()),
+                Vec::new,
+                request,
+                cost_microcents,
+                Err(&reason),
+            );
+            telemetry::record_denial(grant.protocol, reason.kind.as_str());
+            Ok(Err(Denial {
+                reason,
+                requested: Some(request.clone()),
+            }))
+        };
+        for request in requests {
+            if !grant.capabilities.iter().any(|c| c.grants(request)) {
+                return deny(
+                    DenialReason {
+                        kind: DenialType::CapabilityNotGranted,
+                        detail: format!("no granted capability covers {request}"),
+                        granted: Some(grant.capabilities.clone()),
+                    },
+                    request,
+                );
+            }
+        }
+        let now_ms = now().1;
+        let reservation = match self
+            .ledger
+            .reserve(&grant.levels, cost_microcents, now_ms, on_expiry)
+            .await
+        {
+            Ok(r) => r,
+            Err(e @ LedgerError::Exceeded { .. }) => {
+                return deny(
+                    DenialReason::new(DenialType::BudgetExceeded, e.to_string()),
+                    first,
+                )
+            }
+            Err(e) => return Err(ledger_error(e)),
+        };
+        self.publish_decision(
+            || Some(grant.tenant.clone()),
+            Vec::new,
+            first,
+            cost_microcents,
+            Ok(&reservation),
+        );
+        telemetry::record_authorize(started.elapsed());
+        Ok(Ok(reservation))
+    }
+
+    /// The revocation store (Talos revocations are recorded there too).
+    pub fn revocations(&self) -> &RevocationStore {
+        &self.revocations
     }
 
     /// Whether `token` is in good standing now (signatures, chain,

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::budget::OnExpiry;
 use crate::gatekeeper::{Denial, GateError, Gatekeeper};
+use crate::talos_gate::TalosGate;
 use crate::telemetry;
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -42,6 +43,8 @@ pub const METHODS: &[&str] = &[
     "delegateos/release",
     "delegateos/budget",
     "delegateos/delegation",
+    "talos/revoke",
+    "dgw/audit",
 ];
 
 /// A JSON-RPC error object.
@@ -130,6 +133,21 @@ struct ReleaseParams {
     reservation_id: String,
 }
 
+/// `talos/revoke` params.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TalosRevokeParams {
+    revocation: talos::revocation::TalosRevocation,
+}
+
+/// `dgw/audit` params.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditParams {
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
 /// `delegateos/budget` and `delegateos/delegation` params.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -180,13 +198,15 @@ impl Outcome {
 /// The JSON-RPC front over a gatekeeper.
 pub struct JsonRpc {
     gate: Arc<Gatekeeper>,
+    talos: Arc<TalosGate>,
     max_body_bytes: usize,
 }
 
 impl JsonRpc {
-    pub fn new(gate: Arc<Gatekeeper>, max_body_bytes: usize) -> Self {
+    pub fn new(gate: Arc<Gatekeeper>, talos: Arc<TalosGate>, max_body_bytes: usize) -> Self {
         Self {
             gate,
+            talos,
             max_body_bytes,
         }
     }
@@ -305,6 +325,8 @@ impl JsonRpc {
             "delegateos/release" => self.release(p),
             "delegateos/budget" => self.budget(p),
             "delegateos/delegation" => self.delegation(p),
+            "talos/revoke" => self.talos_revoke(p).await,
+            "dgw/audit" => self.audit(p),
             "delegateos/delegate" => self.delegate(p).await,
             "delegateos/complete" => self.complete(p).await,
             "delegateos/revoke" => self.revoke(p).await,
@@ -381,6 +403,33 @@ impl JsonRpc {
             .delegation(&p.delegation_id)
             .map_err(|e| gate(&e))?;
         Ok((json!(d), Outcome::Ok))
+    }
+
+    async fn talos_revoke(
+        &self,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: TalosRevokeParams = params(p).map_err(err)?;
+        let name = p.revocation.revoke.clone();
+        let newly = self
+            .talos
+            .revoke(p.revocation)
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((
+            json!({"revoked": name, "newlyRecorded": newly}),
+            Outcome::Ok,
+        ))
+    }
+
+    fn audit(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: AuditParams = params(p.or_else(|| Some(json!({})))).map_err(err)?;
+        let events = self
+            .talos
+            .audit()
+            .recent(p.limit.unwrap_or(100).min(10_000))
+            .map_err(|e| gate(&GateError::Storage(e)))?;
+        Ok((json!({"events": events}), Outcome::Ok))
     }
 
     async fn delegate(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {

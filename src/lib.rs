@@ -2,6 +2,7 @@
 //! agent delegation protocols. The binary is `dgw`; this library holds
 //! everything it is made of so tests and benchmarks can reach it.
 
+pub mod audit;
 pub mod budget;
 pub mod cli;
 pub mod config;
@@ -14,7 +15,9 @@ pub mod jsonrpc;
 pub mod keyfile;
 pub mod mcp;
 pub mod random;
+pub mod replay;
 pub mod revocations;
 pub mod serve;
 pub mod storage;
+pub mod talos_gate;
 pub mod telemetry;

@@ -1,7 +1,10 @@
 //! Persisted revocations: every verified entry, in memory for verification
 //! and in sled so a restart forgets none.
 
+use std::collections::HashSet;
 use std::sync::{RwLock, RwLockReadGuard};
+
+use talos::revocation::TalosRevocation;
 
 use delegateos::{RevocationEntry, RevocationList};
 
@@ -16,10 +19,12 @@ pub enum RevokeError {
     Storage(#[from] StorageError),
 }
 
-/// The gateway's revocation list.
+/// The gateway's revocation list: DelegateOS entries, and Talos
+/// revocations (capability ids and hashes).
 pub struct RevocationStore {
     storage: Storage,
     list: RwLock<RevocationList>,
+    talos: RwLock<HashSet<String>>,
 }
 
 fn key(entry: &RevocationEntry) -> Vec<u8> {
@@ -33,9 +38,16 @@ impl RevocationStore {
         for (_, entry) in scan::<RevocationEntry>(&storage.trees.revocations, "revocations")? {
             list.add(entry)?;
         }
+        let mut talos = HashSet::new();
+        for (_, r) in
+            scan::<TalosRevocation>(&storage.trees.talos_revocations, "talos_revocations")?
+        {
+            talos.insert(r.revoke);
+        }
         Ok(Self {
             storage,
             list: RwLock::new(list),
+            talos: RwLock::new(talos),
         })
     }
 
@@ -57,6 +69,36 @@ impl RevocationStore {
             .unwrap_or_else(|p| p.into_inner())
             .add(entry)?;
         Ok(inserted)
+    }
+
+    /// Records a Talos revocation (verified by the caller against the
+    /// trusted issuers) durably; `false` if the name was already revoked.
+    pub async fn add_talos(&self, revocation: TalosRevocation) -> Result<bool, RevokeError> {
+        let inserted = self
+            .storage
+            .trees
+            .talos_revocations
+            .compare_and_swap(
+                revocation.revoke.as_bytes(),
+                None as Option<&[u8]>,
+                Some(encode(&revocation)),
+            )
+            .map_err(StorageError::from)?
+            .is_ok();
+        self.storage.sync().await?;
+        self.talos
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(revocation.revoke);
+        Ok(inserted)
+    }
+
+    /// Whether a Talos capability id or hash is revoked.
+    pub fn is_talos_revoked(&self, name: &str) -> bool {
+        self.talos
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(name)
     }
 
     /// The list, for verification.

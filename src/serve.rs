@@ -9,6 +9,7 @@ use std::sync::Arc;
 use delegateos::{Keypair, PrincipalId};
 use tokio::net::TcpListener;
 
+use crate::audit::AuditLog;
 use crate::budget::Ledger;
 use crate::config::{Config, TenantRoot};
 use crate::delegations::DelegationStore;
@@ -18,8 +19,10 @@ use crate::jsonrpc::JsonRpc;
 use crate::keyfile::{self, KeyFileError};
 use crate::mcp::streamable::{Sessions, StreamableHttp};
 use crate::mcp::{McpProxy, Upstream};
+use crate::replay::ReplayStore;
 use crate::revocations::{RevocationStore, RevokeError};
 use crate::storage::{Storage, StorageError};
+use crate::talos_gate::TalosGate;
 use crate::telemetry;
 
 /// Why the gateway could not start or stop cleanly.
@@ -63,8 +66,9 @@ fn load_or_create_key(path: &Path) -> Result<Keypair, KeyFileError> {
 /// The gateway's opened state.
 struct State {
     gate: Arc<Gatekeeper>,
+    talos: Arc<TalosGate>,
     storage: Storage,
-    gateway_key: Keypair,
+    gateway_key: Arc<Keypair>,
 }
 
 /// Opens the data directory, the keys and every store; releases the
@@ -74,7 +78,7 @@ fn open_state(config: &Config) -> Result<State, ServeError> {
         path: config.data_dir.display().to_string(),
         source,
     })?;
-    let gateway_key = load_or_create_key(&config.key_file)?;
+    let gateway_key = Arc::new(load_or_create_key(&config.key_file)?);
     let mut tenants: Vec<(String, PrincipalId)> = Vec::new();
     for t in &config.tenants {
         let root = match &t.root {
@@ -108,8 +112,15 @@ fn open_state(config: &Config) -> Result<State, ServeError> {
         revocations,
         DelegationStore::new(storage.clone()),
     ));
+    let talos = Arc::new(TalosGate::new(
+        gate.clone(),
+        &config.talos,
+        ReplayStore::new(storage.clone()),
+        AuditLog::new(storage.clone(), gateway_key.clone()),
+    ));
     Ok(State {
         gate,
+        talos,
         storage,
         gateway_key,
     })
@@ -117,7 +128,7 @@ fn open_state(config: &Config) -> Result<State, ServeError> {
 
 /// Starts the upstream MCP servers and waits (up to `mcp.ready_timeout`)
 /// for each to initialize; one that does not keeps being retried.
-async fn start_mcp(config: &Config, gate: Arc<Gatekeeper>) -> Arc<McpProxy> {
+async fn start_mcp(config: &Config, state: &State) -> Arc<McpProxy> {
     let upstreams: Vec<Arc<Upstream>> = config
         .upstreams
         .iter()
@@ -137,7 +148,8 @@ async fn start_mcp(config: &Config, gate: Arc<Gatekeeper>) -> Arc<McpProxy> {
         wait.await;
     }
     let proxy = Arc::new(McpProxy::new(
-        gate,
+        state.gate.clone(),
+        state.talos.clone(),
         upstreams,
         config.mcp.unchecked_methods.clone(),
     ));
@@ -147,7 +159,8 @@ async fn start_mcp(config: &Config, gate: Arc<Gatekeeper>) -> Arc<McpProxy> {
 
 /// Releases expired reservations every `sweep_interval` and snapshots the
 /// budgets every `snapshot_interval`.
-fn spawn_sweeper(config: &Config, gate: Arc<Gatekeeper>) -> tokio::task::JoinHandle<()> {
+fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> {
+    let (gate, talos) = (state.gate.clone(), state.talos.clone());
     let every = config.budget.sweep_interval;
     let snapshot_every = config.budget.snapshot_interval;
     tokio::spawn(async move {
@@ -167,6 +180,8 @@ fn spawn_sweeper(config: &Config, gate: Arc<Gatekeeper>) -> tokio::task::JoinHan
                 {
                     tracing::error!(error = %e, "budget snapshot failed");
                 }
+                let t = talos.clone();
+                let _ = tokio::task::spawn_blocking(move || t.sweep()).await;
             }
         }
     })
@@ -195,9 +210,13 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         addr: config.server.http,
         source,
     })?;
-    let proxy = start_mcp(&config, gate.clone()).await;
+    let proxy = start_mcp(&config, &state).await;
     let front = Arc::new(HttpFront {
-        rpc: JsonRpc::new(gate.clone(), config.server.max_body_bytes),
+        rpc: JsonRpc::new(
+            gate.clone(),
+            state.talos.clone(),
+            config.server.max_body_bytes,
+        ),
         mcp: StreamableHttp {
             proxy,
             sessions: Sessions::new(config.mcp.session_ttl, config.mcp.max_sessions),
@@ -218,7 +237,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         None => None,
     };
     let grpc_addr = grpc_listener.as_ref().and_then(|l| l.local_addr().ok());
-    let sweeper = spawn_sweeper(&config, gate.clone());
+    let sweeper = spawn_sweeper(&config, &state);
 
     // One signal stops both fronts.
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -270,8 +289,8 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
 /// Logs go to stderr; stdout carries only MCP messages.
 pub async fn run_stdio(config: Config) -> Result<(), ServeError> {
     let state = open_state(&config)?;
-    let proxy = start_mcp(&config, state.gate.clone()).await;
-    let sweeper = spawn_sweeper(&config, state.gate.clone());
+    let proxy = start_mcp(&config, &state).await;
+    let sweeper = spawn_sweeper(&config, &state);
     tracing::info!(gateway = %state.gateway_key.principal_id(), "dgw serving MCP on stdio");
     tokio::select! {
         served = crate::mcp::stdio_server::serve(proxy, config.server.max_body_bytes) => {

@@ -50,6 +50,12 @@ pub struct Trees {
     pub revocations: sled::Tree,
     pub revocation_index: sled::Tree,
     pub ledger: sled::Tree,
+    /// Talos revocations, by capability id or hash.
+    pub talos_revocations: sled::Tree,
+    /// Correlation IDs seen (Talos replay protection), by session.
+    pub replay: sled::Tree,
+    /// Signed audit events, in order.
+    pub audit: sled::Tree,
 }
 
 /// The database and its group-commit flusher.
@@ -76,6 +82,9 @@ impl Storage {
             revocations: db.open_tree("revocations/v1")?,
             revocation_index: db.open_tree("revocation_index/v1")?,
             ledger: db.open_tree("ledger/v1")?,
+            talos_revocations: db.open_tree("talos_revocations/v1")?,
+            replay: db.open_tree("replay/v1")?,
+            audit: db.open_tree("audit/v1")?,
         };
         let durability = Durability::start(db.clone());
         Ok(Self {
@@ -89,6 +98,11 @@ impl Storage {
     /// callers share one flush.
     pub async fn sync(&self) -> Result<(), StorageError> {
         self.durability.sync().await
+    }
+
+    /// A fresh, increasing ID from the database (for audit event keys).
+    pub fn next_id(&self) -> Result<u64, StorageError> {
+        Ok(self.db.generate_id()?)
     }
 
     /// Flushes synchronously (at shutdown).

@@ -91,7 +91,7 @@ fn describe() {
     );
     describe_counter!(
         MCP_CALLS_TOTAL,
-        "MCP tools/call by upstream, tool and outcome (forwarded, denied, invalid, upstream_failed)."
+        "MCP tools/call by protocol (delegateos, talos, open), upstream, tool and outcome (forwarded, denied, invalid, upstream_failed)."
     );
     describe_histogram!(
         MCP_UPSTREAM_DURATION,
@@ -112,13 +112,14 @@ fn describe() {
 /// A finished MCP `tools/call`: the upstream's time, when it was asked, and
 /// the rest (the gateway's own) separately.
 pub fn record_mcp_call(
+    protocol: &'static str,
     upstream: &str,
     tool: &str,
     outcome: &'static str,
     total: Duration,
     upstream_time: Option<Duration>,
 ) {
-    counter!(MCP_CALLS_TOTAL, "upstream" => upstream.to_owned(), "tool" => tool.to_owned(), "outcome" => outcome)
+    counter!(MCP_CALLS_TOTAL, "protocol" => protocol, "upstream" => upstream.to_owned(), "tool" => tool.to_owned(), "outcome" => outcome)
         .increment(1);
     if let Some(t) = upstream_time {
         histogram!(MCP_UPSTREAM_DURATION, "upstream" => upstream.to_owned())

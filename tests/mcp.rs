@@ -6,220 +6,14 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use delegateos::{Dct, Keypair, RevocationEntry, RevocationScope};
+use delegateos::{RevocationEntry, RevocationScope};
 use serde_json::{json, Value};
+use support::mcp::*;
 use support::*;
-
-fn tests_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
-}
-
-fn filesystem_server() -> PathBuf {
-    let p = tests_dir().join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    assert!(
-        p.exists(),
-        "the MCP servers are missing: run tests/setup.sh (the README's test command does)"
-    );
-    p
-}
-
-/// A directory for the filesystem server to serve, and a log of every line
-/// the server receives.
-struct Files {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    root: PathBuf,
-    log: PathBuf,
-}
-
-impl Files {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        // The server resolves symlinks; so must our resources.
-        let dir = tmp.path().canonicalize().unwrap();
-        let root = dir.join("files");
-        std::fs::create_dir_all(root.join("sub")).unwrap();
-        std::fs::write(root.join("a.txt"), "hello from a\n").unwrap();
-        std::fs::write(root.join("sub/b.txt"), "hello from b\n").unwrap();
-        let log = dir.join("upstream.log");
-        Self {
-            _tmp: tmp,
-            dir,
-            root,
-            log,
-        }
-    }
-
-    fn path(&self, rel: &str) -> String {
-        self.root.join(rel).display().to_string()
-    }
-
-    /// `[[upstreams]]` for the filesystem server behind the recorder.
-    fn upstream_toml(&self) -> String {
-        format!(
-            r#"
-[[upstreams]]
-name = "files"
-command = ["node", {record:?}, {log:?}, "node", {server:?}, {root:?}]
-[[upstreams.tools]]
-name = "read_multiple_files"
-capability = "docs:read"
-resource = "/paths"
-cost_microcents = 100
-[[upstreams.tools]]
-name = "read_*"
-capability = "docs:read"
-resource = "/path"
-cost_microcents = 100
-[[upstreams.tools]]
-name = "write_file"
-capability = "docs:write"
-resource = "/path"
-cost_microcents = 100
-[[upstreams.tools]]
-name = "list_allowed_directories"
-open = true
-"#,
-            record = tests_dir().join("mcp/record.mjs"),
-            log = self.log,
-            server = filesystem_server(),
-            root = self.root,
-        )
-    }
-
-    /// What reached the upstream: each `tools/call`'s params.
-    fn upstream_calls(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|m| m["method"] == "tools/call")
-            .map(|m| m["params"].clone())
-            .collect()
-    }
-
-    fn gateway(&self, root: &Keypair) -> Gateway {
-        let config = gateway_config(
-            &self.dir,
-            &[("acme", root.principal_id())],
-            &self.upstream_toml(),
-        );
-        Gateway::start(&config)
-    }
-
-    fn read_token(&self, root: &Keypair, budget: u64, expires_in: i64) -> Dct {
-        let cap = format!("docs:read:{}/**", self.root.display());
-        root_token(root, &seed(2), &[cap.as_str()], budget, expires_in)
-    }
-}
-
-/// An MCP client over `/mcp` with raw HTTP: one session.
-struct McpHttp<'a> {
-    addr: &'a str,
-    session: String,
-    next_id: u64,
-}
-
-impl<'a> McpHttp<'a> {
-    fn connect(addr: &'a str, dct: Option<&str>) -> Self {
-        let auth = dct.map(|d| format!("DCT {d}"));
-        let mut headers = vec![];
-        if let Some(a) = &auth {
-            headers.push(("Authorization", a.as_str()));
-        }
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "rust-test", "version": "1"}}});
-        let (status, h, body) =
-            http_exchange(addr, "POST", "/mcp", &headers, init.to_string().as_bytes());
-        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-        let answer: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(answer["result"]["serverInfo"]["name"], "dgw");
-        assert_eq!(answer["result"]["protocolVersion"], "2025-06-18");
-        let session = h
-            .iter()
-            .find(|(k, _)| k == "mcp-session-id")
-            .map(|(_, v)| v.clone())
-            .expect("a session ID");
-        let mut c = Self {
-            addr,
-            session,
-            next_id: 1,
-        };
-        let (status, _) = c.post(
-            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-            None,
-        );
-        assert_eq!(status, 202);
-        c
-    }
-
-    fn post(&mut self, message: &Value, dct: Option<&str>) -> (u16, Value) {
-        let auth = dct.map(|d| format!("DCT {d}"));
-        let mut headers = vec![("Mcp-Session-Id", self.session.as_str())];
-        if let Some(a) = &auth {
-            headers.push(("Authorization", a.as_str()));
-        }
-        let (status, _, body) = http_exchange(
-            self.addr,
-            "POST",
-            "/mcp",
-            &headers,
-            message.to_string().as_bytes(),
-        );
-        let value = if body.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&body).unwrap()
-        };
-        (status, value)
-    }
-
-    fn request(&mut self, method: &str, params: Value, dct: Option<&str>) -> Value {
-        self.next_id += 1;
-        let (status, answer) = self.post(
-            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}),
-            dct,
-        );
-        assert_eq!(status, 200, "{answer}");
-        assert_eq!(answer["id"], self.next_id);
-        answer
-    }
-
-    fn call(&mut self, tool: &str, arguments: Value, dct: Option<&str>) -> Value {
-        self.request(
-            "tools/call",
-            json!({"name": tool, "arguments": arguments}),
-            dct,
-        )
-    }
-
-    fn tool_names(&mut self, dct: Option<&str>) -> Vec<String> {
-        let a = self.request("tools/list", json!({}), dct);
-        a["result"]["tools"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{a}"))
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    }
-}
-
-fn text_of(answer: &Value) -> String {
-    answer["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text content: {answer}"))
-        .to_owned()
-}
-
-fn denial_type(answer: &Value) -> String {
-    assert_eq!(answer["error"]["code"], -32001, "{answer}");
-    answer["error"]["data"]["type"].as_str().unwrap().to_owned()
-}
 
 #[test]
 fn the_filesystem_server_behind_dgw_allows_exactly_what_the_dct_grants() {
@@ -352,7 +146,7 @@ fn the_filesystem_server_behind_dgw_allows_exactly_what_the_dct_grants() {
     // The metrics moved.
     let m = gw.metrics();
     assert!(
-        m.contains(r#"dgw_mcp_tool_calls_total{upstream="files",tool="read_text_file",outcome="forwarded"} 1"#),
+        m.contains(r#"dgw_mcp_tool_calls_total{protocol="delegateos",upstream="files",tool="read_text_file",outcome="forwarded"} 1"#),
         "{m}"
     );
     assert!(
@@ -361,6 +155,10 @@ fn the_filesystem_server_behind_dgw_allows_exactly_what_the_dct_grants() {
     );
     assert!(
         m.contains(r#"dgw_mcp_upstream_up{upstream="files"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"dgw_mcp_tool_calls_total{protocol="open",upstream="files",tool="list_allowed_directories",outcome="forwarded"} 1"#),
         "{m}"
     );
     assert!(m.contains("dgw_mcp_gateway_duration_seconds_bucket"), "{m}");

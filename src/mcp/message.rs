@@ -55,11 +55,25 @@ impl Message {
                 return bad("id must be a string or a number");
             }
         }
-        let params = match obj.remove("params") {
+        let mut params = match obj.remove("params") {
             None => None,
             Some(Value::Object(p)) => Some(p),
             Some(_) => return bad("params must be an object"),
         };
+        // Talos puts its envelope beside `method` (§3.1); it travels on in
+        // `params`, where the proxy takes it out before anything else.
+        let talos: Vec<String> = obj
+            .keys()
+            .filter(|k| k.starts_with(talos::envelope::PREFIX))
+            .cloned()
+            .collect();
+        for key in talos {
+            let value = obj.remove(&key).unwrap_or(Value::Null);
+            let p = params.get_or_insert_with(Map::new);
+            if p.insert(key.clone(), value).is_some() {
+                return bad(&format!("{key} is given both beside and inside params"));
+            }
+        }
         let method = match obj.remove("method") {
             Some(Value::String(m)) => Some(m),
             Some(_) => return bad("method must be a string"),
@@ -195,6 +209,19 @@ mod tests {
             let text_again: Value = serde_json::from_str(&m.to_json_string()).unwrap();
             assert_eq!(text_again, v, "{text}");
         }
+    }
+
+    #[test]
+    fn talos_fields_beside_method_move_into_params() {
+        let v = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "x"}, "_talos_correlation_id": "c"});
+        let Message::Request { params, .. } = Message::parse(v).unwrap() else {
+            panic!("a request")
+        };
+        assert_eq!(params.unwrap()["_talos_correlation_id"], "c");
+        let twice = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"_talos_correlation_id": "d"}, "_talos_correlation_id": "c"});
+        assert!(Message::parse(twice).is_err());
     }
 
     #[test]

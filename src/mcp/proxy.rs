@@ -19,6 +19,7 @@ use crate::gatekeeper::{Authorization, Gatekeeper};
 use crate::jsonrpc::{
     denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
 };
+use crate::talos_gate::{self, TalosGate};
 use crate::telemetry;
 
 /// Methods that read data an upstream holds. The gateway cannot tie them
@@ -36,10 +37,25 @@ pub const DATA_METHODS: &[&str] = &[
 pub const CLASH_SEPARATOR: &str = "__";
 
 /// What a downstream session remembers between requests.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Session {
+    /// Names the session where a protocol needs one (Talos replay
+    /// protection, when the envelope names no session of its own).
+    id: String,
     /// The DCT presented in `initialize` params, for the whole session.
     dct: RwLock<Option<McpDelegateos>>,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = crate::random::session_id().unwrap_or_else(|_| format!("local-{n}"));
+        Self {
+            id,
+            dct: RwLock::new(None),
+        }
+    }
 }
 
 /// Who is calling: the session, and a DCT the transport carried with this
@@ -110,6 +126,26 @@ impl Catalog {
     }
 }
 
+/// A `tools/call`'s metric labels.
+struct CallLabels {
+    protocol: &'static str,
+    upstream: String,
+    tool: String,
+}
+
+/// A Talos denial: -32001 with the Talos reason in `data.type` and in the
+/// message.
+fn talos_denied(reason: &str, detail: &str) -> RpcError {
+    let mut e = RpcError::new(
+        DENIED,
+        reason,
+        format!("Talos authorization denied: {reason}: {detail}"),
+    );
+    e.data["detail"] = json!(detail);
+    e.data["protocol"] = json!("talos");
+    e
+}
+
 /// How a `tools/call` ended, for metrics.
 #[derive(Clone, Copy)]
 enum CallOutcome {
@@ -136,6 +172,7 @@ impl CallOutcome {
 /// The proxy over a gatekeeper and its upstreams.
 pub struct McpProxy {
     gate: Arc<Gatekeeper>,
+    talos: Arc<TalosGate>,
     upstreams: Vec<Arc<Upstream>>,
     unchecked_methods: Vec<String>,
     catalog: RwLock<Arc<Catalog>>,
@@ -174,11 +211,13 @@ fn take_delegateos(params: &mut Map<String, Value>) -> Result<Option<McpDelegate
 impl McpProxy {
     pub fn new(
         gate: Arc<Gatekeeper>,
+        talos: Arc<TalosGate>,
         upstreams: Vec<Arc<Upstream>>,
         unchecked_methods: Vec<String>,
     ) -> Self {
         Self {
             gate,
+            talos,
             upstreams,
             unchecked_methods,
             catalog: RwLock::new(Arc::default()),
@@ -241,7 +280,7 @@ impl McpProxy {
             "initialize" => self.initialize(caller, params),
             "ping" => Ok(Reply::Result(json!({}))),
             "tools/list" => self.list_tools(caller, params).await,
-            "tools/call" => self.call_tool(caller, params).await,
+            "tools/call" => self.call_tool(caller, &id, params).await,
             _ => self.pass_through(method, params).await,
         };
         let label = match method {
@@ -404,13 +443,18 @@ impl McpProxy {
     async fn call_tool(
         &self,
         caller: Caller<'_>,
+        id: &Id,
         params: Option<Map<String, Value>>,
     ) -> Result<Reply, RpcError> {
         let started = Instant::now();
-        let mut labels = ("-".to_owned(), "unknown".to_owned());
+        let mut labels = CallLabels {
+            protocol: "delegateos",
+            upstream: "-".to_owned(),
+            tool: "unknown".to_owned(),
+        };
         let mut upstream_time = None;
         let result = self
-            .enforce_and_forward(caller, params, &mut labels, &mut upstream_time)
+            .enforce_and_forward(caller, id, params, &mut labels, &mut upstream_time)
             .await;
         let outcome = match &result {
             Ok(_) => CallOutcome::Forwarded,
@@ -419,8 +463,9 @@ impl McpProxy {
             Err(_) => CallOutcome::Invalid,
         };
         telemetry::record_mcp_call(
-            &labels.0,
-            &labels.1,
+            labels.protocol,
+            &labels.upstream,
+            &labels.tool,
             outcome.as_str(),
             started.elapsed(),
             upstream_time,
@@ -431,12 +476,30 @@ impl McpProxy {
     async fn enforce_and_forward(
         &self,
         caller: Caller<'_>,
+        id: &Id,
         params: Option<Map<String, Value>>,
-        labels: &mut (String, String),
+        labels: &mut CallLabels,
         upstream_time: &mut Option<std::time::Duration>,
     ) -> Result<Reply, RpcError> {
-        let mut params =
+        let params =
             params.ok_or_else(|| invalid_params("invalid_params", "tools/call needs params"))?;
+        // A Talos envelope comes out first; the request hash is of the
+        // request without it (§3).
+        let mut request = Map::new();
+        request.insert("jsonrpc".into(), json!("2.0"));
+        request.insert("id".into(), id.clone());
+        request.insert("method".into(), json!("tools/call"));
+        request.insert("params".into(), Value::Object(params));
+        let envelope = talos::envelope::take(&mut request)
+            .map_err(|d| talos_denied(&d.reason.to_string(), &d.detail))?;
+        let request_hash = envelope
+            .as_ref()
+            .map(|_| talos::envelope::request_hash(&request))
+            .unwrap_or_default();
+        let mut params = match request.remove("params") {
+            Some(Value::Object(p)) => p,
+            _ => Map::new(),
+        };
         let field = take_delegateos(&mut params)?;
         let name = params
             .get("name")
@@ -460,21 +523,75 @@ impl McpProxy {
             e
         })?;
         let upstream = &self.upstreams[tool.upstream];
-        *labels = (upstream.name.clone(), tool.exposed.clone());
-        let policy = upstream.rules.policy_for(&tool.original).ok_or_else(|| {
-            call_denied(
+        labels.upstream = upstream.name.clone();
+        labels.tool = tool.exposed.clone();
+        if envelope.is_some() {
+            labels.protocol = "talos";
+        }
+        let Some(policy) = upstream.rules.policy_for(&tool.original) else {
+            if envelope.is_some() {
+                return Err(talos_denied(
+                    "UNKNOWN_TOOL",
+                    &format!("tool {name:?} is not mapped to a capability, so it is denied"),
+                ));
+            }
+            return Err(call_denied(
                 "tool_not_mapped",
                 format!("tool {name:?} is not mapped to a capability, so it is denied"),
-            )
-        })?;
+            ));
+        };
         let requests = policy.requests(arguments).map_err(|e| {
             let mut err = call_denied("resource_missing", format!("tool {name:?}: {e}"));
             err.data["tool"] = json!(name);
             err
         })?;
 
+        if let (Some(envelope), ToolPolicy::Enforced { action, .. }) = (envelope, policy) {
+            let call = talos_gate::Call {
+                envelope,
+                tool: &tool.exposed,
+                method: action,
+                resources: requests.iter().map(|r| r.resource.clone()).collect(),
+                cost_microcents: policy.cost_microcents(),
+                mcp_session: &caller.session.id,
+                request_hash,
+            };
+            let allowed = match self.talos.authorize(call).await {
+                Ok(Ok(a)) => a,
+                Ok(Err(refusal)) => return Err(talos_denied(&refusal.reason, &refusal.detail)),
+                Err(e) => return Err(gate_error(&e)),
+            };
+            params.insert("name".into(), json!(tool.original));
+            let upstream_started = Instant::now();
+            let reply = upstream.request("tools/call", Some(params)).await;
+            *upstream_time = Some(upstream_started.elapsed());
+            let reservation = &allowed.reservation.reservation_id;
+            return match reply {
+                Ok(reply) => {
+                    self.settle_reservation(reservation, policy.cost_microcents());
+                    let ok = matches!(reply, Reply::Result(_));
+                    let response = reply.clone().into_response(id.clone());
+                    self.talos
+                        .invoked(&allowed, talos::canonical::sha256_hex(&response), ok);
+                    Ok(reply)
+                }
+                Err(e) => {
+                    if e.reached() {
+                        self.settle_reservation(reservation, policy.cost_microcents());
+                        self.talos.invoked(&allowed, String::new(), false);
+                    } else if let Err(r) = self.gate.release(reservation) {
+                        tracing::error!(error = %r, "releasing a reservation failed");
+                    }
+                    Err(upstream_error(&e))
+                }
+            };
+        }
+
         let authorization = match policy {
-            ToolPolicy::Open => None,
+            ToolPolicy::Open => {
+                labels.protocol = "open";
+                None
+            }
             ToolPolicy::Enforced { .. } => {
                 let presented = self.presented(caller, field).ok_or_else(|| {
                     call_denied(
@@ -551,11 +668,12 @@ impl McpProxy {
     }
 
     fn settle(&self, a: &Authorization, cost: u64) {
-        if let Err(e) = self
-            .gate
-            .settle_charged(&a.reservation.reservation_id, cost)
-        {
-            tracing::error!(reservation = %a.reservation.reservation_id, error = %e, "settling a tool call failed");
+        self.settle_reservation(&a.reservation.reservation_id, cost);
+    }
+
+    fn settle_reservation(&self, reservation_id: &str, cost: u64) {
+        if let Err(e) = self.gate.settle_charged(reservation_id, cost) {
+            tracing::error!(reservation = %reservation_id, error = %e, "settling a tool call failed");
         }
     }
 

@@ -2,6 +2,8 @@
 //! temp dirs, and the Node DelegateOS peer.
 #![allow(dead_code)]
 
+pub mod mcp;
+
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

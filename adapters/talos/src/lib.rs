@@ -16,6 +16,7 @@ pub mod envelope;
 pub mod frame;
 pub mod keys;
 pub mod replay;
+pub mod revocation;
 pub mod scope;
 pub mod translate;
 

@@ -1,0 +1,330 @@
+//! Talos through the central pipeline: the adapter verifies the capability
+//! the Talos way (§4.2 steps 1–6), the replay store checks the correlation
+//! ID (step 7), then the capability, translated to DelegateOS terms, goes
+//! through the same [`Gatekeeper`] as a DCT (capability match, budget
+//! reservation, decisions, metrics). Every grant, denial and invocation is
+//! a signed audit event.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use talos::audit::{AuditEvent, EventType, ResultCode};
+use talos::capability::Capability;
+use talos::envelope::Envelope;
+use talos::keys::Issuers;
+use talos::revocation::TalosRevocation;
+use talos::{Context, Denied, TalosDenial, TalosRequest};
+use time::OffsetDateTime;
+
+use crate::audit::AuditLog;
+use crate::budget::{BudgetKey, OnExpiry, Reservation};
+use crate::config::TalosIssuer;
+use crate::gatekeeper::{GateError, Gatekeeper, Grant};
+use crate::replay::ReplayStore;
+use crate::telemetry;
+
+/// A refused Talos call: the Talos reason (or the pipeline's denial type,
+/// for a budget or capability the translated scope does not cover).
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub reason: String,
+    pub detail: String,
+}
+
+/// An allowed Talos call, for settling and auditing after it ran.
+#[derive(Debug, Clone)]
+pub struct Allowed {
+    pub reservation: Reservation,
+    pub capability_hash: String,
+    pub agent_id: String,
+    pub tool: String,
+    pub request_hash: String,
+}
+
+/// What a tool call asks, in Talos terms.
+pub struct Call<'a> {
+    pub envelope: Envelope,
+    /// The tool as the client names it.
+    pub tool: &'a str,
+    /// The tool rule's action.
+    pub method: &'a str,
+    pub resources: Vec<String>,
+    pub cost_microcents: u64,
+    /// The MCP session, when the envelope names none.
+    pub mcp_session: &'a str,
+    pub request_hash: String,
+}
+
+/// The gateway's Talos side.
+pub struct TalosGate {
+    gate: Arc<Gatekeeper>,
+    issuers: Issuers,
+    settings: HashMap<String, TalosIssuer>,
+    replay: ReplayStore,
+    audit: AuditLog,
+}
+
+fn now_secs() -> i64 {
+    OffsetDateTime::now_utc().unix_timestamp()
+}
+
+fn timestamp() -> String {
+    OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+impl TalosGate {
+    pub fn new(
+        gate: Arc<Gatekeeper>,
+        issuers: &[TalosIssuer],
+        replay: ReplayStore,
+        audit: AuditLog,
+    ) -> Self {
+        let mut keys = Issuers::new();
+        for i in issuers {
+            keys.insert(&i.did, i.key);
+        }
+        Self {
+            gate,
+            issuers: keys,
+            settings: issuers.iter().map(|i| (i.did.clone(), i.clone())).collect(),
+            replay,
+            audit,
+        }
+    }
+
+    /// The audit log.
+    pub fn audit(&self) -> &AuditLog {
+        &self.audit
+    }
+
+    fn refuse(
+        &self,
+        call: &Call<'_>,
+        cap: Option<&Capability>,
+        reason: &str,
+        detail: String,
+    ) -> Refusal {
+        telemetry::record_denial("talos", reason);
+        self.log(AuditEvent {
+            event_type: EventType::Deny,
+            tool: call.tool.to_owned(),
+            capability_hash: cap.map(|c| c.capability_hash()).unwrap_or_default(),
+            request_hash: call.request_hash.clone(),
+            response_hash: None,
+            agent_id: cap.map(|c| c.subject.clone()).unwrap_or_default(),
+            tool_id: format!("did:talos:tool:{}", call.tool),
+            timestamp: timestamp(),
+            result_code: ResultCode::Denied,
+            denial_reason: Some(reason.to_owned()),
+            signature: String::new(),
+        });
+        Refusal {
+            reason: reason.to_owned(),
+            detail,
+        }
+    }
+
+    fn log(&self, event: AuditEvent) {
+        if let Err(e) = self.audit.record(event) {
+            tracing::error!(error = %e, "writing an audit event failed");
+        }
+    }
+
+    /// §4.2, then the pipeline; the reservation is charged on expiry (the
+    /// gateway forwards the call itself).
+    pub async fn authorize(&self, call: Call<'_>) -> Result<Result<Allowed, Refusal>, GateError> {
+        let denied = |d: Denied, cap: Option<&Capability>| {
+            Ok(Err(self.refuse(&call, cap, d.reason.as_str(), d.detail)))
+        };
+        let Some(raw) = &call.envelope.capability else {
+            return denied(
+                Denied::new(
+                    TalosDenial::NoCapability,
+                    "the request carries no _talos_capability",
+                ),
+                None,
+            );
+        };
+        let cap = match Capability::from_value(raw) {
+            Ok(c) => c,
+            Err(d) => return denied(d, None),
+        };
+        let now = now_secs();
+        let request = TalosRequest {
+            tool: call.tool.to_owned(),
+            method: call.method.to_owned(),
+            resources: call.resources.clone(),
+        };
+        // The context holds borrowed closures (not Send): done before any await.
+        let checked = {
+            let revocations = self.gate.revocations();
+            let revoked = |name: &str| revocations.is_talos_revoked(name);
+            let ctx = Context {
+                issuers: &self.issuers,
+                now,
+                revoked: &revoked,
+                known_tool: &|_| true,
+            };
+            talos::authorize(&cap, &request, &ctx)
+        };
+        let authorized = match checked {
+            Ok(a) => a,
+            Err(d) => return denied(d, Some(&cap)),
+        };
+        let session = call
+            .envelope
+            .session_id
+            .clone()
+            .unwrap_or_else(|| format!("mcp:{}", call.mcp_session));
+        let fresh = self
+            .replay
+            .record(
+                &session,
+                &call.envelope.correlation_id,
+                now,
+                authorized.expires_at + talos::SKEW_SECS,
+            )
+            .await?;
+        if !fresh {
+            return denied(
+                Denied::new(
+                    TalosDenial::Replay,
+                    format!(
+                        "correlation ID {:?} was already used in this session",
+                        call.envelope.correlation_id
+                    ),
+                ),
+                Some(&cap),
+            );
+        }
+        let Some(settings) = self.settings.get(&authorized.root_issuer) else {
+            return denied(
+                Denied::new(
+                    TalosDenial::SignatureInvalid,
+                    "the root issuer is not configured",
+                ),
+                Some(&cap),
+            );
+        };
+        let names: Vec<String> = cap
+            .chain
+            .iter()
+            .chain(std::iter::once(&cap))
+            .map(Capability::content_hash)
+            .collect();
+        let grant = Grant {
+            protocol: "talos",
+            tenant: settings.tenant.clone(),
+            levels: BudgetKey::for_path(
+                &format!("talos:{}", authorized.root_issuer),
+                &names,
+                settings.budget_microcents,
+            ),
+            capabilities: talos::translate::capabilities(&authorized.scope),
+        };
+        let requests = talos::translate::requests(&request);
+        match self
+            .gate
+            .authorize_grant(&grant, &requests, call.cost_microcents, OnExpiry::Charge)
+            .await?
+        {
+            Ok(reservation) => {
+                let allowed = Allowed {
+                    reservation,
+                    capability_hash: cap.capability_hash(),
+                    agent_id: cap.subject.clone(),
+                    tool: call.tool.to_owned(),
+                    request_hash: call.request_hash.clone(),
+                };
+                self.log(AuditEvent {
+                    event_type: EventType::Grant,
+                    tool: allowed.tool.clone(),
+                    capability_hash: allowed.capability_hash.clone(),
+                    request_hash: allowed.request_hash.clone(),
+                    response_hash: None,
+                    agent_id: allowed.agent_id.clone(),
+                    tool_id: format!("did:talos:tool:{}", allowed.tool),
+                    timestamp: timestamp(),
+                    result_code: ResultCode::Ok,
+                    denial_reason: None,
+                    signature: String::new(),
+                });
+                Ok(Ok(allowed))
+            }
+            Err(d) => Ok(Err(self.refuse(
+                &call,
+                Some(&cap),
+                d.reason.kind.as_str(),
+                d.reason.detail,
+            ))),
+        }
+    }
+
+    /// The call ran (or failed at the upstream): an INVOKE event with the
+    /// response's hash.
+    pub fn invoked(&self, allowed: &Allowed, response_hash: String, ok: bool) {
+        self.log(AuditEvent {
+            event_type: EventType::Invoke,
+            tool: allowed.tool.clone(),
+            capability_hash: allowed.capability_hash.clone(),
+            request_hash: allowed.request_hash.clone(),
+            response_hash: Some(response_hash),
+            agent_id: allowed.agent_id.clone(),
+            tool_id: format!("did:talos:tool:{}", allowed.tool),
+            timestamp: timestamp(),
+            result_code: if ok {
+                ResultCode::Ok
+            } else {
+                ResultCode::Error
+            },
+            denial_reason: None,
+            signature: String::new(),
+        });
+    }
+
+    /// Verifies a revocation against the trusted issuers and records it in
+    /// the gateway's revocation store; a REVOKE event.
+    pub async fn revoke(&self, revocation: TalosRevocation) -> Result<bool, GateError> {
+        revocation
+            .verify(&self.issuers)
+            .map_err(|d| GateError::Rejected {
+                kind: d.reason.as_str().to_owned(),
+                detail: d.detail,
+            })?;
+        let name = revocation.revoke.clone();
+        let issuer = revocation.issuer.clone();
+        let newly = self
+            .gate
+            .revocations()
+            .add_talos(revocation)
+            .await
+            .map_err(|e| GateError::Rejected {
+                kind: "revocation_failed".into(),
+                detail: e.to_string(),
+            })?;
+        telemetry::record_revocation();
+        self.log(AuditEvent {
+            event_type: EventType::Revoke,
+            tool: String::new(),
+            capability_hash: name,
+            request_hash: String::new(),
+            response_hash: None,
+            agent_id: issuer,
+            tool_id: String::new(),
+            timestamp: timestamp(),
+            result_code: ResultCode::Ok,
+            denial_reason: None,
+            signature: String::new(),
+        });
+        Ok(newly)
+    }
+
+    /// Drops stored correlation IDs whose capabilities have expired.
+    pub fn sweep(&self) {
+        if let Err(e) = self.replay.sweep(now_secs()) {
+            tracing::error!(error = %e, "sweeping the replay store failed");
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Talos end to end: a Talos-capability `tools/call` through the real `dgw`
+//! to the reference filesystem MCP server is allowed, charged and audited;
+//! its replay is denied and never reaches the upstream, also after a
+//! restart; scope, revocation and budget denials carry their reasons.
+
+mod support;
+
+use delegateos::{KeyFile, Keypair};
+use serde_json::{json, Value};
+use support::mcp::*;
+use support::*;
+use talos::audit::{AuditEvent, EventType};
+use talos::revocation::TalosRevocation;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+fn did(k: &Keypair) -> String {
+    format!("did:talos:{}", hex::encode(k.public_key().to_bytes()))
+}
+
+fn iso(offset: i64) -> String {
+    (OffsetDateTime::now_utc() + time::Duration::seconds(offset))
+        .format(&Rfc3339)
+        .unwrap()
+}
+
+/// A spec-format capability for `read_text_file` (method `read`, the tool
+/// rule's action) under `root`.
+fn capability(issuer: &Keypair, root: &str) -> Value {
+    let mut v = json!({
+        "id": "cap_00112233445566778899aabb", "version": 1, "issuer": did(issuer),
+        "subject": did(&seed(2)), "scope": format!("tool:read_text_file/method:read/resource:{root}"),
+        "constraints": {}, "issued_at": iso(-5), "expires_at": iso(3600),
+        "delegatable": false, "delegation_chain": [],
+    });
+    let sig = issuer.sign_message(&talos::canonical::jcs(&v));
+    v["signature"] = json!(delegateos::base64url::encode(&sig.to_bytes()));
+    v
+}
+
+/// A tools/call with the Talos envelope beside `method` (§3.1).
+fn call(id: u64, path: &str, cap: &Value, correlation: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": "read_text_file", "arguments": {"path": path}},
+           "_talos_capability": cap, "_talos_correlation_id": correlation,
+           "_talos_session_id": "sess-1", "_talos_timestamp": iso(0), "_talos_version": 1})
+}
+
+fn talos_type(answer: &Value) -> String {
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    answer["error"]["data"]["type"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_talos_capability_through_dgw_is_allowed_charged_audited_and_never_replayed() {
+    let files = Files::new();
+    let root = seed(1);
+    let issuer = seed(7);
+    let talos_toml = format!(
+        "\n[[talos.issuers]]\ndid = {:?}\nkey = {:?}\ntenant = \"acme\"\nbudget_microcents = 200\n",
+        did(&issuer),
+        hex::encode(issuer.public_key().to_bytes())
+    );
+    let config = gateway_config(
+        &files.dir,
+        &[("acme", root.principal_id())],
+        &format!("{}{talos_toml}", files.upstream_toml()),
+    );
+    let mut gw = Gateway::start(&config);
+    let cap = capability(&issuer, &files.root.display().to_string());
+    let mut mcp = McpHttp::connect(&gw.addr, None);
+    let send = |mcp: &mut McpHttp, message: Value| -> Value {
+        let (status, answer) = mcp.post(&message, None);
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+
+    // Allowed, and the upstream never sees a _talos_ field.
+    let a = send(&mut mcp, call(1, &files.path("a.txt"), &cap, "corr-1"));
+    assert_eq!(text_of(&a), "hello from a\n");
+    let seen = files.upstream_calls();
+    assert_eq!(seen.len(), 1);
+    assert!(
+        !serde_json::to_string(&seen).unwrap().contains("_talos_"),
+        "{seen:?}"
+    );
+    // Replayed: denied, and the upstream does not see it.
+    let r = send(&mut mcp, call(2, &files.path("a.txt"), &cap, "corr-1"));
+    assert_eq!(talos_type(&r), "REPLAY");
+    assert!(r["error"]["message"].as_str().unwrap().contains("REPLAY"));
+    // Outside the scope.
+    let r = send(&mut mcp, call(3, "/etc/passwd", &cap, "corr-2"));
+    assert_eq!(talos_type(&r), "SCOPE_MISMATCH");
+    // A forged capability.
+    let mut forged = cap.clone();
+    forged["scope"] = json!("tool:read_text_file");
+    let r = send(&mut mcp, call(4, "/etc/passwd", &forged, "corr-3"));
+    assert_eq!(talos_type(&r), "SIGNATURE_INVALID");
+    // The second call fits the budget (200 = 2 × 100); the third does not.
+    let a = send(&mut mcp, call(5, &files.path("sub/b.txt"), &cap, "corr-4"));
+    assert_eq!(text_of(&a), "hello from b\n");
+    let r = send(&mut mcp, call(6, &files.path("a.txt"), &cap, "corr-5"));
+    assert_eq!(talos_type(&r), "budget_exceeded");
+    assert_eq!(files.upstream_calls().len(), 2);
+    // No version but 1.
+    let mut v2 = call(7, &files.path("a.txt"), &cap, "corr-6");
+    v2["_talos_version"] = json!(2);
+    assert_eq!(talos_type(&send(&mut mcp, v2)), "INVALID_FRAME");
+
+    let m = gw.metrics();
+    assert!(
+        m.contains(r#"dgw_denials_total{protocol="talos",type="REPLAY"} 1"#),
+        "{m}"
+    );
+    assert!(m.contains(r#"dgw_mcp_tool_calls_total{protocol="talos",upstream="files",tool="read_text_file",outcome="forwarded"} 2"#), "{m}");
+
+    // After a restart the replay window stays shut.
+    assert!(gw.terminate().success());
+    let gw = Gateway::start(&config);
+    let mut mcp = McpHttp::connect(&gw.addr, None);
+    let r = send(&mut mcp, call(9, &files.path("a.txt"), &cap, "corr-1"));
+    assert_eq!(talos_type(&r), "REPLAY");
+    assert_eq!(files.upstream_calls().len(), 2);
+
+    // Revoked by its issuer through JSON-RPC: denied from then on.
+    let now = OffsetDateTime::now_utc().unix_timestamp();
+    let forged_rev =
+        TalosRevocation::sign(&seed(9), &did(&issuer), "cap_00112233445566778899aabb", now);
+    let e = gw.err("talos/revoke", json!({"revocation": forged_rev}));
+    assert_eq!(e["data"]["type"], "SIGNATURE_INVALID", "{e}");
+    let rev = TalosRevocation::sign(&issuer, &did(&issuer), "cap_00112233445566778899aabb", now);
+    let r = gw.ok("talos/revoke", json!({"revocation": rev}));
+    assert_eq!(r["newlyRecorded"], true);
+    let r = send(&mut mcp, call(8, &files.path("a.txt"), &cap, "corr-7"));
+    assert_eq!(talos_type(&r), "REVOKED");
+
+    // Signed audit events: GRANT and INVOKE for each allowed call, DENY with
+    // the reason, REVOKE; each signed by the gateway's key.
+    let events: Vec<AuditEvent> =
+        serde_json::from_value(gw.ok("dgw/audit", json!({}))["events"].clone()).unwrap();
+    let gateway = KeyFile::parse(&std::fs::read(files.dir.join("data/gateway.key")).unwrap())
+        .unwrap()
+        .public_key();
+    assert!(events.iter().all(|e| e.verify(&gateway)), "{events:?}");
+    let kinds: Vec<(EventType, Option<String>)> = events
+        .iter()
+        .map(|e| (e.event_type, e.denial_reason.clone()))
+        .collect();
+    for wanted in [
+        (EventType::Grant, None),
+        (EventType::Invoke, None),
+        (EventType::Deny, Some("REPLAY".to_owned())),
+        (EventType::Deny, Some("SCOPE_MISMATCH".to_owned())),
+        (EventType::Revoke, None),
+        (EventType::Deny, Some("REVOKED".to_owned())),
+    ] {
+        assert!(kinds.contains(&wanted), "{wanted:?} not in {kinds:?}");
+    }
+    let invoke = events
+        .iter()
+        .find(|e| e.event_type == EventType::Invoke)
+        .unwrap();
+    assert_eq!(invoke.response_hash.as_ref().map(String::len), Some(64));
+    assert_eq!(invoke.agent_id, did(&seed(2)));
+    assert_eq!(invoke.request_hash.len(), 64);
+}
