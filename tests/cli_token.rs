@@ -359,6 +359,45 @@ fn a_chain_of_three_attenuations_from_the_command_line() {
     );
 }
 
+/// Principal and revocation IDs are base64url and may start with `-`: the
+/// command line must take them as values, not flags.
+#[test]
+fn ids_that_start_with_a_dash_are_values() {
+    let s = setup();
+    let token = issue(&s, &[]);
+    // A principal ID that starts with '-' (found by trying seeds).
+    let dashed = (0u8..=255)
+        .map(|n| {
+            delegateos::Keypair::from_seed([n; 32])
+                .principal_id()
+                .to_string()
+        })
+        .find(|id| id.starts_with('-'))
+        .expect("some seed gives a leading dash");
+    let o = verify(
+        &s,
+        &token,
+        "/project/a.md",
+        &["--revoked", "-not-a-real-id-000000000000000000000000000"],
+    );
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = run(&[
+        "token",
+        "verify",
+        &token,
+        "--root",
+        &dashed,
+        "--namespace",
+        "docs",
+        "--action",
+        "read",
+        "--resource",
+        "/project/a.md",
+        "--json",
+    ]);
+    assert_eq!(denial_type(&o), "invalid_signature");
+}
+
 #[test]
 fn attenuate_refuses_every_widening() {
     let s = setup();

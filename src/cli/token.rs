@@ -38,7 +38,7 @@ pub(super) struct IssueArgs {
     #[arg(long)]
     key: PathBuf,
     /// The delegatee's principal ID.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     to: String,
     /// A granted capability, NAMESPACE:ACTION:RESOURCE (repeatable).
     #[arg(long = "cap", required = true)]
@@ -74,7 +74,7 @@ pub(super) struct AttenuateArgs {
     #[arg(long)]
     key: PathBuf,
     /// The new delegatee's principal ID.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     to: String,
     /// Capabilities to keep, NAMESPACE:ACTION:RESOURCE (repeatable; default: all in effect).
     #[arg(long = "cap")]
@@ -107,7 +107,7 @@ pub(super) struct VerifyArgs {
     /// The token; `-` reads standard input.
     token: String,
     /// A trusted root principal ID (repeatable: one per tenant).
-    #[arg(long = "root", required = true)]
+    #[arg(long = "root", required = true, allow_hyphen_values = true)]
     roots: Vec<String>,
     /// The moment to verify at, RFC 3339 (default: now).
     #[arg(long)]
@@ -125,7 +125,7 @@ pub(super) struct VerifyArgs {
     #[arg(long)]
     resource: String,
     /// A revoked revocation ID (repeatable).
-    #[arg(long = "revoked")]
+    #[arg(long = "revoked", allow_hyphen_values = true)]
     revoked: Vec<String>,
     /// Print JSON.
     #[arg(long)]
