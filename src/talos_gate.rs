@@ -106,15 +106,38 @@ impl TalosGate {
         reason: &str,
         detail: String,
     ) -> Refusal {
+        self.deny(call.tool, &call.request_hash, cap, reason, detail)
+    }
+
+    /// A Talos request refused before its capability was read (a malformed
+    /// envelope, an unknown tool): counted and audited like any denial.
+    pub fn refuse_early(
+        &self,
+        tool: &str,
+        request_hash: &str,
+        reason: &str,
+        detail: String,
+    ) -> Refusal {
+        self.deny(tool, request_hash, None, reason, detail)
+    }
+
+    fn deny(
+        &self,
+        tool: &str,
+        request_hash: &str,
+        cap: Option<&Capability>,
+        reason: &str,
+        detail: String,
+    ) -> Refusal {
         telemetry::record_denial("talos", reason);
         self.log(AuditEvent {
             event_type: EventType::Deny,
-            tool: call.tool.to_owned(),
+            tool: tool.to_owned(),
             capability_hash: cap.map(|c| c.capability_hash()).unwrap_or_default(),
-            request_hash: call.request_hash.clone(),
+            request_hash: request_hash.to_owned(),
             response_hash: None,
             agent_id: cap.map(|c| c.subject.clone()).unwrap_or_default(),
-            tool_id: format!("did:talos:tool:{}", call.tool),
+            tool_id: format!("did:talos:tool:{tool}"),
             timestamp: timestamp(),
             result_code: ResultCode::Denied,
             denial_reason: Some(reason.to_owned()),

@@ -163,21 +163,7 @@ fn every_denial_type_over_the_wire() {
         "invalid_signature",
     );
     // A widening attenuation, validly signed: forged below the engine's checks.
-    let mut t = t0.token().clone();
-    let mut widened = attenuate(&t0, &s.alice, &s.bob, 2, None, None)
-        .token()
-        .attenuations[0]
-        .clone();
-    widened.allowed_capabilities = Some(vec!["docs:read:/**".parse().unwrap()]);
-    t.attenuations.push(widened);
-    t.signatures.push(delegateos::dct::TokenSignature {
-        signer: s.alice.principal_id().clone(),
-        signature: String::new(),
-        covers: delegateos::dct::Covers::Attenuation(0),
-    });
-    let payload = json!({"authority": t.authority, "attenuations": t.attenuations});
-    t.signatures[1].signature = delegateos::signing::sign(&s.alice, &payload).unwrap();
-    let forged = delegateos::base64url::encode(&delegateos::canonical::canonicalize(&t).unwrap());
+    let forged = widened_attenuation(&t0, &s.alice, &s.bob);
     expect(authorize(&forged, "/project/a", 1), "attenuation_violation");
     let old = root_token(&s.root, &s.alice, &["docs:read:/project/**"], 100, -10);
     expect(authorize(&old.encode(), "/project/a", 1), "expired");

@@ -102,6 +102,12 @@ fn a_talos_capability_through_dgw_is_allowed_charged_audited_and_never_replayed(
     let r = send(&mut mcp, call(6, &files.path("a.txt"), &cap, "corr-5"));
     assert_eq!(talos_type(&r), "budget_exceeded");
     assert_eq!(files.upstream_calls().len(), 2);
+    // Unknown tools, whether no upstream offers them or no rule names them.
+    for tool in ["no_such_tool", "edit_file"] {
+        let mut c = call(10, &files.path("a.txt"), &cap, &format!("corr-{tool}"));
+        c["params"]["name"] = json!(tool);
+        assert_eq!(talos_type(&send(&mut mcp, c)), "UNKNOWN_TOOL", "{tool}");
+    }
     // No version but 1.
     let mut v2 = call(7, &files.path("a.txt"), &cap, "corr-6");
     v2["_talos_version"] = json!(2);
@@ -151,6 +157,8 @@ fn a_talos_capability_through_dgw_is_allowed_charged_audited_and_never_replayed(
         (EventType::Invoke, None),
         (EventType::Deny, Some("REPLAY".to_owned())),
         (EventType::Deny, Some("SCOPE_MISMATCH".to_owned())),
+        (EventType::Deny, Some("UNKNOWN_TOOL".to_owned())),
+        (EventType::Deny, Some("INVALID_FRAME".to_owned())),
         (EventType::Revoke, None),
         (EventType::Deny, Some("REVOKED".to_owned())),
     ] {

@@ -490,8 +490,16 @@ impl McpProxy {
         request.insert("id".into(), id.clone());
         request.insert("method".into(), json!("tools/call"));
         request.insert("params".into(), Value::Object(params));
-        let envelope = talos::envelope::take(&mut request)
-            .map_err(|d| talos_denied(&d.reason.to_string(), &d.detail))?;
+        let envelope = talos::envelope::take(&mut request).map_err(|d| {
+            let tool = request["params"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let r = self
+                .talos
+                .refuse_early(&tool, "", d.reason.as_str(), d.detail);
+            talos_denied(&r.reason, &r.detail)
+        })?;
         let request_hash = envelope
             .as_ref()
             .map(|_| talos::envelope::request_hash(&request))
@@ -517,11 +525,21 @@ impl McpProxy {
                 ))
             }
         };
-        let tool = self.find_tool(&name).await.ok_or_else(|| {
+        let Some(tool) = self.find_tool(&name).await else {
+            if envelope.is_some() {
+                labels.protocol = "talos";
+                let r = self.talos.refuse_early(
+                    &name,
+                    &request_hash,
+                    "UNKNOWN_TOOL",
+                    format!("unknown tool {name:?}"),
+                );
+                return Err(talos_denied(&r.reason, &r.detail));
+            }
             let mut e = invalid_params("unknown_tool", format!("unknown tool {name:?}"));
             e.data["tool"] = json!(name);
-            e
-        })?;
+            return Err(e);
+        };
         let upstream = &self.upstreams[tool.upstream];
         labels.upstream = upstream.name.clone();
         labels.tool = tool.exposed.clone();
@@ -530,10 +548,13 @@ impl McpProxy {
         }
         let Some(policy) = upstream.rules.policy_for(&tool.original) else {
             if envelope.is_some() {
-                return Err(talos_denied(
+                let r = self.talos.refuse_early(
+                    &name,
+                    &request_hash,
                     "UNKNOWN_TOOL",
-                    &format!("tool {name:?} is not mapped to a capability, so it is denied"),
-                ));
+                    format!("tool {name:?} is not mapped to a capability, so it is denied"),
+                );
+                return Err(talos_denied(&r.reason, &r.detail));
             }
             return Err(call_denied(
                 "tool_not_mapped",

@@ -201,6 +201,44 @@ pub fn attestation(
     serde_json::to_value(att).unwrap()
 }
 
+/// `token` attenuated by `by` to `to` (delegation 2) with a capability
+/// wider than the token's (`docs:read:/**`), validly signed: forged below the
+/// engine's own checks, to prove the verifier refuses it.
+pub fn widened_attenuation(
+    token: &delegateos::Dct,
+    by: &delegateos::Keypair,
+    to: &delegateos::Keypair,
+) -> String {
+    let mut t = token.token().clone();
+    let mut widened = token
+        .attenuate(
+            by,
+            delegateos::dct::AttenuateParams {
+                delegatee: to.principal_id().clone(),
+                delegation_id: del(2),
+                contract_id: ct(1),
+                allowed_capabilities: None,
+                max_budget_microcents: None,
+                expires_at: None,
+                max_chain_depth: None,
+            },
+        )
+        .unwrap()
+        .token()
+        .attenuations[0]
+        .clone();
+    widened.allowed_capabilities = Some(vec!["docs:read:/**".parse().unwrap()]);
+    t.attenuations.push(widened);
+    t.signatures.push(delegateos::dct::TokenSignature {
+        signer: by.principal_id().clone(),
+        signature: String::new(),
+        covers: delegateos::dct::Covers::Attenuation(0),
+    });
+    let payload = serde_json::json!({"authority": t.authority, "attenuations": t.attenuations});
+    t.signatures[1].signature = delegateos::signing::sign(by, &payload).unwrap();
+    delegateos::base64url::encode(&delegateos::canonical::canonicalize(&t).unwrap())
+}
+
 /// A running `dgw serve` on a free loopback port, with its own data dir.
 pub struct Gateway {
     child: Option<std::process::Child>,
