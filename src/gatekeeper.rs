@@ -357,18 +357,11 @@ impl Gatekeeper {
             scope
         };
         let reservation = match self
-            .ledger
             .reserve(levels, cost_microcents, now_ms, on_expiry)
-            .await
+            .await?
         {
             Ok(r) => r,
-            Err(e @ LedgerError::Exceeded { .. }) => {
-                return deny(
-                    DenialReason::new(DenialType::BudgetExceeded, e.to_string()),
-                    first,
-                )
-            }
-            Err(e) => return Err(ledger_error(e)),
+            Err(reason) => return deny(reason, first),
         };
         self.publish_authorize(Some(&verified), first, cost_microcents, Ok(&reservation));
         telemetry::record_authorize(started.elapsed());
@@ -425,18 +418,11 @@ impl Gatekeeper {
         }
         let now_ms = now().1;
         let reservation = match self
-            .ledger
             .reserve(&grant.levels, cost_microcents, now_ms, on_expiry)
-            .await
+            .await?
         {
             Ok(r) => r,
-            Err(e @ LedgerError::Exceeded { .. }) => {
-                return deny(
-                    DenialReason::new(DenialType::BudgetExceeded, e.to_string()),
-                    first,
-                )
-            }
-            Err(e) => return Err(ledger_error(e)),
+            Err(reason) => return deny(reason, first),
         };
         self.publish_decision(
             || Some(grant.tenant.clone()),
@@ -447,6 +433,29 @@ impl Gatekeeper {
         );
         telemetry::record_authorize(started.elapsed());
         Ok(Ok(reservation))
+    }
+
+    /// Reserves `cost` at every level; a budget that does not fit is a
+    /// `budget_exceeded` denial naming the level.
+    async fn reserve(
+        &self,
+        levels: &[(BudgetKey, u64)],
+        cost_microcents: u64,
+        now_ms: u64,
+        on_expiry: OnExpiry,
+    ) -> Result<Result<Reservation, DenialReason>, GateError> {
+        match self
+            .ledger
+            .reserve(levels, cost_microcents, now_ms, on_expiry)
+            .await
+        {
+            Ok(r) => Ok(Ok(r)),
+            Err(e @ LedgerError::Exceeded { .. }) => Ok(Err(DenialReason::new(
+                DenialType::BudgetExceeded,
+                e.to_string(),
+            ))),
+            Err(e) => Err(ledger_error(e)),
+        }
     }
 
     /// The revocation store (Talos revocations are recorded there too).

@@ -6,34 +6,9 @@ mod support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use delegateos::dct::AttenuateParams;
 use delegateos::{Dct, DelegationId, Keypair, RevocationEntry, RevocationScope, TaskContract};
 use serde_json::{json, Value};
 use support::*;
-
-fn attenuate(
-    token: &Dct,
-    by: &Keypair,
-    to: &Keypair,
-    id: u8,
-    budget: Option<u64>,
-    caps: Option<&[&str]>,
-) -> Dct {
-    token
-        .attenuate(
-            by,
-            AttenuateParams {
-                delegatee: to.principal_id().clone(),
-                delegation_id: del(id),
-                contract_id: ct(1),
-                allowed_capabilities: caps.map(|c| c.iter().map(|c| c.parse().unwrap()).collect()),
-                max_budget_microcents: budget,
-                expires_at: None,
-                max_chain_depth: None,
-            },
-        )
-        .unwrap()
-}
 
 fn authorize(token: &str, resource: &str, cost: u64) -> Value {
     json!({"dct": token, "namespace": "docs", "action": "read", "resource": resource, "costMicrocents": cost})

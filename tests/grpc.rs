@@ -238,20 +238,7 @@ async fn every_method_and_each_denial_over_grpc() {
         Code::ResourceExhausted,
         "BUDGET_EXCEEDED",
     );
-    let narrower = t0
-        .attenuate(
-            &alice,
-            delegateos::dct::AttenuateParams {
-                delegatee: bob.principal_id().clone(),
-                delegation_id: del(2),
-                contract_id: ct(1),
-                allowed_capabilities: None,
-                max_budget_microcents: Some(100),
-                expires_at: None,
-                max_chain_depth: None,
-            },
-        )
-        .unwrap();
+    let narrower = attenuate(&t0, &alice, &bob, 2, Some(100), None);
     // Revoke (the exact signed bytes), then the block is denied.
     let rev = RevocationEntry::sign(
         &alice,
@@ -481,20 +468,7 @@ impl Scenario {
         let root = seed(1);
         let (alice, bob) = (seed(2), seed(3));
         let t0 = root_token(&root, &alice, &["docs:read:/project/**"], 1000, 3600);
-        let child = t0
-            .attenuate(
-                &alice,
-                delegateos::dct::AttenuateParams {
-                    delegatee: bob.principal_id().clone(),
-                    delegation_id: del(2),
-                    contract_id: ct(1),
-                    allowed_capabilities: None,
-                    max_budget_microcents: Some(300),
-                    expires_at: None,
-                    max_chain_depth: None,
-                },
-            )
-            .unwrap();
+        let child = attenuate(&t0, &alice, &bob, 2, Some(300), None);
         let expired = root_token(&root, &alice, &["docs:read:/**"], 1000, -5);
         let contract = contract(&root, ct(1), &["docs:read"]);
         Self {

@@ -525,16 +525,19 @@ impl McpProxy {
                 ))
             }
         };
+        // Talos names an unknown or unmapped tool UNKNOWN_TOOL (§4.2 step 6).
+        let unknown_to_talos = |detail: String| {
+            let r = self
+                .talos
+                .refuse_early(&name, &request_hash, "UNKNOWN_TOOL", detail);
+            talos_denied(&r.reason, &r.detail)
+        };
+        if envelope.is_some() {
+            labels.protocol = "talos";
+        }
         let Some(tool) = self.find_tool(&name).await else {
             if envelope.is_some() {
-                labels.protocol = "talos";
-                let r = self.talos.refuse_early(
-                    &name,
-                    &request_hash,
-                    "UNKNOWN_TOOL",
-                    format!("unknown tool {name:?}"),
-                );
-                return Err(talos_denied(&r.reason, &r.detail));
+                return Err(unknown_to_talos(format!("unknown tool {name:?}")));
             }
             let mut e = invalid_params("unknown_tool", format!("unknown tool {name:?}"));
             e.data["tool"] = json!(name);
@@ -543,18 +546,11 @@ impl McpProxy {
         let upstream = &self.upstreams[tool.upstream];
         labels.upstream = upstream.name.clone();
         labels.tool = tool.exposed.clone();
-        if envelope.is_some() {
-            labels.protocol = "talos";
-        }
         let Some(policy) = upstream.rules.policy_for(&tool.original) else {
             if envelope.is_some() {
-                let r = self.talos.refuse_early(
-                    &name,
-                    &request_hash,
-                    "UNKNOWN_TOOL",
-                    format!("tool {name:?} is not mapped to a capability, so it is denied"),
-                );
-                return Err(talos_denied(&r.reason, &r.detail));
+                return Err(unknown_to_talos(format!(
+                    "tool {name:?} is not mapped to a capability, so it is denied"
+                )));
             }
             return Err(call_denied(
                 "tool_not_mapped",

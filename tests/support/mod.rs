@@ -201,6 +201,32 @@ pub fn attestation(
     serde_json::to_value(att).unwrap()
 }
 
+/// `token` attenuated by `by` to `to` as delegation `id`, optionally with a
+/// lower budget and fewer capabilities.
+pub fn attenuate(
+    token: &delegateos::Dct,
+    by: &delegateos::Keypair,
+    to: &delegateos::Keypair,
+    id: u8,
+    budget: Option<u64>,
+    caps: Option<&[&str]>,
+) -> delegateos::Dct {
+    token
+        .attenuate(
+            by,
+            delegateos::dct::AttenuateParams {
+                delegatee: to.principal_id().clone(),
+                delegation_id: del(id),
+                contract_id: ct(1),
+                allowed_capabilities: caps.map(|c| c.iter().map(|c| c.parse().unwrap()).collect()),
+                max_budget_microcents: budget,
+                expires_at: None,
+                max_chain_depth: None,
+            },
+        )
+        .unwrap()
+}
+
 /// `token` attenuated by `by` to `to` (delegation 2) with a capability
 /// wider than the token's (`docs:read:/**`), validly signed: forged below the
 /// engine's own checks, to prove the verifier refuses it.
@@ -210,23 +236,7 @@ pub fn widened_attenuation(
     to: &delegateos::Keypair,
 ) -> String {
     let mut t = token.token().clone();
-    let mut widened = token
-        .attenuate(
-            by,
-            delegateos::dct::AttenuateParams {
-                delegatee: to.principal_id().clone(),
-                delegation_id: del(2),
-                contract_id: ct(1),
-                allowed_capabilities: None,
-                max_budget_microcents: None,
-                expires_at: None,
-                max_chain_depth: None,
-            },
-        )
-        .unwrap()
-        .token()
-        .attenuations[0]
-        .clone();
+    let mut widened = attenuate(token, by, to, 2, None, None).token().attenuations[0].clone();
     widened.allowed_capabilities = Some(vec!["docs:read:/**".parse().unwrap()]);
     t.attenuations.push(widened);
     t.signatures.push(delegateos::dct::TokenSignature {
