@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Gateway CPU per request, by front: starts a fresh gateway (JSON-RPC and
+# gRPC), runs dgw-load in each mode of $MODES (default: authorize grpc)
+# for 8 s at 64 clients, and prints the gateway's CPU time (from
+# /proc/PID/stat) and the load generator's (/usr/bin/time) beside the
+# throughput. Use one mode per run for clean figures: a run leaves
+# reservations behind that the next one pays for.
+#   MODES=grpc benches/cpu.sh
+set -e
+cd "$(dirname "$0")/.."
+MODES=${MODES:-authorize grpc}
+cargo build --release --quiet --bin dgw --bin dgw-load
+bin=target/release
+work=$(mktemp -d)
+root=$($bin/dgw keygen --out $work/root.key 2>/dev/null)
+cat > $work/gw.toml <<TOML
+data_dir = "$work/data"
+key_file = "$work/data/gateway.key"
+[server]
+http = "127.0.0.1:0"
+grpc = "127.0.0.1:0"
+[[tenants]]
+name = "bench"
+root = "$root"
+TOML
+RUST_LOG=${DGW_LOG:-info} $bin/dgw serve --config $work/gw.toml > $work/out 2>/dev/null & pid=$!
+sleep 1
+addr=$(sed -n 's/^dgw listening http=\([^ ]*\).*/\1/p' "$work/out")
+grpc=$(sed -n 's/.* grpc=\([^ ]*\).*/\1/p' "$work/out")
+token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 --max-depth 1 --ttl 1h 2>/dev/null)
+
+for mode in $MODES; do
+  a=$(awk '{print $14+$15}' /proc/$pid/stat)
+  if [ $mode = grpc ]; then target=$grpc; else target=$addr; fi
+  /usr/bin/time -f "load-gen cpu %U+%S s" $bin/dgw-load --mode $mode --addr $target --token "$token" --concurrency 64 --duration 8s --warmup 1s 2>&1
+  b=$(awk '{print $14+$15}' /proc/$pid/stat)
+  echo "dgw cpu: $(( (b-a) ))0 ms over 9 s"
+done
+kill $pid
+rm -rf "$work"
