@@ -770,3 +770,23 @@ fn a_python_grpcio_client_generated_from_the_proto_works() {
                "domain": "delegateos", "requested_resource": "/etc/passwd"})
     );
 }
+
+/// `buf lint` (STANDARD rules, `proto/buf.yaml`) passes on the proto, with
+/// the `buf` binary from `tests/package.json`.
+#[test]
+fn the_proto_passes_buf_lint() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let buf = root.join("tests/node_modules/.bin/buf");
+    assert!(buf.exists(), "buf is missing: run tests/setup.sh");
+    let out = std::process::Command::new(buf)
+        .args(["lint", "proto"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
