@@ -173,6 +173,8 @@ pub struct Gatekeeper {
     delegations: DelegationStore,
     registry: CheckFunctionRegistry,
     decisions: tokio::sync::broadcast::Sender<Arc<DecisionEvent>>,
+    /// Budget-key roots of adapters' grants, with their tenants (for gauges).
+    adapter_roots: RwLock<Vec<(String, String)>>,
 }
 
 /// The current time, as a timestamp and as Unix milliseconds.
@@ -207,6 +209,7 @@ impl Gatekeeper {
             delegations,
             registry: CheckFunctionRegistry::with_builtins(),
             decisions: tokio::sync::broadcast::channel(DECISION_BACKLOG).0,
+            adapter_roots: RwLock::new(Vec::new()),
         }
     }
 
@@ -901,10 +904,31 @@ impl Gatekeeper {
     pub fn refresh_gauges(&self) {
         let totals = self.ledger.tenant_totals();
         let open = self.ledger.open_reservations();
-        for (root, name) in &self.tenant_names {
+        let mut per_tenant: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        let adapter_roots = self.adapter_roots.read().unwrap_or_else(|p| p.into_inner());
+        let roots = self
+            .tenant_names
+            .iter()
+            .map(|(root, name)| (root.to_string(), name.as_str()))
+            .chain(adapter_roots.iter().map(|(r, n)| (r.clone(), n.as_str())));
+        for (root, name) in roots {
             let t = totals.get(root.as_str()).copied().unwrap_or_default();
-            telemetry::set_budget_gauges(name, t.spent, t.remaining, open);
+            let sum = per_tenant.entry(name).or_default();
+            sum.0 += t.spent;
+            sum.1 += t.remaining;
         }
+        for (name, (spent, remaining)) in per_tenant {
+            telemetry::set_budget_gauges(name, spent, remaining, open);
+        }
+    }
+
+    /// Counts the budgets under `root` (an adapter's budget-key root, such
+    /// as `talos:<issuer DID>`) in `tenant`'s gauges.
+    pub fn add_budget_root(&self, root: String, tenant: String) {
+        self.adapter_roots
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((root, tenant));
     }
 }
 

@@ -64,6 +64,11 @@ pub struct TalosGate {
     audit: AuditLog,
 }
 
+/// The budget-key root of an issuer's capabilities.
+fn budget_root(issuer: &str) -> String {
+    format!("talos:{issuer}")
+}
+
 fn now_secs() -> i64 {
     OffsetDateTime::now_utc().unix_timestamp()
 }
@@ -84,6 +89,7 @@ impl TalosGate {
         let mut keys = Issuers::new();
         for i in issuers {
             keys.insert(&i.did, i.key);
+            gate.add_budget_root(budget_root(&i.did), i.tenant.clone());
         }
         Self {
             gate,
@@ -241,7 +247,7 @@ impl TalosGate {
             protocol: "talos",
             tenant: settings.tenant.clone(),
             levels: BudgetKey::for_path(
-                &format!("talos:{}", authorized.root_issuer),
+                &budget_root(&authorized.root_issuer),
                 &names,
                 settings.budget_microcents,
             ),
