@@ -491,8 +491,10 @@ impl McpProxy {
         request.insert("method".into(), json!("tools/call"));
         request.insert("params".into(), Value::Object(params));
         let envelope = talos::envelope::take(&mut request).map_err(|d| {
-            let tool = request["params"]["name"]
-                .as_str()
+            let tool = request
+                .get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
             let r = self
