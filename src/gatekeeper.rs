@@ -304,7 +304,7 @@ impl Gatekeeper {
             let mut n = 0usize;
             cache.retain(|_, _| {
                 n += 1;
-                n % 8 != 0
+                !n.is_multiple_of(8)
             });
         }
         cache.insert(token.to_owned(), verified.clone());
