@@ -565,63 +565,44 @@ impl McpProxy {
             err
         })?;
 
-        if let (Some(envelope), ToolPolicy::Enforced { action, .. }) = (envelope, policy) {
-            let call = talos_gate::Call {
-                envelope,
-                tool: &tool.exposed,
-                method: action,
-                resources: requests.iter().map(|r| r.resource.clone()).collect(),
-                cost_microcents: policy.cost_microcents(),
-                mcp_session: &caller.session.id,
-                request_hash,
-            };
-            let allowed = match self.talos.authorize(call).await {
-                Ok(Ok(a)) => a,
-                Ok(Err(refusal)) => return Err(talos_denied(&refusal.reason, &refusal.detail)),
-                Err(e) => return Err(gate_error(&e)),
-            };
-            params.insert("name".into(), json!(tool.original));
-            let upstream_started = Instant::now();
-            let reply = upstream.request("tools/call", Some(params)).await;
-            *upstream_time = Some(upstream_started.elapsed());
-            let reservation = &allowed.reservation.reservation_id;
-            return match reply {
-                Ok(reply) => {
-                    self.settle_reservation(reservation, policy.cost_microcents());
-                    let ok = matches!(reply, Reply::Result(_));
-                    let response = reply.clone().into_response(id.clone());
-                    self.talos
-                        .invoked(&allowed, talos::canonical::sha256_hex(&response), ok);
-                    Ok(reply)
-                }
-                Err(e) => {
-                    if e.reached() {
-                        self.settle_reservation(reservation, policy.cost_microcents());
-                        self.talos.invoked(&allowed, String::new(), false);
-                    } else if let Err(r) = self.gate.release(reservation) {
-                        tracing::error!(error = %r, "releasing a reservation failed");
-                    }
-                    Err(upstream_error(&e))
-                }
-            };
-        }
-
-        let authorization = match policy {
-            ToolPolicy::Open => {
+        // Authorize by the credential presented: a Talos envelope, else a
+        // DCT; an open tool needs neither. Either way a reservation that is
+        // charged on expiry, then one forwarding path.
+        let cost = policy.cost_microcents();
+        let (reservation, talos_call) = match (envelope, policy) {
+            (_, ToolPolicy::Open) => {
                 labels.protocol = "open";
-                None
+                (None, None)
             }
-            ToolPolicy::Enforced { .. } => {
+            (Some(envelope), ToolPolicy::Enforced { action, .. }) => {
+                let call = talos_gate::Call {
+                    envelope,
+                    tool: &tool.exposed,
+                    method: action,
+                    resources: requests.iter().map(|r| r.resource.clone()).collect(),
+                    cost_microcents: cost,
+                    mcp_session: &caller.session.id,
+                    request_hash,
+                };
+                let allowed = match self.talos.authorize(call).await {
+                    Ok(Ok(a)) => a,
+                    Ok(Err(refusal)) => return Err(talos_denied(&refusal.reason, &refusal.detail)),
+                    Err(e) => return Err(gate_error(&e)),
+                };
+                (
+                    Some(allowed.reservation.reservation_id.clone()),
+                    Some(allowed),
+                )
+            }
+            (None, ToolPolicy::Enforced { .. }) => {
                 let presented = self.presented(caller, field).ok_or_else(|| {
                     call_denied(
                         "dct_required",
                         format!("tool {name:?} needs a DCT: in params._delegateos, an `Authorization: DCT` header, or initialize's _delegateos"),
                     )
                 })?;
-                Some(
-                    self.authorize(&presented, &requests, policy.cost_microcents())
-                        .await?,
-                )
+                let a = self.authorize(&presented, &requests, cost).await?;
+                (Some(a.reservation.reservation_id), None)
             }
         };
 
@@ -630,25 +611,31 @@ impl McpProxy {
         let upstream_started = Instant::now();
         let reply = upstream.request("tools/call", Some(params)).await;
         *upstream_time = Some(upstream_started.elapsed());
-        match (reply, authorization) {
-            (Ok(reply), auth) => {
-                if let Some(a) = auth {
-                    self.settle(&a, policy.cost_microcents());
+        // Charged once the upstream was reached (it may have acted);
+        // released when the call never left dgw.
+        if let Some(reservation) = &reservation {
+            match &reply {
+                Err(e) if !e.reached() => {
+                    if let Err(r) = self.gate.release(reservation) {
+                        tracing::error!(error = %r, "releasing a reservation failed");
+                    }
                 }
-                Ok(reply)
+                _ => self.settle_reservation(reservation, cost),
             }
-            (Err(e), Some(a)) if e.reached() => {
-                self.settle(&a, policy.cost_microcents());
-                Err(upstream_error(&e))
-            }
-            (Err(e), Some(a)) => {
-                if let Err(r) = self.gate.release(&a.reservation.reservation_id) {
-                    tracing::error!(error = %r, "releasing a reservation failed");
-                }
-                Err(upstream_error(&e))
-            }
-            (Err(e), None) => Err(upstream_error(&e)),
         }
+        if let Some(allowed) = &talos_call {
+            match &reply {
+                Ok(r) => {
+                    let response = r.clone().into_response(id.clone());
+                    let ok = matches!(r, Reply::Result(_));
+                    self.talos
+                        .invoked(allowed, talos::canonical::sha256_hex(&response), ok);
+                }
+                Err(e) if e.reached() => self.talos.invoked(allowed, String::new(), false),
+                Err(_) => {}
+            }
+        }
+        reply.map_err(|e| upstream_error(&e))
     }
 
     async fn authorize(
@@ -684,10 +671,6 @@ impl McpProxy {
             return Err(invalid_params("delegation_mismatch", m));
         }
         Ok(a)
-    }
-
-    fn settle(&self, a: &Authorization, cost: u64) {
-        self.settle_reservation(&a.reservation.reservation_id, cost);
     }
 
     fn settle_reservation(&self, reservation_id: &str, cost: u64) {
