@@ -84,8 +84,7 @@ impl HttpLink {
         up: &Upstream,
         message: &Message,
     ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), UpstreamError> {
-        let is_initialize =
-            matches!(message, Message::Request { method, .. } if method == "initialize");
+        let is_initialize = message.is_initialize();
         let mut req = Request::post(self.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
@@ -137,8 +136,7 @@ impl HttpLink {
     }
 
     async fn answer(&self, up: &Upstream, message: &Message) -> Result<Answer, UpstreamError> {
-        let is_initialize =
-            matches!(message, Message::Request { method, .. } if method == "initialize");
+        let is_initialize = message.is_initialize();
         let had_session = self
             .session
             .read()

@@ -101,6 +101,11 @@ impl Message {
         }
     }
 
+    /// Whether this is an `initialize` request (it opens a session).
+    pub fn is_initialize(&self) -> bool {
+        matches!(self, Message::Request { method, .. } if method == "initialize")
+    }
+
     /// The message's JSON text, serialized without building a `Value`.
     pub fn to_json_string(&self) -> String {
         #[derive(serde::Serialize)]

@@ -75,14 +75,6 @@ impl Sessions {
     fn remove(&self, id: &str) -> bool {
         self.lock().remove(id).is_some()
     }
-
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// An HTTP answer: status, extra headers, JSON body (none for 202/204).
@@ -173,10 +165,8 @@ impl StreamableHttp {
                     .push(RpcError::new(INVALID_REQUEST, "invalid_request", why).response(id)),
             }
         }
-        let is_initialize =
-            |m: &Message| matches!(m, Message::Request { method, .. } if method == "initialize");
         let mut new_session = None;
-        let session = if messages.iter().any(is_initialize) {
+        let session = if messages.iter().any(Message::is_initialize) {
             if batch {
                 return HttpAnswer::error(
                     StatusCode::BAD_REQUEST,
