@@ -6,6 +6,7 @@
 # throughput. Use one mode per run for clean figures: a run leaves
 # reservations behind that the next one pays for.
 #   MODES=grpc benches/cpu.sh
+# LOAD_ARGS adds dgw-load options, such as LOAD_ARGS="--connections 4".
 set -e
 cd "$(dirname "$0")/.."
 MODES=${MODES:-authorize grpc}
@@ -32,7 +33,7 @@ token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:rea
 for mode in $MODES; do
   a=$(awk '{print $14+$15}' /proc/$pid/stat)
   if [ $mode = grpc ]; then target=$grpc; else target=$addr; fi
-  /usr/bin/time -f "load-gen cpu %U+%S s" $bin/dgw-load --mode $mode --addr $target --token "$token" --concurrency 64 --duration 8s --warmup 1s 2>&1
+  /usr/bin/time -f "load-gen cpu %U+%S s" $bin/dgw-load --mode $mode --addr $target --token "$token" --concurrency 64 --duration 8s --warmup 1s ${LOAD_ARGS:-} 2>&1
   b=$(awk '{print $14+$15}' /proc/$pid/stat)
   echo "dgw cpu: $(( (b-a) ))0 ms over 9 s"
 done

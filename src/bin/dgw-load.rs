@@ -75,6 +75,11 @@ struct Args {
     /// Settle every grant (a second request, not counted in the latency).
     #[arg(long)]
     settle: bool,
+    /// gRPC only: HTTP/2 connections the clients share (default: one per
+    /// client). gRPC clients multiplex calls over a channel's connection;
+    /// HTTP/1 cannot, so the other modes always use one per client.
+    #[arg(long)]
+    connections: Option<usize>,
 }
 
 struct Stats {
@@ -180,16 +185,11 @@ async fn mcp_session(
 async fn grpc_client(
     args: Arc<Args>,
     token: Arc<String>,
+    channel: tonic::transport::Channel,
     warm_until: Instant,
     stop_at: Instant,
 ) -> Result<Stats, String> {
     use delegate_gateway::grpc::pb;
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", args.addr))
-        .map_err(|e| e.to_string())?
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .map_err(|e| e.to_string())?;
     let mut client = pb::delegation_gateway_client::DelegationGatewayClient::new(channel);
     let request = pb::AuthorizeRequest {
         dct: token.to_string(),
@@ -398,15 +398,36 @@ async fn main() -> Result<(), String> {
     let start = Instant::now();
     let warm_until = start + warmup;
     let stop_at = warm_until + duration;
+    let connections = args.connections.unwrap_or(args.concurrency);
+    if connections == 0 || connections > args.concurrency {
+        return Err("--connections must be between 1 and --concurrency".into());
+    }
+    if args.mode != Mode::Grpc && connections != args.concurrency {
+        return Err("--connections applies to --mode grpc only (HTTP/1 cannot multiplex)".into());
+    }
+    let mut channels = Vec::new();
+    if args.mode == Mode::Grpc {
+        for _ in 0..connections {
+            channels.push(
+                tonic::transport::Endpoint::from_shared(format!("http://{}", args.addr))
+                    .map_err(|e| e.to_string())?
+                    .tcp_nodelay(true)
+                    .connect()
+                    .await
+                    .map_err(|e| format!("{}: {e}", args.addr))?,
+            );
+        }
+    }
     let args = Arc::new(args);
     let token = Arc::new(token);
     let tasks: Vec<_> = (0..args.concurrency)
-        .map(|_| {
+        .map(|i| {
             let (args, token) = (args.clone(), token.clone());
+            let channel = channels.get(i % connections.max(1)).cloned();
             tokio::spawn(async move {
-                match args.mode {
-                    Mode::Grpc => grpc_client(args, token, warm_until, stop_at).await,
-                    _ => http_client(args, token, warm_until, stop_at).await,
+                match channel {
+                    Some(c) => grpc_client(args, token, c, warm_until, stop_at).await,
+                    None => http_client(args, token, warm_until, stop_at).await,
                 }
             })
         })
@@ -421,9 +442,10 @@ async fn main() -> Result<(), String> {
     all.sort_unstable();
     let secs = duration.as_secs_f64();
     println!(
-        "{:?}: {} clients, {:?}: {} answers ({:.0}/s), {} of them denials or errors; latency p50 {} µs, p99 {} µs, p99.9 {} µs, max {} µs{}",
+        "{:?}: {} clients on {} connections, {:?}: {} answers ({:.0}/s), {} of them denials or errors; latency p50 {} µs, p99 {} µs, p99.9 {} µs, max {} µs{}",
         args.mode,
         args.concurrency,
+        connections,
         Duration::from_secs_f64(secs),
         all.len(),
         all.len() as f64 / secs,

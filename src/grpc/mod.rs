@@ -49,9 +49,10 @@ pub async fn serve(
     };
     let gateway = pb::delegation_gateway_server::DelegationGatewayServer::new(front)
         .max_decoding_message_size(max_message_bytes);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // The builder's `tcp_nodelay` only reaches sockets tonic accepts itself;
+    // ours must carry it, or Nagle holds back each answer's trailers.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(gateway)
