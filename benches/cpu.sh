@@ -24,7 +24,7 @@ grpc = "127.0.0.1:0"
 name = "bench"
 root = "$root"
 TOML
-RUST_LOG=${DGW_LOG:-info} $bin/dgw serve --config $work/gw.toml > $work/out 2>/dev/null & pid=$!
+RUST_LOG=${DGW_LOG:-info} $bin/dgw serve --config $work/gw.toml > $work/out 2>${DGW_ERR:-/dev/null} & pid=$!
 sleep 1
 addr=$(sed -n 's/^dgw listening http=\([^ ]*\).*/\1/p' "$work/out")
 grpc=$(sed -n 's/.* grpc=\([^ ]*\).*/\1/p' "$work/out")
@@ -33,7 +33,7 @@ token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:rea
 for mode in $MODES; do
   a=$(awk '{print $14+$15}' /proc/$pid/stat)
   if [ $mode = grpc ]; then target=$grpc; else target=$addr; fi
-  /usr/bin/time -f "load-gen cpu %U+%S s" $bin/dgw-load --mode $mode --addr $target --token "$token" --concurrency 64 --duration 8s --warmup 1s ${LOAD_ARGS:-} 2>&1
+  /usr/bin/time -f "load-gen cpu %U+%S s" $bin/dgw-load --mode $mode --addr $target --token "$token" --concurrency 64 --duration ${DURATION:-8s} --warmup 1s ${LOAD_ARGS:-} 2>&1
   b=$(awk '{print $14+$15}' /proc/$pid/stat)
   echo "dgw cpu: $(( (b-a) ))0 ms over 9 s"
 done

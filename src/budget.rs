@@ -15,12 +15,12 @@
 //! atomic in this process, and sled allows only one process per data dir.
 //!
 //! The state lives in memory; every change is first appended to the budget
-//! journal (`journal.rs`, group-committed), and snapshots of the whole state
-//! go to the `budgets/v1` and `reservations/v1` trees, after which older
-//! journal files are deleted. Recovery loads the snapshot and replays the
+//! journal (`journal.rs`, group-committed), and snapshots of what changed
+//! since the last one go to the `budgets/v1` and `reservations/v1` trees,
+//! after which older journal files are deleted. Recovery loads the snapshot and replays the
 //! journal records after it, through the same `Book::apply` as live changes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -191,11 +191,15 @@ impl Entry {
     }
 }
 
-/// What the last snapshot wrote, to write only differences next time.
+/// What changed since the last snapshot took this: what the next one
+/// writes. Taking it is O(1), so a snapshot never holds the book for long,
+/// however many reservations are open.
 #[derive(Default)]
-struct Snapshotted {
-    levels: HashMap<BudgetKey, (u64, u64)>,
-    reservations: BTreeSet<String>,
+struct Unsaved {
+    levels: FastSet<BudgetKey>,
+    /// Reservations opened (`Some`) or ended (`None`) since then. One opened
+    /// and ended in between leaves nothing: it was never saved.
+    reservations: FastMap<String, Option<Arc<ReservationRecord>>>,
 }
 
 /// The `ledger/v1` record of the last snapshot.
@@ -216,12 +220,16 @@ struct LevelState {
 /// Maps with a fast keyed hash: budget keys are long strings hashed on every
 /// operation, and the per-process random key keeps them DoS-resistant.
 type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+type FastSet<K> = HashSet<K, ahash::RandomState>;
 
 #[derive(Default)]
 struct Book {
     levels: FastMap<BudgetKey, LevelState>,
-    reservations: FastMap<String, ReservationRecord>,
+    reservations: FastMap<String, Arc<ReservationRecord>>,
+    /// Open reservations by deadline, so the sweeper reads only the expired.
+    deadlines: BTreeSet<(u64, String)>,
     by_delegation: FastMap<String, BTreeSet<BudgetKey>>,
+    unsaved: Unsaved,
     /// The last journaled change applied.
     seq: u64,
 }
@@ -235,10 +243,15 @@ impl Book {
                 for (key, limit) in &record.levels {
                     self.level_mut(key, *limit).reserved += record.amount;
                 }
-                self.reservations.insert(id.clone(), record.clone());
+                let record = Arc::new(record.clone());
+                self.deadlines.insert((record.deadline_ms, id.clone()));
+                self.unsaved
+                    .reservations
+                    .insert(id.clone(), Some(record.clone()));
+                self.reservations.insert(id.clone(), record);
             }
             Entry::Settle { id, actual, .. } => {
-                if let Some(res) = self.reservations.remove(id) {
+                if let Some(res) = self.end(id) {
                     for (key, limit) in &res.levels {
                         let state = self.level_mut(key, *limit);
                         state.reserved -= res.amount;
@@ -247,7 +260,7 @@ impl Book {
                 }
             }
             Entry::Release { id, .. } => {
-                if let Some(res) = self.reservations.remove(id) {
+                if let Some(res) = self.end(id) {
                     for (key, limit) in &res.levels {
                         self.level_mut(key, *limit).reserved -= res.amount;
                     }
@@ -262,7 +275,22 @@ impl Book {
         self.seq = self.seq.max(entry.seq());
     }
 
+    /// Removes an open reservation, if there is one.
+    fn end(&mut self, id: &str) -> Option<Arc<ReservationRecord>> {
+        let res = self.reservations.remove(id)?;
+        self.deadlines.remove(&(res.deadline_ms, id.to_owned()));
+        if let Some(Some(_)) = self.unsaved.reservations.get(id) {
+            self.unsaved.reservations.remove(id);
+        } else {
+            self.unsaved.reservations.insert(id.to_owned(), None);
+        }
+        Some(res)
+    }
+
     fn level_mut(&mut self, key: &BudgetKey, limit: u64) -> &mut LevelState {
+        if !self.unsaved.levels.contains(key) {
+            self.unsaved.levels.insert(key.clone());
+        }
         if !self.levels.contains_key(key) {
             self.by_delegation
                 .entry(key.delegation_id().to_owned())
@@ -321,7 +349,8 @@ type Durable = oneshot::Receiver<Result<(), StorageError>>;
 pub struct Ledger {
     storage: Storage,
     journal: Journal,
-    snapshotted: Mutex<Snapshotted>,
+    /// Held by the snapshot being written: one at a time.
+    snapshotting: Mutex<()>,
     book: Mutex<Book>,
     ttl: Duration,
     /// Reservation IDs are this process's random prefix and a counter:
@@ -343,21 +372,20 @@ impl Ledger {
         ttl: Duration,
     ) -> Result<Self, LedgerError> {
         let mut book = Book::default();
-        let mut snapshotted = Snapshotted::default();
         for (k, rec) in scan::<LevelRecord>(&storage.trees.budgets, "budgets")? {
             let key = BudgetKey(Arc::from(String::from_utf8_lossy(&k)));
             book.level_mut(&key, rec.limit).spent = rec.spent;
-            snapshotted.levels.insert(key, (rec.limit, rec.spent));
         }
         for (k, res) in scan::<ReservationRecord>(&storage.trees.reservations, "reservations")? {
             let id = String::from_utf8_lossy(&k).into_owned();
-            snapshotted.reservations.insert(id.clone());
             book.apply(&Entry::Reserve {
                 seq: 0,
                 id,
                 record: res,
             });
         }
+        // All of that is saved; what the journal replays below is not.
+        book.unsaved = Unsaved::default();
         let meta: SnapshotMeta =
             get(&storage.trees.ledger, "ledger", SNAPSHOT_KEY)?.unwrap_or_default();
         book.seq = meta.seq;
@@ -371,7 +399,7 @@ impl Ledger {
         Ok(Self {
             storage,
             journal,
-            snapshotted: Mutex::new(snapshotted),
+            snapshotting: Mutex::new(()),
             book: Mutex::new(book),
             ttl,
             id_prefix: format!("res_{}", hex(&random::bytes::<8>()?)),
@@ -385,57 +413,67 @@ impl Ledger {
     pub fn snapshot(&self) -> Result<u64, StorageError> {
         use sled::transaction::{ConflictableTransactionError, TransactionalTree};
         use sled::Transactional;
-        // One snapshot at a time; changes go on meanwhile.
-        let mut done = self.snapshotted.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = self.snapshotting.lock().unwrap_or_else(|p| p.into_inner());
+        // Under the book lock only for as long as the changed levels take to
+        // read: changes go on meanwhile.
         let (levels, reservations, seq, first_kept) = {
-            let book = self.book();
-            let levels: HashMap<BudgetKey, (u64, u64)> = book
+            let mut book = self.book();
+            let unsaved = std::mem::take(&mut book.unsaved);
+            let levels: Vec<(BudgetKey, LevelRecord)> = unsaved
                 .levels
-                .iter()
-                .map(|(k, s)| (k.clone(), (s.limit, s.spent)))
+                .into_iter()
+                .filter_map(|k| {
+                    let s = book.levels.get(&k)?;
+                    let record = LevelRecord {
+                        limit: s.limit,
+                        spent: s.spent,
+                    };
+                    Some((k, record))
+                })
                 .collect();
             // Records appended from here on go to a new file, which this snapshot does not cover.
             let first_kept = self.journal.rotate();
-            (levels, book.reservations.clone(), book.seq, first_kept)
+            (levels, unsaved.reservations, book.seq, first_kept)
         };
-        let changed: Vec<(&BudgetKey, LevelRecord)> = levels
-            .iter()
-            .filter(|(k, v)| done.levels.get(*k) != Some(*v))
-            .map(|(k, &(limit, spent))| (k, LevelRecord { limit, spent }))
-            .collect();
-        let gone: Vec<&String> = done
-            .reservations
-            .iter()
-            .filter(|id| !reservations.contains_key(*id))
-            .collect();
-        let added: Vec<(&String, &ReservationRecord)> = reservations
-            .iter()
-            .filter(|(id, _)| !done.reservations.contains(*id))
-            .collect();
         let trees = (
             &self.storage.trees.budgets,
             &self.storage.trees.reservations,
             &self.storage.trees.ledger,
         );
-        trees.transaction(
-            |(budgets, res, ledger): &(TransactionalTree, TransactionalTree, TransactionalTree)| {
-                for (k, rec) in &changed {
-                    budgets.insert(record_key(k), encode(rec))?;
-                }
-                for id in &gone {
-                    res.remove(id.as_bytes())?;
-                }
-                for (id, rec) in &added {
-                    res.insert(id.as_bytes(), encode(*rec))?;
-                }
-                ledger.insert(SNAPSHOT_KEY, encode(&SnapshotMeta { seq }))?;
-                Ok::<(), ConflictableTransactionError<()>>(())
-            },
-        )?;
-        self.storage.flush_now()?;
+        let written = trees
+            .transaction(
+                |(budgets, res, ledger): &(
+                    TransactionalTree,
+                    TransactionalTree,
+                    TransactionalTree,
+                )| {
+                    for (k, rec) in &levels {
+                        budgets.insert(record_key(k), encode(rec))?;
+                    }
+                    for (id, rec) in &reservations {
+                        match rec {
+                            Some(rec) => res.insert(id.as_bytes(), encode(&**rec))?,
+                            None => res.remove(id.as_bytes())?,
+                        };
+                    }
+                    ledger.insert(SNAPSHOT_KEY, encode(&SnapshotMeta { seq }))?;
+                    Ok::<(), ConflictableTransactionError<()>>(())
+                },
+            )
+            .map_err(StorageError::from)
+            .and_then(|()| self.storage.flush_now());
+        if let Err(e) = written {
+            // The next snapshot writes these, under anything newer.
+            let mut book = self.book();
+            book.unsaved
+                .levels
+                .extend(levels.into_iter().map(|(k, _)| k));
+            for (id, rec) in reservations {
+                book.unsaved.reservations.entry(id).or_insert(rec);
+            }
+            return Err(e);
+        }
         self.journal.remove_before(first_kept)?;
-        done.levels = levels;
-        done.reservations = reservations.into_keys().collect();
         Ok(seq)
     }
 
@@ -576,16 +614,13 @@ impl Ledger {
     ) -> Result<(Settlement, Option<Durable>), LedgerError> {
         {
             let mut book = self.book();
-            let res = book
+            let reserved = book
                 .reservations
                 .get(reservation_id)
-                .cloned()
+                .map(|r| r.amount)
                 .ok_or_else(|| LedgerError::UnknownReservation(reservation_id.to_owned()))?;
-            if actual > res.amount {
-                return Err(LedgerError::ExceedsReservation {
-                    actual,
-                    reserved: res.amount,
-                });
+            if actual > reserved {
+                return Err(LedgerError::ExceedsReservation { actual, reserved });
             }
             let entry = |seq| Entry::Settle {
                 seq,
@@ -602,7 +637,7 @@ impl Ledger {
                 Settlement {
                     reservation_id: reservation_id.to_owned(),
                     charged_microcents: actual,
-                    released_microcents: res.amount - actual,
+                    released_microcents: reserved - actual,
                 },
                 durable,
             ))
@@ -650,13 +685,16 @@ impl Ledger {
     /// [`OnExpiry`] says (released, or charged in full); returns how many.
     /// Not awaited: an ending lost in a crash is redone at the next sweep.
     pub fn sweep(&self, now_ms: u64) -> Result<usize, LedgerError> {
-        let expired: Vec<(String, OnExpiry, u64)> = self
-            .book()
-            .reservations
-            .iter()
-            .filter(|(_, r)| r.deadline_ms <= now_ms)
-            .map(|(id, r)| (id.clone(), r.on_expiry, r.amount))
-            .collect();
+        let expired: Vec<(String, OnExpiry, u64)> = {
+            let book = self.book();
+            book.deadlines
+                .range(..(now_ms.saturating_add(1), String::new()))
+                .filter_map(|(_, id)| {
+                    let r = book.reservations.get(id)?;
+                    Some((id.clone(), r.on_expiry, r.amount))
+                })
+                .collect()
+        };
         for (id, on_expiry, amount) in &expired {
             let ended = match on_expiry {
                 OnExpiry::Release => self.release(id).map(drop),
@@ -771,6 +809,8 @@ mod tests {
         Charge(usize, u64),
         Compact,
         Reload,
+        /// Sweep at a time past every deadline: everything open is released.
+        SweepAll,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -781,6 +821,7 @@ mod tests {
             1 => (0..3usize, 0..40u64).prop_map(|(c, a)| Op::Charge(c, a)),
             1 => Just(Op::Compact),
             1 => Just(Op::Reload),
+            1 => Just(Op::SweepAll),
         ]
     }
 
@@ -854,6 +895,12 @@ mod tests {
                             for i in idx(c) { model[i].1 -= amount; }
                         }
                         Op::Compact => { ledger.snapshot().unwrap(); }
+                        Op::SweepAll => {
+                            prop_assert_eq!(ledger.sweep(60_000).unwrap(), open.len());
+                            for (_, c, amount) in open.drain(..) {
+                                for i in idx(c) { model[i].1 -= amount; }
+                            }
+                        }
                         Op::Reload => {
                             let before = state(&ledger);
                             drop(ledger);

@@ -80,11 +80,59 @@ struct Args {
     /// HTTP/1 cannot, so the other modes always use one per client.
     #[arg(long)]
     connections: Option<usize>,
+    /// Open loop: send this many requests per second in total, each client
+    /// on a fixed schedule, instead of each client sending its next request
+    /// as soon as the last is answered (the default, closed loop).
+    #[arg(long)]
+    rate: Option<f64>,
+}
+
+/// When one client's requests are due.
+struct Pace {
+    /// Open loop: the next due instant and the interval between requests.
+    schedule: Option<(Instant, Duration)>,
+    /// Requests that fell due while the client still waited for the
+    /// previous answer.
+    late: u64,
+}
+
+impl Pace {
+    /// Client `index` of `clients` at `rate` requests per second in total
+    /// (spread evenly over the first interval), or closed loop.
+    fn new(rate: Option<f64>, index: usize, clients: usize, start: Instant) -> Self {
+        let schedule = rate.map(|r| {
+            let every = Duration::from_secs_f64(clients as f64 / r);
+            (start + every.mul_f64(index as f64 / clients as f64), every)
+        });
+        Self { schedule, late: 0 }
+    }
+
+    /// Waits until the next request is due and returns the instant its
+    /// latency counts from: the moment it is sent or, when it fell due
+    /// while the previous answer was still awaited, the moment it was due,
+    /// so a slow answer also counts against the requests it held up (no
+    /// coordinated omission). The timer's own lateness (tokio's wheel ticks
+    /// in milliseconds) is the load generator's, and does not count.
+    async fn due(&mut self) -> Instant {
+        let Some((next, every)) = &mut self.schedule else {
+            return Instant::now();
+        };
+        let due = *next;
+        *next += *every;
+        if Instant::now() > due {
+            self.late += 1;
+            return due;
+        }
+        tokio::time::sleep_until(due.into()).await;
+        Instant::now()
+    }
 }
 
 struct Stats {
     latencies_us: Vec<u32>,
     errors: u64,
+    /// Open loop: requests sent late (see [`Pace::due`]).
+    late: u64,
 }
 
 fn percentile(sorted: &[u32], p: f64) -> u32 {
@@ -186,6 +234,7 @@ async fn grpc_client(
     args: Arc<Args>,
     token: Arc<String>,
     channel: tonic::transport::Channel,
+    mut pace: Pace,
     warm_until: Instant,
     stop_at: Instant,
 ) -> Result<Stats, String> {
@@ -203,9 +252,10 @@ async fn grpc_client(
     let mut stats = Stats {
         latencies_us: Vec::new(),
         errors: 0,
+        late: 0,
     };
     loop {
-        let started = Instant::now();
+        let started = pace.due().await;
         if started >= stop_at {
             break;
         }
@@ -227,6 +277,7 @@ async fn grpc_client(
             client.settle(settle).await.map_err(|e| e.to_string())?;
         }
     }
+    stats.late = pace.late;
     Ok(stats)
 }
 
@@ -234,6 +285,7 @@ async fn grpc_client(
 async fn http_client(
     args: Arc<Args>,
     token: Arc<String>,
+    mut pace: Pace,
     warm_until: Instant,
     stop_at: Instant,
 ) -> Result<Stats, String> {
@@ -248,6 +300,7 @@ async fn http_client(
     let mut stats = Stats {
         latencies_us: Vec::new(),
         errors: 0,
+        late: 0,
     };
     let (target, request) = match args.mode {
         Mode::Authorize => (
@@ -285,7 +338,7 @@ async fn http_client(
     };
     let body = Bytes::from(request.to_string());
     loop {
-        let started = Instant::now();
+        let started = pace.due().await;
         if started >= stop_at {
             break;
         }
@@ -313,6 +366,7 @@ async fn http_client(
             post(&mut sender, &target, &settle).await?;
         }
     }
+    stats.late = pace.late;
     Ok(stats)
 }
 
@@ -395,9 +449,6 @@ async fn main() -> Result<(), String> {
     let duration =
         humantime::parse_duration(&args.duration).map_err(|e| format!("--duration: {e}"))?;
     let warmup = humantime::parse_duration(&args.warmup).map_err(|e| format!("--warmup: {e}"))?;
-    let start = Instant::now();
-    let warm_until = start + warmup;
-    let stop_at = warm_until + duration;
     let connections = args.connections.unwrap_or(args.concurrency);
     if connections == 0 || connections > args.concurrency {
         return Err("--connections must be between 1 and --concurrency".into());
@@ -418,26 +469,34 @@ async fn main() -> Result<(), String> {
             );
         }
     }
+    if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err("--rate must be a positive number of requests per second".into());
+    }
+    let start = Instant::now();
+    let warm_until = start + warmup;
+    let stop_at = warm_until + duration;
     let args = Arc::new(args);
     let token = Arc::new(token);
     let tasks: Vec<_> = (0..args.concurrency)
         .map(|i| {
             let (args, token) = (args.clone(), token.clone());
             let channel = channels.get(i % connections.max(1)).cloned();
+            let pace = Pace::new(args.rate, i, args.concurrency, start);
             tokio::spawn(async move {
                 match channel {
-                    Some(c) => grpc_client(args, token, c, warm_until, stop_at).await,
-                    None => http_client(args, token, warm_until, stop_at).await,
+                    Some(c) => grpc_client(args, token, c, pace, warm_until, stop_at).await,
+                    None => http_client(args, token, pace, warm_until, stop_at).await,
                 }
             })
         })
         .collect();
     let mut all = Vec::new();
-    let mut errors = 0;
+    let (mut errors, mut late) = (0, 0);
     for t in tasks {
         let stats = t.await.map_err(|e| e.to_string())??;
         all.extend(stats.latencies_us);
         errors += stats.errors;
+        late += stats.late;
     }
     all.sort_unstable();
     let secs = duration.as_secs_f64();
@@ -456,5 +515,10 @@ async fn main() -> Result<(), String> {
         all.last().copied().unwrap_or(0),
         if args.settle { " (each grant also settled)" } else { "" }
     );
+    if let Some(rate) = args.rate {
+        println!(
+            "open loop at {rate:.0}/s offered: {late} requests fell due before the previous answer came (their latency counts from when they were due)"
+        );
+    }
     Ok(())
 }
