@@ -426,8 +426,19 @@ fn a_rust_client_over_dgw_mcp_stdio() {
     assert_eq!(files.upstream_calls().len(), 1);
 }
 
+/// A child process killed when dropped, so a failing test leaves none behind
+/// (one would hold the test harness's output open).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts the SDK echo server on Streamable HTTP; returns it and its URL.
-fn echo_http_server() -> (std::process::Child, String) {
+fn echo_http_server() -> (Killed, String) {
     let mut child = Command::new("node")
         .arg(tests_dir().join("mcp/echo-server.mjs"))
         .args(["--http", "0"])
@@ -442,14 +453,14 @@ fn echo_http_server() -> (std::process::Child, String) {
         .trim()
         .strip_prefix("echo-server listening port=")
         .unwrap_or_else(|| panic!("{line:?}"));
-    (child, format!("http://127.0.0.1:{port}/mcp"))
+    (Killed(child), format!("http://127.0.0.1:{port}/mcp"))
 }
 
 #[test]
 fn http_and_stdio_upstreams_together_with_clashing_names_and_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let root = seed(1);
-    let (mut web, url) = echo_http_server();
+    let (_web, url) = echo_http_server();
     let echo = tests_dir().join("mcp/echo-server.mjs");
     let rules = r#"
 [[upstreams.tools]]
@@ -473,9 +484,11 @@ open = true
     assert_eq!(
         names,
         [
+            "local__cancellations",
             "local__count",
             "local__crash",
             "local__echo",
+            "web__cancellations",
             "web__count",
             "web__crash",
             "web__echo"
@@ -511,7 +524,6 @@ open = true
         json!({"delegationId": del(1).to_string()}),
     );
     assert_eq!(budget["chains"][0][0]["spentMicrocents"], 20, "{budget}");
-    let _ = web.kill();
 }
 
 #[test]
@@ -573,4 +585,151 @@ fn the_mcp_endpoint_refuses_bad_sessions_and_bad_messages() {
         list.as_bytes(),
     );
     assert_eq!(status, 404);
+}
+
+/// Tool rules for the echo server's `wait` (enforced, 25 µ¢) and its
+/// `c*` tools (open).
+const WAIT_RULES: &str = r#"
+[[upstreams.tools]]
+name = "wait"
+capability = "demo:wait"
+fixed_resource = "/wait"
+cost_microcents = 25
+[[upstreams.tools]]
+name = "c*"
+open = true
+"#;
+
+/// Asks `cancellations` until the upstream reports one (its cancellation
+/// notification races the next call), within a generous deadline.
+fn await_one_cancellation(mut ask: impl FnMut() -> Value) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let a = ask();
+        match text_of(&a).as_str() {
+            "1" => return,
+            "0" => {}
+            other => panic!("{other:?}: {a}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the upstream never saw the cancellation"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_call_the_typescript_sdk_client_cancels_is_cancelled_upstream_and_charged() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let (_web, url) = echo_http_server();
+    let extra = format!("[[upstreams]]\nname = \"web\"\nurl = {url:?}\n{WAIT_RULES}");
+    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let gw = Gateway::start(&config);
+    let token = root_token(&root, &seed(2), &["demo:wait:*"], 1000, 3600).encode();
+    let calls = json!([{"name": "wait", "arguments": {"ms": 60_000}, "abortAfterMs": 300}]);
+    let out = Command::new("node")
+        .arg(tests_dir().join("mcp/sdk-client.mjs"))
+        .arg(format!("http://{}/mcp", gw.addr))
+        .arg(&token)
+        .arg(calls.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out["calls"][0]["aborted"], true, "{out}");
+
+    // The upstream was told, under the ID dgw gave the call there.
+    let mut mcp = McpHttp::connect(&gw.addr, None);
+    await_one_cancellation(|| mcp.call("cancellations", json!({}), None));
+    // The upstream may have acted before it stopped: charged in full (once
+    // dgw has told the upstream, which the poll above may see first).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let budget = gw.ok(
+            "delegateos/budget",
+            json!({"delegationId": del(1).to_string()}),
+        );
+        let level = &budget["chains"][0][0];
+        if level["spentMicrocents"] == 25 {
+            assert_eq!(level["reservedMicrocents"], 0, "{budget}");
+            break;
+        }
+        assert_eq!(level["reservedMicrocents"], 25, "{budget}");
+        assert!(Instant::now() < deadline, "never settled: {budget}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let m = gw.metrics();
+    assert!(
+        m.contains(r#"dgw_mcp_tool_calls_total{protocol="delegateos",upstream="web",tool="wait",outcome="cancelled"} 1"#),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_call_cancelled_over_dgw_mcp_stdio_gets_no_answer_and_stops_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let echo = tests_dir().join("mcp/echo-server.mjs");
+    let extra =
+        format!("[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\n{WAIT_RULES}");
+    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let token = root_token(&root, &seed(2), &["demo:wait:*"], 1000, 3600).encode();
+    let mut c = StdioClient::start(&config);
+    c.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "rust-stdio", "version": "1"},
+               "_delegateos": {"dct": token}}),
+    );
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    c.send(
+        &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                   "params": {"name": "wait", "arguments": {"ms": 60_000}}}),
+    );
+    // Cancelling a request that is not in flight changes nothing.
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": "not-sent"}}),
+    );
+    // Until dgw has the call in flight, a cancellation would find nothing:
+    // ask the upstream's call counter until the wait is running there.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut id, mut counts) = (10, 0);
+    loop {
+        id += 1;
+        counts += 1;
+        let a = c.request(id, "tools/call", json!({"name": "count", "arguments": {}}));
+        let served: u64 = text_of(&a).parse().unwrap();
+        if served == counts + 1 {
+            break; // every count so far, and the wait
+        }
+        assert_eq!(served, counts, "{a}");
+        assert!(Instant::now() < deadline, "the wait never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": "slow", "reason": "changed my mind"}}),
+    );
+    // Every line read from here on answers the request just sent (the
+    // helper asserts its ID), so an answer to "slow" would fail the test.
+    await_one_cancellation(|| {
+        id += 1;
+        c.request(
+            id,
+            "tools/call",
+            json!({"name": "cancellations", "arguments": {}}),
+        )
+    });
+    let p = c.request(100, "ping", json!({}));
+    assert_eq!(p["result"], json!({}));
+    drop(c.stdin);
+    assert!(c.child.wait().unwrap().success());
 }

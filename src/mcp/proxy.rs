@@ -11,6 +11,7 @@ use std::time::Instant;
 use delegateos::messages::{McpDelegateos, MCP_FIELD};
 use serde_json::{json, Map, Value};
 
+use super::cancel::{Cancel, InFlight};
 use super::message::{Id, Message, Reply};
 use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
@@ -44,6 +45,16 @@ pub struct Session {
     id: String,
     /// The DCT presented in `initialize` params, for the whole session.
     dct: RwLock<Option<McpDelegateos>>,
+    /// Forwarded requests the client may cancel.
+    in_flight: InFlight,
+}
+
+impl Session {
+    /// Ends the session: its requests still in flight are cancelled, as if
+    /// the client had cancelled each.
+    pub fn end(&self) {
+        self.in_flight.cancel_all();
+    }
 }
 
 impl Default for Session {
@@ -54,6 +65,7 @@ impl Default for Session {
         Self {
             id,
             dct: RwLock::new(None),
+            in_flight: InFlight::default(),
         }
     }
 }
@@ -133,6 +145,29 @@ struct CallLabels {
     tool: String,
 }
 
+/// A `tools/call` as metrics count it, recorded when dropped: also when the
+/// client went away mid-call (its connection closed) and the call's future
+/// with it, which counts as `cancelled`.
+struct CallRecord {
+    started: Instant,
+    labels: CallLabels,
+    upstream_time: Option<std::time::Duration>,
+    outcome: CallOutcome,
+}
+
+impl Drop for CallRecord {
+    fn drop(&mut self) {
+        telemetry::record_mcp_call(
+            self.labels.protocol,
+            &self.labels.upstream,
+            &self.labels.tool,
+            self.outcome.as_str(),
+            self.started.elapsed(),
+            self.upstream_time,
+        );
+    }
+}
+
 /// A Talos denial: -32001 with the Talos reason in `data.type` and in the
 /// message.
 fn talos_denied(reason: &str, detail: &str) -> RpcError {
@@ -156,6 +191,9 @@ enum CallOutcome {
     Invalid,
     /// The upstream could not be reached or did not answer.
     UpstreamFailed,
+    /// The client cancelled the call while the upstream worked on it, or
+    /// went away.
+    Cancelled,
 }
 
 impl CallOutcome {
@@ -165,6 +203,7 @@ impl CallOutcome {
             CallOutcome::Denied => "denied",
             CallOutcome::Invalid => "invalid",
             CallOutcome::UpstreamFailed => "upstream_failed",
+            CallOutcome::Cancelled => "cancelled",
         }
     }
 }
@@ -187,13 +226,18 @@ fn call_denied(kind: &str, message: impl Into<String>) -> RpcError {
 }
 
 fn upstream_error(e: &UpstreamError) -> RpcError {
-    let kind = if e.reached() {
-        "upstream_no_answer"
-    } else {
-        "upstream_unavailable"
+    let (code, kind) = match e {
+        // Never sent: the client that cancelled expects no answer.
+        UpstreamError::Cancelled { .. } => (REQUEST_CANCELLED, "request_cancelled"),
+        e if e.reached() => (INTERNAL_ERROR, "upstream_no_answer"),
+        _ => (INTERNAL_ERROR, "upstream_unavailable"),
     };
-    RpcError::new(INTERNAL_ERROR, kind, e.to_string())
+    RpcError::new(code, kind, e.to_string())
 }
+
+/// The error code of a cancelled request, as LSP numbers it (MCP sends
+/// none: this one only reaches metrics and logs).
+const REQUEST_CANCELLED: i64 = -32800;
 
 /// Takes `_delegateos` out of params, typed.
 fn take_delegateos(params: &mut Map<String, Value>) -> Result<Option<McpDelegateos>, RpcError> {
@@ -255,12 +299,24 @@ impl McpProxy {
     pub async fn handle(&self, caller: Caller<'_>, message: Message) -> Option<Value> {
         match message {
             Message::Request { id, method, params } => {
-                Some(self.request(caller, id, &method, params).await)
+                // A request the client cancelled gets no answer (MCP).
+                let in_flight = caller.session.in_flight.begin(&id);
+                let answer = self
+                    .request(caller, id, &method, params, in_flight.signal())
+                    .await;
+                (!in_flight.signal().is_cancelled()).then_some(answer)
+            }
+            Message::Notification { method, params } if method == "notifications/cancelled" => {
+                // Stops the forwarded request, which tells its upstream
+                // under the ID the gateway gave it there.
+                let id = params.as_ref().and_then(|p| p.get("requestId"));
+                let cancelled = id.is_some_and(|id| caller.session.in_flight.cancel(id));
+                tracing::debug!(request = ?id, cancelled, "client cancelled a request");
+                None
             }
             Message::Notification { method, .. } => {
                 // `notifications/initialized` is ours to swallow: each
-                // upstream was initialized by the gateway. Cancellations
-                // are not forwarded (see docs/mcp.md).
+                // upstream was initialized by the gateway.
                 tracing::debug!(%method, "client notification");
                 None
             }
@@ -274,14 +330,15 @@ impl McpProxy {
         id: Id,
         method: &str,
         params: Option<Map<String, Value>>,
+        cancel: &Cancel,
     ) -> Value {
         let started = Instant::now();
         let result = match method {
             "initialize" => self.initialize(caller, params),
             "ping" => Ok(Reply::Result(json!({}))),
             "tools/list" => self.list_tools(caller, params).await,
-            "tools/call" => self.call_tool(caller, &id, params).await,
-            _ => self.pass_through(method, params).await,
+            "tools/call" => self.call_tool(caller, &id, params, cancel).await,
+            _ => self.pass_through(method, params, cancel).await,
         };
         let label = match method {
             "initialize" | "ping" | "tools/list" | "tools/call" => method,
@@ -445,31 +502,35 @@ impl McpProxy {
         caller: Caller<'_>,
         id: &Id,
         params: Option<Map<String, Value>>,
+        cancel: &Cancel,
     ) -> Result<Reply, RpcError> {
-        let started = Instant::now();
-        let mut labels = CallLabels {
-            protocol: "delegateos",
-            upstream: "-".to_owned(),
-            tool: "unknown".to_owned(),
+        let mut record = CallRecord {
+            started: Instant::now(),
+            labels: CallLabels {
+                protocol: "delegateos",
+                upstream: "-".to_owned(),
+                tool: "unknown".to_owned(),
+            },
+            upstream_time: None,
+            outcome: CallOutcome::Cancelled,
         };
-        let mut upstream_time = None;
         let result = self
-            .enforce_and_forward(caller, id, params, &mut labels, &mut upstream_time)
+            .enforce_and_forward(
+                caller,
+                id,
+                params,
+                cancel,
+                &mut record.labels,
+                &mut record.upstream_time,
+            )
             .await;
-        let outcome = match &result {
+        record.outcome = match &result {
             Ok(_) => CallOutcome::Forwarded,
             Err(e) if e.code == DENIED => CallOutcome::Denied,
+            Err(e) if e.code == REQUEST_CANCELLED => CallOutcome::Cancelled,
             Err(e) if e.code == INTERNAL_ERROR => CallOutcome::UpstreamFailed,
             Err(_) => CallOutcome::Invalid,
         };
-        telemetry::record_mcp_call(
-            labels.protocol,
-            &labels.upstream,
-            &labels.tool,
-            outcome.as_str(),
-            started.elapsed(),
-            upstream_time,
-        );
         result
     }
 
@@ -478,6 +539,7 @@ impl McpProxy {
         caller: Caller<'_>,
         id: &Id,
         params: Option<Map<String, Value>>,
+        cancel: &Cancel,
         labels: &mut CallLabels,
         upstream_time: &mut Option<std::time::Duration>,
     ) -> Result<Reply, RpcError> {
@@ -606,35 +668,54 @@ impl McpProxy {
             }
         };
 
-        // Forward under the upstream's own name, without `_delegateos`.
+        // Forward under the upstream's own name, without `_delegateos`, in
+        // a task of its own: once the upstream may act, the call ends here
+        // (answered, or cancelled upstream, and settled) even if the client
+        // goes away meanwhile, which cancels it.
         params.insert("name".into(), json!(tool.original));
-        let upstream_started = Instant::now();
-        let reply = upstream.request("tools/call", Some(params)).await;
-        *upstream_time = Some(upstream_started.elapsed());
-        // Charged once the upstream was reached (it may have acted);
-        // released when the call never left dgw.
-        if let Some(reservation) = &reservation {
-            match &reply {
-                Err(e) if !e.reached() => {
-                    if let Err(r) = self.gate.release(reservation) {
-                        tracing::error!(error = %r, "releasing a reservation failed");
+        let (upstream, gate, talos) = (upstream.clone(), self.gate.clone(), self.talos.clone());
+        let (id, cancel) = (id.clone(), cancel.clone());
+        let forwarded = tokio::spawn(async move {
+            let started = Instant::now();
+            let reply = upstream.request("tools/call", Some(params), &cancel).await;
+            let upstream_time = started.elapsed();
+            // Charged once the upstream was reached (it may have acted);
+            // released when the call never left dgw.
+            if let Some(reservation) = &reservation {
+                match &reply {
+                    Err(e) if !e.reached() => {
+                        if let Err(r) = gate.release(reservation) {
+                            tracing::error!(error = %r, "releasing a reservation failed");
+                        }
+                    }
+                    _ => {
+                        if let Err(e) = gate.settle_charged(reservation, cost) {
+                            tracing::error!(%reservation, error = %e, "settling a tool call failed");
+                        }
                     }
                 }
-                _ => self.settle_reservation(reservation, cost),
             }
-        }
-        if let Some(allowed) = &talos_call {
-            match &reply {
-                Ok(r) => {
-                    let response = r.clone().into_response(id.clone());
-                    let ok = matches!(r, Reply::Result(_));
-                    self.talos
-                        .invoked(allowed, talos::canonical::sha256_hex(&response), ok);
+            if let Some(allowed) = &talos_call {
+                match &reply {
+                    Ok(r) => {
+                        let response = r.clone().into_response(id);
+                        let ok = matches!(r, Reply::Result(_));
+                        talos.invoked(allowed, talos::canonical::sha256_hex(&response), ok);
+                    }
+                    Err(e) if e.reached() => talos.invoked(allowed, String::new(), false),
+                    Err(_) => {}
                 }
-                Err(e) if e.reached() => self.talos.invoked(allowed, String::new(), false),
-                Err(_) => {}
             }
-        }
+            (reply, upstream_time)
+        });
+        let (reply, took) = forwarded.await.map_err(|e| {
+            RpcError::new(
+                INTERNAL_ERROR,
+                "internal_error",
+                format!("forwarding the call failed: {e}"),
+            )
+        })?;
+        *upstream_time = Some(took);
         reply.map_err(|e| upstream_error(&e))
     }
 
@@ -673,17 +754,12 @@ impl McpProxy {
         Ok(a)
     }
 
-    fn settle_reservation(&self, reservation_id: &str, cost: u64) {
-        if let Err(e) = self.gate.settle_charged(reservation_id, cost) {
-            tracing::error!(reservation = %reservation_id, error = %e, "settling a tool call failed");
-        }
-    }
-
     /// Other methods go to the first upstream that declares their family.
     async fn pass_through(
         &self,
         method: &str,
         params: Option<Map<String, Value>>,
+        cancel: &Cancel,
     ) -> Result<Reply, RpcError> {
         if DATA_METHODS.contains(&method) && !self.unchecked_methods.iter().any(|m| m == method) {
             return Err(RpcError::new(
@@ -712,7 +788,7 @@ impl McpProxy {
             p.remove(MCP_FIELD);
         }
         upstream
-            .request(method, params)
+            .request(method, params, cancel)
             .await
             .map_err(|e| upstream_error(&e))
     }

@@ -63,8 +63,9 @@ impl StdioLink {
     ) -> Result<Reply, UpstreamError> {
         let conn = self.conn(up)?;
         let answer = conn.pending.insert(id);
+        // However this ends (answered, timed out, cancelled), nobody waits any more.
+        let _waiting = Waiting(&conn.pending, id);
         if conn.tx.send(line_of(message)).await.is_err() {
-            conn.pending.remove(id);
             return Err(UpstreamError::Unavailable {
                 upstream: up.name.clone(),
                 detail: "the process exited".into(),
@@ -77,10 +78,7 @@ impl StdioLink {
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(no_answer("the process exited before answering".into())),
-            Err(_) => {
-                conn.pending.remove(id);
-                Err(no_answer(format!("no answer within {timeout:?}")))
-            }
+            Err(_) => Err(no_answer(format!("no answer within {timeout:?}"))),
         }
     }
 
@@ -220,5 +218,14 @@ async fn read_messages(up: &Upstream, conn: &Conn, stdout: ChildStdout) {
                 tracing::warn!(upstream = %up.name, error = %e, line = %shown, "upstream wrote a line that is not JSON");
             }
         }
+    }
+}
+
+/// A request waiting for its answer; dropped, it stops waiting.
+struct Waiting<'a>(&'a Pending, u64);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.remove(self.1);
     }
 }

@@ -72,8 +72,10 @@ impl Sessions {
         }
     }
 
+    /// Ends a session (see [`Session::end`]); false when there is none.
     fn remove(&self, id: &str) -> bool {
-        self.lock().remove(id).is_some()
+        let removed = self.lock().remove(id);
+        removed.map(|(s, _)| s.end()).is_some()
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::sync::{oneshot, watch};
 
+use super::cancel::Cancel;
 use super::http_link::HttpLink;
 use super::message::{Message, Reply};
 use super::stdio_link::StdioLink;
@@ -54,6 +55,10 @@ pub enum UpstreamError {
     /// answer came back.
     #[error("upstream {upstream:?} did not answer: {detail}")]
     NoAnswer { upstream: String, detail: String },
+    /// The client cancelled the request after it was sent; the upstream
+    /// was told to stop, but may have acted on it.
+    #[error("the client cancelled its request to upstream {upstream:?}")]
+    Cancelled { upstream: String },
     /// The upstream forgot our HTTP session; the request was not processed.
     #[error("upstream {upstream:?} ended our session")]
     SessionExpired { upstream: String },
@@ -62,7 +67,10 @@ pub enum UpstreamError {
 impl UpstreamError {
     /// Whether the request reached the upstream, so a tool may have run.
     pub fn reached(&self) -> bool {
-        matches!(self, UpstreamError::NoAnswer { .. })
+        matches!(
+            self,
+            UpstreamError::NoAnswer { .. } | UpstreamError::Cancelled { .. }
+        )
     }
 }
 
@@ -206,12 +214,13 @@ impl Upstream {
         }
     }
 
-    /// Sends a request once initialized and waits for its answer; renews an
-    /// expired HTTP session once.
+    /// Sends a request once initialized and waits for its answer, until
+    /// `cancel` fires; renews an expired HTTP session once.
     pub async fn request(
         &self,
         method: &str,
         params: Option<Map<String, Value>>,
+        cancel: &Cancel,
     ) -> Result<Reply, UpstreamError> {
         if !self.is_ready() {
             return Err(self.unavailable("not initialized (starting, or restarting)"));
@@ -221,14 +230,14 @@ impl Upstream {
             method: method.to_owned(),
             params,
         };
-        match self.send_request(&mut message).await {
+        match self.send_request(&mut message, cancel).await {
             Err(UpstreamError::SessionExpired { .. }) => {
                 tracing::info!(upstream = %self.name, "upstream session expired; initializing again");
                 self.set_ready(false);
                 let renewed = self.handshake().await;
                 self.set_ready(renewed.is_ok());
                 renewed?;
-                match self.send_request(&mut message).await {
+                match self.send_request(&mut message, cancel).await {
                     Err(UpstreamError::SessionExpired { .. }) => {
                         Err(self.unavailable("session expired again right after initializing"))
                     }
@@ -241,20 +250,35 @@ impl Upstream {
 
     /// Sends a request under a fresh ID of ours, whatever the state (the
     /// handshake uses this too).
-    async fn send_request(&self, message: &mut Message) -> Result<Reply, UpstreamError> {
+    async fn send_request(
+        &self,
+        message: &mut Message,
+        cancel: &Cancel,
+    ) -> Result<Reply, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         if let Message::Request { id: slot, .. } = message {
             *slot = json!(id);
         }
-        let sent = match &self.link {
-            Link::Stdio(s) => s.request(self, id, message, self.timeout).await,
-            Link::Http(h) => h.request(self, id, message, self.timeout).await,
+        let exchange = async {
+            match &self.link {
+                Link::Stdio(s) => s.request(self, id, message, self.timeout).await,
+                Link::Http(h) => h.request(self, id, message, self.timeout).await,
+            }
         };
-        if let Err(UpstreamError::NoAnswer { .. }) = &sent {
+        let sent = tokio::select! {
+            sent = exchange => sent,
+            () = cancel.cancelled() => Err(UpstreamError::Cancelled { upstream: self.name.clone() }),
+        };
+        let reason = match &sent {
+            Err(UpstreamError::NoAnswer { .. }) => Some("dgw stopped waiting"),
+            Err(UpstreamError::Cancelled { .. }) => Some("the client cancelled the request"),
+            _ => None,
+        };
+        if let Some(reason) = reason {
             // Tell the upstream to stop working on it.
             let cancel = Message::Notification {
                 method: "notifications/cancelled".into(),
-                params: json!({"requestId": id, "reason": "dgw stopped waiting"})
+                params: json!({"requestId": id, "reason": reason})
                     .as_object()
                     .cloned(),
             };
@@ -274,7 +298,7 @@ impl Upstream {
             method: method.to_owned(),
             params,
         };
-        self.send_request(&mut message).await
+        self.send_request(&mut message, &Cancel::never()).await
     }
 
     /// Sends a notification or a response.

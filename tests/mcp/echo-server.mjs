@@ -1,6 +1,8 @@
 // A small MCP server built on the official TypeScript SDK, for tests:
 // `echo` answers its text, `crash` kills the process (to test restarts),
-// `count` reports how many tools/call requests this process has served.
+// `count` reports how many tools/call requests this process has served,
+// `wait` waits `ms` milliseconds or until the client cancels it, and
+// `cancellations` reports how many `wait` calls were cancelled.
 //   node echo-server.mjs            (stdio)
 //   node echo-server.mjs --http 0   (Streamable HTTP on 127.0.0.1; prints
 //                                     "echo-server listening port=N")
@@ -12,6 +14,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { z } from "zod";
 
 let calls = 0;
+let cancellations = 0;
 
 function build() {
   const server = new McpServer({ name: "echo-server", version: "1.0.0" });
@@ -29,6 +32,25 @@ function build() {
   server.registerTool("count", { description: "tools/call served so far" }, async () => {
     calls += 1;
     return { content: [{ type: "text", text: String(calls) }] };
+  });
+  server.registerTool(
+    "wait",
+    { description: "Waits ms milliseconds, or until cancelled", inputSchema: { ms: z.number() } },
+    async ({ ms }, extra) => {
+      calls += 1;
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        extra.signal.addEventListener("abort", () => {
+          clearTimeout(timer);
+          cancellations += 1;
+          resolve();
+        });
+      });
+      return { content: [{ type: "text", text: `waited ${ms}` }] };
+    },
+  );
+  server.registerTool("cancellations", { description: "wait calls cancelled so far" }, async () => {
+    return { content: [{ type: "text", text: String(cancellations) }] };
   });
   return server;
 }
