@@ -9,6 +9,8 @@
 # difference is the latency dgw adds.
 #   MODE=grpc benches/load.sh [CONCURRENCY] [DURATION] [--settle]
 # drives the gRPC front's Authorize instead of JSON-RPC's.
+# LOAD_ARGS adds dgw-load options, such as LOAD_ARGS="--rate 10000" (open
+# loop) or, for gRPC, LOAD_ARGS="--connections 4".
 # Builds release binaries, starts a gateway with a fresh data dir and a bench
 # tenant on a free port, issues a token with a large budget, runs the load,
 # and stops the gateway. Traffic stays on 127.0.0.1.
@@ -62,11 +64,11 @@ token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:rea
   --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 \
   --max-depth 1 --ttl 1h 2>/dev/null)
 if [ "$mode" = mcp ]; then
-  $bin/dgw-load --mode direct --addr "$upstream" --concurrency "$concurrency" --duration "$duration"
-  $bin/dgw-load --mode mcp --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration"
+  $bin/dgw-load --mode direct --addr "$upstream" --concurrency "$concurrency" --duration "$duration" ${LOAD_ARGS:-}
+  $bin/dgw-load --mode mcp --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" ${LOAD_ARGS:-}
   curl -s "http://$addr/metrics" | grep -E "^dgw_(mcp_gateway_duration|mcp_upstream_duration|budget_journal_sync_duration|authorize_duration)_seconds_(sum|count)"
 elif [ "$mode" = grpc ]; then
-  $bin/dgw-load --mode grpc --addr "$grpc" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle}
+  $bin/dgw-load --mode grpc --addr "$grpc" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle} ${LOAD_ARGS:-}
 else
-  $bin/dgw-load --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle}
+  $bin/dgw-load --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle} ${LOAD_ARGS:-}
 fi
