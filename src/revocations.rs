@@ -53,13 +53,13 @@ impl RevocationStore {
 
     /// Verifies and records an entry durably; `false` if it was already known.
     pub async fn add(&self, entry: RevocationEntry) -> Result<bool, RevokeError> {
-        entry.verify()?;
-        let k = key(&entry);
+        let entry = entry.into_verified()?;
+        let k = key(entry.entry());
         let inserted = self
             .storage
             .trees
             .revocations
-            .compare_and_swap(&k, None as Option<&[u8]>, Some(encode(&entry)))
+            .compare_and_swap(&k, None as Option<&[u8]>, Some(encode(entry.entry())))
             .map_err(StorageError::from)?
             .is_ok();
         self.storage.sync().await?;
@@ -67,7 +67,7 @@ impl RevocationStore {
         self.list
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .add(entry)?;
+            .insert(entry);
         Ok(inserted)
     }
 

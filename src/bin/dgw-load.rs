@@ -10,6 +10,11 @@
 //! `mcp` is compared with); `grpc` sends `Authorize` to the gRPC front (and,
 //! with `--settle`, `Settle`). `--serve-upstream ADDR` runs instead a minimal,
 //! fast Streamable HTTP MCP server offering `echo`, for those two modes.
+//!
+//! By default each client sends its next request as soon as the last is
+//! answered (closed loop); `--rate R` instead sends R requests per second in
+//! total on a fixed schedule (open loop). `--connections N` lets gRPC clients
+//! share N HTTP/2 connections.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -32,6 +32,8 @@ pub use delegation::{Delegation, DelegationStatus};
 pub use denial::{DenialReason, DenialType};
 pub use ids::{AttestationId, ContractId, DelegationId};
 pub use principal::{KeyFile, Keypair, PrincipalId};
-pub use revocation::{RevocationCheck, RevocationEntry, RevocationList, RevocationScope};
+pub use revocation::{
+    RevocationCheck, RevocationEntry, RevocationList, RevocationScope, VerifiedRevocation,
+};
 pub use timestamp::Timestamp;
 pub use verification::{CheckFunctionRegistry, CheckResult, VerificationPlan, VerificationSpec};

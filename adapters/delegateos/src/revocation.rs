@@ -82,6 +82,23 @@ impl RevocationEntry {
         signing::verify(&self.revoked_by, &without_signature(self)?, &self.signature)?;
         Ok(())
     }
+
+    /// [`RevocationEntry::verify`], keeping the proof in the type, so code
+    /// that holds a verified entry never checks its signature again.
+    pub fn into_verified(self) -> Result<VerifiedRevocation, RevocationError> {
+        self.verify()?;
+        Ok(VerifiedRevocation(self))
+    }
+}
+
+/// A revocation entry whose ID and signature have been checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedRevocation(RevocationEntry);
+
+impl VerifiedRevocation {
+    pub fn entry(&self) -> &RevocationEntry {
+        &self.0
+    }
 }
 
 fn check_revocation_id(id: &str) -> Result<(), RevocationError> {
@@ -128,13 +145,18 @@ impl RevocationList {
     /// Adds an entry after verifying its signature. Adding the same
     /// (ID, revoker) twice keeps the first entry.
     pub fn add(&mut self, entry: RevocationEntry) -> Result<(), RevocationError> {
-        entry.verify()?;
+        self.insert(entry.into_verified()?);
+        Ok(())
+    }
+
+    /// Adds an entry already verified (see [`RevocationList::add`]).
+    pub fn insert(&mut self, entry: VerifiedRevocation) {
+        let VerifiedRevocation(entry) = entry;
         self.entries
             .entry(entry.revocation_id.clone())
             .or_default()
             .entry(entry.revoked_by.clone())
             .or_insert(entry);
-        Ok(())
     }
 
     /// Whether anyone has revoked this ID (§4.2's `isRevoked`). Verification
@@ -211,7 +233,9 @@ mod tests {
         let mut list = RevocationList::new();
         let mut t = entry.clone();
         t.scope = RevocationScope::Chain;
+        assert!(t.clone().into_verified().is_err());
         assert!(list.add(t).is_err());
+        assert_eq!(entry.clone().into_verified().unwrap().entry(), &entry);
         let mut t = entry.clone();
         t.revoked_at = Timestamp::parse("2026-02-17T10:00:01Z").unwrap();
         assert!(list.add(t).is_err());
