@@ -746,12 +746,7 @@ fn a_python_grpcio_client_generated_from_the_proto_works() {
         .arg(&token)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = json_of_success(&out);
     assert!(
         out["allowed"]["reservation_id"]
             .as_str()

@@ -298,19 +298,7 @@ fn the_typescript_sdk_client_lists_and_calls_through_dgw() {
         {"name": "read_text_file", "arguments": {"path": "/etc/passwd"}},
         {"name": "write_file", "arguments": {"path": files.path("x"), "content": "x"}},
     ]);
-    let out = Command::new("node")
-        .arg(tests_dir().join("mcp/sdk-client.mjs"))
-        .arg(format!("http://{}/mcp", gw.addr))
-        .arg(&token)
-        .arg(calls.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = sdk_client(&gw, &token, &calls);
     assert_eq!(out["server"]["name"], "dgw");
     let tools: Vec<&str> = out["tools"]
         .as_array()
@@ -330,6 +318,19 @@ fn the_typescript_sdk_client_lists_and_calls_through_dgw() {
         assert_eq!(e["data"]["type"], "capability_not_granted", "{out}");
     }
     assert_eq!(files.upstream_calls().len(), 1);
+}
+
+/// Runs the TypeScript SDK client (`tests/mcp/sdk-client.mjs`) against
+/// the gateway's `/mcp` and returns what it printed.
+fn sdk_client(gw: &Gateway, token: &str, calls: &Value) -> Value {
+    let out = Command::new("node")
+        .arg(tests_dir().join("mcp/sdk-client.mjs"))
+        .arg(format!("http://{}/mcp", gw.addr))
+        .arg(token)
+        .arg(calls.to_string())
+        .output()
+        .unwrap();
+    json_of_success(&out)
 }
 
 /// `dgw mcp` as a child process, spoken to line by line.
@@ -629,19 +630,7 @@ fn a_call_the_typescript_sdk_client_cancels_is_cancelled_upstream_and_charged() 
     let gw = Gateway::start(&config);
     let token = root_token(&root, &seed(2), &["demo:wait:*"], 1000, 3600).encode();
     let calls = json!([{"name": "wait", "arguments": {"ms": 60_000}, "abortAfterMs": 300}]);
-    let out = Command::new("node")
-        .arg(tests_dir().join("mcp/sdk-client.mjs"))
-        .arg(format!("http://{}/mcp", gw.addr))
-        .arg(&token)
-        .arg(calls.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = sdk_client(&gw, &token, &calls);
     assert_eq!(out["calls"][0]["aborted"], true, "{out}");
 
     // The upstream was told, under the ID dgw gave the call there.

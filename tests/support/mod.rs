@@ -48,6 +48,12 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).unwrap()
 }
 
+/// The JSON a child printed, once it exited successfully.
+pub fn json_of_success(o: &Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    json(o)
+}
+
 pub fn json(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
