@@ -234,17 +234,76 @@ async fn mcp_session(
     Ok(session)
 }
 
-/// A gRPC client on its own HTTP/2 connection, sending `Authorize`.
+/// A gRPC connection: hyper's HTTP/2 client, shared by the clients on it.
+/// Unary calls are written by hand (a length-prefixed protobuf message,
+/// `grpc-status` in the trailers), so the load generator spends on each call
+/// about what its HTTP/1 clients spend, not a full gRPC client stack's
+/// share of the cores the gateway also runs on.
+type GrpcConnection = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+
+async fn grpc_connect(addr: SocketAddr) -> Result<GrpcConnection, String> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(stream),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+/// One unary call: the message's bytes in, the answer's message bytes out,
+/// or the `grpc-status` and message of a failed call.
+async fn grpc_call(
+    sender: &mut GrpcConnection,
+    addr: SocketAddr,
+    method: &str,
+    message: &impl prost::Message,
+) -> Result<Bytes, String> {
+    let encoded = message.encode_to_vec();
+    let mut frame = Vec::with_capacity(5 + encoded.len());
+    frame.push(0); // not compressed
+    frame.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&encoded);
+    let req = Request::post(format!(
+        "http://{addr}/delegate_gateway.v1.DelegationGateway/{method}"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(Full::new(Bytes::from(frame)))
+    .map_err(|e| e.to_string())?;
+    sender.ready().await.map_err(|e| e.to_string())?;
+    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    // A failed call may come as headers alone ("trailers-only").
+    let status_in_headers = resp.headers().get("grpc-status").cloned();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status =
+        status_in_headers.or_else(|| body.trailers().and_then(|t| t.get("grpc-status").cloned()));
+    match status.as_ref().map(|s| s.as_bytes()) {
+        Some(b"0") => Ok(body.to_bytes().slice(5..)),
+        other => Err(format!("grpc-status {other:?}")),
+    }
+}
+
+/// A gRPC client sending `Authorize` on a connection it may share.
 async fn grpc_client(
     args: Arc<Args>,
     token: Arc<String>,
-    channel: tonic::transport::Channel,
+    mut connection: GrpcConnection,
     mut pace: Pace,
     warm_until: Instant,
     stop_at: Instant,
 ) -> Result<Stats, String> {
     use delegate_gateway::grpc::pb;
-    let mut client = pb::delegation_gateway_client::DelegationGatewayClient::new(channel);
+    use prost::Message;
     let request = pb::AuthorizeRequest {
         dct: token.to_string(),
         request: Some(pb::CapabilityRequest {
@@ -264,7 +323,7 @@ async fn grpc_client(
         if started >= stop_at {
             break;
         }
-        let reply = client.authorize(request.clone()).await;
+        let reply = grpc_call(&mut connection, args.addr, "Authorize", &request).await;
         let elapsed = started.elapsed();
         if started >= warm_until {
             stats
@@ -274,12 +333,13 @@ async fn grpc_client(
                 stats.errors += 1;
             }
         }
-        if let (true, Ok(a)) = (args.settle, reply) {
+        if let (true, Ok(bytes)) = (args.settle, reply) {
+            let granted = pb::AuthorizeResponse::decode(bytes).map_err(|e| e.to_string())?;
             let settle = pb::SettleRequest {
-                reservation_id: a.into_inner().reservation_id,
+                reservation_id: granted.reservation_id,
                 actual_microcents: args.cost,
             };
-            client.settle(settle).await.map_err(|e| e.to_string())?;
+            grpc_call(&mut connection, args.addr, "Settle", &settle).await?;
         }
     }
     stats.late = pace.late;
@@ -464,14 +524,7 @@ async fn main() -> Result<(), String> {
     let mut channels = Vec::new();
     if args.mode == Mode::Grpc {
         for _ in 0..connections {
-            channels.push(
-                tonic::transport::Endpoint::from_shared(format!("http://{}", args.addr))
-                    .map_err(|e| e.to_string())?
-                    .tcp_nodelay(true)
-                    .connect()
-                    .await
-                    .map_err(|e| format!("{}: {e}", args.addr))?,
-            );
+            channels.push(grpc_connect(args.addr).await?);
         }
     }
     if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
