@@ -658,6 +658,10 @@ fn a_call_the_typescript_sdk_client_cancels_is_cancelled_upstream_and_charged() 
         m.contains(r#"dgw_mcp_tool_calls_total{protocol="delegateos",upstream="web",tool="wait",outcome="cancelled"} 1"#),
         "{m}"
     );
+    assert!(
+        m.contains(r#"dgw_requests_total{front="mcp",method="tools/call",outcome="cancelled"} 1"#),
+        "{m}"
+    );
 }
 
 #[test]

@@ -145,6 +145,27 @@ struct CallLabels {
     tool: String,
 }
 
+/// A request as metrics and the log count it, recorded when dropped: also
+/// when the client went away mid-request (outcome `cancelled`).
+struct RequestRecord<'a> {
+    method: &'a str,
+    started: Instant,
+    outcome: &'static str,
+}
+
+impl Drop for RequestRecord<'_> {
+    fn drop(&mut self) {
+        telemetry::record_request("mcp", self.method, self.outcome);
+        tracing::info!(
+            front = "mcp",
+            method = self.method,
+            outcome = self.outcome,
+            micros = self.started.elapsed().as_micros() as u64,
+            "request"
+        );
+    }
+}
+
 /// A `tools/call` as metrics count it, recorded when dropped: also when the
 /// client went away mid-call (its connection closed) and the call's future
 /// with it, which counts as `cancelled`.
@@ -332,7 +353,15 @@ impl McpProxy {
         params: Option<Map<String, Value>>,
         cancel: &Cancel,
     ) -> Value {
-        let started = Instant::now();
+        let mut record = RequestRecord {
+            method: match method {
+                "initialize" | "ping" | "tools/list" | "tools/call" => method,
+                _ if DATA_METHODS.contains(&method) => method,
+                _ => "other",
+            },
+            started: Instant::now(),
+            outcome: "cancelled",
+        };
         let result = match method {
             "initialize" => self.initialize(caller, params),
             "ping" => Ok(Reply::Result(json!({}))),
@@ -340,24 +369,12 @@ impl McpProxy {
             "tools/call" => self.call_tool(caller, &id, params, cancel).await,
             _ => self.pass_through(method, params, cancel).await,
         };
-        let label = match method {
-            "initialize" | "ping" | "tools/list" | "tools/call" => method,
-            _ if DATA_METHODS.contains(&method) => method,
-            _ => "other",
-        };
-        let outcome = match &result {
+        record.outcome = match &result {
             Ok(_) => "ok",
             Err(e) if e.code == DENIED => "denied",
+            Err(e) if e.code == REQUEST_CANCELLED => "cancelled",
             Err(_) => "error",
         };
-        telemetry::record_request("mcp", label, outcome);
-        tracing::info!(
-            front = "mcp",
-            method = label,
-            outcome,
-            micros = started.elapsed().as_micros() as u64,
-            "request"
-        );
         match result {
             Ok(reply) => reply.into_response(id),
             Err(e) => e.response(id),
