@@ -17,8 +17,9 @@
 //! The state lives in memory; every change is first appended to the budget
 //! journal (`journal.rs`, group-committed), and snapshots of what changed
 //! since the last one go to the `budgets/v1` and `reservations/v1` trees,
-//! after which older journal files are deleted. Recovery loads the snapshot and replays the
-//! journal records after it, through the same `Book::apply` as live changes.
+//! after which older journal files are deleted. Recovery loads the snapshot
+//! and replays the journal records after it, through the same `Book::apply`
+//! as live changes.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -253,6 +254,7 @@ impl Book {
             Entry::Settle { id, actual, .. } => {
                 if let Some(res) = self.end(id) {
                     for (key, limit) in &res.levels {
+                        self.mark_unsaved(key);
                         let state = self.level_mut(key, *limit);
                         state.reserved -= res.amount;
                         state.spent += actual;
@@ -268,6 +270,7 @@ impl Book {
             }
             Entry::Charge { levels, amount, .. } => {
                 for (key, limit) in levels {
+                    self.mark_unsaved(key);
                     self.level_mut(key, *limit).spent += amount;
                 }
             }
@@ -287,15 +290,28 @@ impl Book {
         Some(res)
     }
 
-    fn level_mut(&mut self, key: &BudgetKey, limit: u64) -> &mut LevelState {
+    /// Marks a level's saved record (`limit`, `spent`) as changed.
+    fn mark_unsaved(&mut self, key: &BudgetKey) {
         if !self.unsaved.levels.contains(key) {
             self.unsaved.levels.insert(key.clone());
         }
-        if !self.levels.contains_key(key) {
-            self.by_delegation
-                .entry(key.delegation_id().to_owned())
-                .or_default()
-                .insert(key.clone());
+    }
+
+    /// A level's state, created at `limit` if new; a smaller `limit` lowers
+    /// it. Callers that change `spent` mark the level unsaved themselves:
+    /// `reserved` is not saved, so reserving marks nothing.
+    fn level_mut(&mut self, key: &BudgetKey, limit: u64) -> &mut LevelState {
+        match self.levels.get(key).map(|s| s.limit) {
+            Some(known) if known <= limit => {}
+            known => {
+                self.mark_unsaved(key);
+                if known.is_none() {
+                    self.by_delegation
+                        .entry(key.delegation_id().to_owned())
+                        .or_default()
+                        .insert(key.clone());
+                }
+            }
         }
         let state = self.levels.entry(key.clone()).or_insert(LevelState {
             limit,
