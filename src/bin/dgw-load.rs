@@ -521,10 +521,10 @@ async fn main() -> Result<(), String> {
     if args.mode != Mode::Grpc && connections != args.concurrency {
         return Err("--connections applies to --mode grpc only (HTTP/1 cannot multiplex)".into());
     }
-    let mut channels = Vec::new();
+    let mut grpc_connections = Vec::new();
     if args.mode == Mode::Grpc {
         for _ in 0..connections {
-            channels.push(grpc_connect(args.addr).await?);
+            grpc_connections.push(grpc_connect(args.addr).await?);
         }
     }
     if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
@@ -538,10 +538,10 @@ async fn main() -> Result<(), String> {
     let tasks: Vec<_> = (0..args.concurrency)
         .map(|i| {
             let (args, token) = (args.clone(), token.clone());
-            let channel = channels.get(i % connections.max(1)).cloned();
+            let grpc = grpc_connections.get(i % connections).cloned();
             let pace = Pace::new(args.rate, i, args.concurrency, start);
             tokio::spawn(async move {
-                match channel {
+                match grpc {
                     Some(c) => grpc_client(args, token, c, pace, warm_until, stop_at).await,
                     None => http_client(args, token, pace, warm_until, stop_at).await,
                 }

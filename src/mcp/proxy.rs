@@ -248,7 +248,7 @@ fn call_denied(kind: &str, message: impl Into<String>) -> RpcError {
 
 fn upstream_error(e: &UpstreamError) -> RpcError {
     let (code, kind) = match e {
-        // Never sent: the client that cancelled expects no answer.
+        // Never sent to the client, which expects no answer once it cancelled.
         UpstreamError::Cancelled { .. } => (REQUEST_CANCELLED, "request_cancelled"),
         e if e.reached() => (INTERNAL_ERROR, "upstream_no_answer"),
         _ => (INTERNAL_ERROR, "upstream_unavailable"),

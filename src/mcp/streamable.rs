@@ -74,8 +74,11 @@ impl Sessions {
 
     /// Ends a session (see [`Session::end`]); false when there is none.
     fn remove(&self, id: &str) -> bool {
-        let removed = self.lock().remove(id);
-        removed.map(|(s, _)| s.end()).is_some()
+        let Some((session, _)) = self.lock().remove(id) else {
+            return false;
+        };
+        session.end();
+        true
     }
 }
 
