@@ -9,33 +9,19 @@
 # LOAD_ARGS adds dgw-load options, such as LOAD_ARGS="--connections 4".
 set -e
 cd "$(dirname "$0")/.."
+. benches/gateway.sh
 MODES=${MODES:-authorize grpc}
 cargo build --release --quiet --bin dgw --bin dgw-load
 bin=target/release
 work=$(mktemp -d)
-root=$($bin/dgw keygen --out $work/root.key 2>/dev/null)
-cat > $work/gw.toml <<TOML
-data_dir = "$work/data"
-key_file = "$work/data/gateway.key"
-[server]
-http = "127.0.0.1:0"
-grpc = "127.0.0.1:0"
-[[tenants]]
-name = "bench"
-root = "$root"
-TOML
-RUST_LOG=${DGW_LOG:-info} $bin/dgw serve --config $work/gw.toml > $work/out 2>${DGW_ERR:-/dev/null} & pid=$!
-sleep 1
-addr=$(sed -n 's/^dgw listening http=\([^ ]*\).*/\1/p' "$work/out")
-grpc=$(sed -n 's/.* grpc=\([^ ]*\).*/\1/p' "$work/out")
-token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 --max-depth 1 --ttl 1h 2>/dev/null)
+start_gateway "$work"
 
 for mode in $MODES; do
   a=$(awk '{print $14+$15}' /proc/$pid/stat)
   if [ $mode = grpc ]; then target=$grpc; else target=$addr; fi
   /usr/bin/time -f "load-gen cpu %U+%S s" $bin/dgw-load --mode $mode --addr $target --token "$token" --concurrency 64 --duration ${DURATION:-8s} --warmup 1s ${LOAD_ARGS:-} 2>&1
   b=$(awk '{print $14+$15}' /proc/$pid/stat)
-  echo "dgw cpu: $(( (b-a) ))0 ms over 9 s"
+  echo "dgw cpu: $(( (b-a) ))0 ms over the run (warm-up included)"
 done
 kill $pid
 rm -rf "$work"

@@ -16,6 +16,7 @@
 # and stops the gateway. Traffic stays on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/gateway.sh
 concurrency=${1:-64}
 duration=${2:-10s}
 settle=${3:-}
@@ -43,26 +44,7 @@ resource = \"/text\"
 cost_microcents = 1
 "
 fi
-root=$($bin/dgw keygen --out "$work/root.key" 2>/dev/null)
-cat > "$work/gateway.toml" <<TOML
-data_dir = "$work/data"
-key_file = "$work/data/gateway.key"
-[server]
-http = "127.0.0.1:0"
-grpc = "127.0.0.1:0"
-[[tenants]]
-name = "bench"
-root = "$root"
-$upstream_toml
-TOML
-$bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "$work/err" &
-pid=$!
-for _ in $(seq 100); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.1; done
-addr=$(sed -n 's/^dgw listening http=\([^ ]*\).*/\1/p' "$work/out")
-grpc=$(sed -n 's/.* grpc=\([^ ]*\).*/\1/p' "$work/out")
-token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' \
-  --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 \
-  --max-depth 1 --ttl 1h 2>/dev/null)
+start_gateway "$work" "$upstream_toml"
 if [ "$mode" = mcp ]; then
   $bin/dgw-load --mode direct --addr "$upstream" --concurrency "$concurrency" --duration "$duration" ${LOAD_ARGS:-}
   $bin/dgw-load --mode mcp --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" ${LOAD_ARGS:-}

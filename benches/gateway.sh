@@ -1,0 +1,30 @@
+# Sourced by benches/load.sh and benches/cpu.sh: the gateway they measure.
+#   start_gateway WORK [EXTRA_TOML]
+# starts the release `dgw serve` with its data in WORK, a bench tenant and
+# free loopback ports (EXTRA_TOML appended to its config), logging at
+# DGW_LOG (default info) to DGW_ERR (default /dev/null); waits until it
+# listens and sets pid, addr, grpc and token (a DCT for docs:read:/** with a
+# budget no run exhausts).
+start_gateway() {
+  local work=$1 extra=${2:-} bin=target/release root
+  root=$($bin/dgw keygen --out "$work/root.key" 2>/dev/null)
+  cat > "$work/gateway.toml" <<TOML
+data_dir = "$work/data"
+key_file = "$work/data/gateway.key"
+[server]
+http = "127.0.0.1:0"
+grpc = "127.0.0.1:0"
+[[tenants]]
+name = "bench"
+root = "$root"
+$extra
+TOML
+  RUST_LOG=${DGW_LOG:-info} $bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "${DGW_ERR:-/dev/null}" &
+  pid=$!
+  for _ in $(seq 100); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.1; done
+  addr=$(sed -n 's/^dgw listening http=\([^ ]*\).*/\1/p' "$work/out")
+  grpc=$(sed -n 's/.* grpc=\([^ ]*\).*/\1/p' "$work/out")
+  token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' \
+    --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 \
+    --max-depth 1 --ttl 1h 2>/dev/null)
+}
