@@ -11,6 +11,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
@@ -46,8 +47,13 @@ type Waiter = oneshot::Sender<Result<(), StorageError>>;
 /// Bytes waiting to be written, in order, each segment to its file.
 struct Pending {
     segments: Vec<(u64, Vec<u8>)>,
+    /// Records in `segments`.
+    records: u64,
     waiters: Vec<Waiter>,
     closed: bool,
+    /// Set by a simulated crash: nothing more reaches the disk.
+    #[cfg(test)]
+    abandoned: bool,
 }
 
 impl Pending {
@@ -64,6 +70,9 @@ pub const LAZY_DELAY: std::time::Duration = std::time::Duration::from_millis(10)
 pub struct Journal {
     dir: PathBuf,
     shared: Arc<(Mutex<Pending>, Condvar)>,
+    /// Records appended by this process that are on disk: always a prefix,
+    /// since records are written in the order they were appended.
+    durable: Arc<AtomicU64>,
     flusher: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -135,21 +144,27 @@ impl Journal {
         let shared = Arc::new((
             Mutex::new(Pending {
                 segments: vec![(current_file, Vec::new())],
+                records: 0,
                 waiters: Vec::new(),
                 closed: false,
+                #[cfg(test)]
+                abandoned: false,
             }),
             Condvar::new(),
         ));
         let flusher = shared.clone();
+        let durable = Arc::new(AtomicU64::new(0));
+        let flushed = durable.clone();
         let flush_dir = dir.to_owned();
         let flusher = std::thread::Builder::new()
             .name("dgw-journal".into())
-            .spawn(move || flush_loop(&flush_dir, &flusher))
+            .spawn(move || flush_loop(&flush_dir, &flusher, &flushed))
             .map_err(io)?;
         Ok((
             Self {
                 dir: dir.to_owned(),
                 shared,
+                durable,
                 flusher: Some(flusher),
             },
             Recovered {
@@ -177,6 +192,14 @@ impl Journal {
         let body = encode(record);
         let (lock, wake) = &*self.shared;
         let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
+        #[cfg(test)]
+        if p.abandoned {
+            return;
+        }
+        p.records += 1;
+        // The flusher needs waking only when someone waits, or to start the
+        // lazy delay; a wake per lazy record would cost a context switch each.
+        let wake_flusher = waiter.is_some() || !p.has_bytes();
         let seg = &mut p
             .segments
             .last_mut()
@@ -187,7 +210,28 @@ impl Journal {
         seg.extend_from_slice(&body);
         p.waiters.extend(waiter);
         drop(p);
-        wake.notify_one();
+        if wake_flusher {
+            wake.notify_one();
+        }
+    }
+
+    /// How many of the records this process appended are on disk (the
+    /// first that many, in order).
+    pub fn durable_records(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Simulates a crash: what is not on disk yet never gets there.
+    #[cfg(test)]
+    pub fn abandon(&self) {
+        let (lock, _) = &*self.shared;
+        let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
+        p.abandoned = true;
+        for (_, bytes) in &mut p.segments {
+            bytes.clear();
+        }
+        p.records = 0;
+        p.waiters.clear();
     }
 
     /// Starts a new file: records appended from now on go to it. Returns its
@@ -224,23 +268,27 @@ impl Drop for Journal {
     }
 }
 
-fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar)) {
+fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar), durable: &AtomicU64) {
     let (lock, wake) = shared;
     let mut open: Option<(u64, File)> = None;
     loop {
-        let (segments, waiters) = {
+        let (segments, records, waiters) = {
             let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
             // Sync when someone waits, or when lazy records have waited
-            // LAZY_DELAY for company, or at close.
+            // LAZY_DELAY for company (counted from when the first was
+            // seen, so a steady stream of them cannot postpone it), or at close.
+            let mut lazy_since: Option<Instant> = None;
             while p.waiters.is_empty() && !p.closed {
                 if p.has_bytes() {
-                    let (next, waited) = wake
-                        .wait_timeout(p, LAZY_DELAY)
-                        .unwrap_or_else(|e| e.into_inner());
-                    p = next;
-                    if waited.timed_out() {
+                    let since = *lazy_since.get_or_insert_with(Instant::now);
+                    let left = LAZY_DELAY.saturating_sub(since.elapsed());
+                    if left.is_zero() {
                         break;
                     }
+                    p = wake
+                        .wait_timeout(p, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
                 } else {
                     p = wake.wait(p).unwrap_or_else(|e| e.into_inner());
                 }
@@ -250,7 +298,8 @@ fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar)) {
             }
             let current = p.segments.last().expect("a current segment").0;
             let segments = std::mem::replace(&mut p.segments, vec![(current, Vec::new())]);
-            (segments, std::mem::take(&mut p.waiters))
+            let records = std::mem::take(&mut p.records);
+            (segments, records, std::mem::take(&mut p.waiters))
         };
         let started = Instant::now();
         let result = (|| -> std::io::Result<()> {
@@ -277,8 +326,11 @@ fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar)) {
         })()
         .map_err(io);
         crate::telemetry::record_journal_sync(started.elapsed(), waiters.len());
-        if let Err(e) = &result {
-            tracing::error!(error = %e, "journal write failed");
+        match &result {
+            Ok(()) => {
+                durable.fetch_add(records, Ordering::Release);
+            }
+            Err(e) => tracing::error!(error = %e, "journal write failed"),
         }
         for w in waiters {
             let _ = w.send(result.clone());
@@ -351,6 +403,26 @@ mod tests {
         }
         let (_, r) = open(dir.path()).unwrap();
         assert_eq!(r.records, vec![1, 2, 3, 4]);
+    }
+
+    /// A steady stream of lazy records, each sooner than LAZY_DELAY after
+    /// the last, still reaches the disk about LAZY_DELAY after the first.
+    #[test]
+    fn a_stream_of_lazy_records_cannot_postpone_their_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, r) = open(dir.path()).unwrap();
+        let file = file_name(dir.path(), r.current_file);
+        let started = Instant::now();
+        let mut n = 0u64;
+        while fs::metadata(&file).map_or(0, |m| m.len()) == 0 {
+            assert!(
+                started.elapsed() < LAZY_DELAY * 200,
+                "{n} lazy records, none written"
+            );
+            j.append_lazy(&n);
+            n += 1;
+            std::thread::sleep(LAZY_DELAY / 10);
+        }
     }
 
     #[test]
