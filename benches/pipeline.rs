@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use delegate_gateway::budget::{Ledger, OnExpiry};
+use delegate_gateway::budget::{LeasePolicy, Ledger, OnExpiry};
 use delegate_gateway::delegations::DelegationStore;
 use delegate_gateway::gatekeeper::Gatekeeper;
 use delegate_gateway::revocations::RevocationStore;
@@ -111,6 +111,7 @@ fn gatekeeper(
             storage.clone(),
             &dir.join("journal"),
             Duration::from_secs(60),
+            LeasePolicy::OFF,
         )
         .unwrap();
         let revocations = RevocationStore::open(storage.clone()).unwrap();

@@ -20,6 +20,12 @@
 //! after which older journal files are deleted. Recovery loads the snapshot
 //! and replays the journal records after it, through the same `Book::apply`
 //! as live changes.
+//!
+//! Reservations charged on expiry (tool calls the gateway forwards itself)
+//! may *lease* budget: one synced record raises a level's durable ceiling, a
+//! bound on what may be spent or reserved there that recovery charges in full
+//! after an unclean stop. A reservation under every level's durable ceiling
+//! is journaled lazily and need not wait for the disk. See [`LeasePolicy`].
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,6 +161,39 @@ pub enum OnExpiry {
     Charge,
 }
 
+/// How far ahead reservations charged on expiry lease budget: when a level's
+/// durable ceiling is too low for a reservation, it is raised to what the
+/// reservation needs plus `fraction` of the room left above that, in one
+/// synced record; reservations under it then skip their own sync. After an
+/// unclean stop, every level is charged up to its ceiling (whatever may have
+/// been used), so a crash costs a level at most `fraction` of its free room
+/// and never overspends it. `0` turns leasing off: every reservation waits
+/// for the disk.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeasePolicy {
+    fraction: f64,
+}
+
+impl LeasePolicy {
+    /// No leasing.
+    pub const OFF: Self = Self { fraction: 0.0 };
+
+    /// `None` unless `0 ≤ fraction ≤ 1`.
+    pub fn new(fraction: f64) -> Option<Self> {
+        (0.0..=1.0).contains(&fraction).then_some(Self { fraction })
+    }
+
+    fn is_on(self) -> bool {
+        self.fraction > 0.0
+    }
+
+    /// The ceiling to raise a level to when a reservation needs `need` of its `limit`.
+    fn ceiling(self, need: u64, limit: u64) -> u64 {
+        let ahead = (limit.saturating_sub(need) as f64 * self.fraction) as u64;
+        need.saturating_add(ahead).min(limit)
+    }
+}
+
 /// One change to the ledger, as journaled. `seq` orders changes; a
 /// snapshot records the last `seq` it includes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -179,6 +218,16 @@ enum Entry {
         levels: Vec<(BudgetKey, u64)>,
         amount: u64,
     },
+    /// Raises durable ceilings: `(key, limit, ceiling)` per level.
+    Lease {
+        seq: u64,
+        levels: Vec<(BudgetKey, u64, u64)>,
+    },
+    /// Voids every lease: written at a clean stop, after everything the
+    /// leases covered.
+    Unlease {
+        seq: u64,
+    },
 }
 
 impl Entry {
@@ -187,7 +236,9 @@ impl Entry {
             Entry::Reserve { seq, .. }
             | Entry::Settle { seq, .. }
             | Entry::Release { seq, .. }
-            | Entry::Charge { seq, .. } => *seq,
+            | Entry::Charge { seq, .. }
+            | Entry::Lease { seq, .. }
+            | Entry::Unlease { seq } => *seq,
         }
     }
 }
@@ -216,6 +267,13 @@ struct LevelState {
     limit: u64,
     spent: u64,
     reserved: u64,
+    /// The lease ceiling (0: none), and the `seq` of the record that set it.
+    leased: u64,
+    lease_seq: u64,
+    /// Room freed by changes up to `freed_seq` that may not be on disk yet:
+    /// a crash would undo them, so leased reservations must not count on it.
+    freed_unsynced: u64,
+    freed_seq: u64,
 }
 
 /// Maps with a fast keyed hash: budget keys are long strings hashed on every
@@ -230,9 +288,13 @@ struct Book {
     /// Open reservations by deadline, so the sweeper reads only the expired.
     deadlines: BTreeSet<(u64, String)>,
     by_delegation: FastMap<String, BTreeSet<BudgetKey>>,
+    /// Levels with a lease.
+    leased: FastSet<BudgetKey>,
     unsaved: Unsaved,
     /// The last journaled change applied.
     seq: u64,
+    /// The last journaled change known to be on disk (with every one before it).
+    durable_seq: u64,
 }
 
 impl Book {
@@ -251,20 +313,25 @@ impl Book {
                     .insert(id.clone(), Some(record.clone()));
                 self.reservations.insert(id.clone(), record);
             }
-            Entry::Settle { id, actual, .. } => {
+            Entry::Settle { seq, id, actual } => {
                 if let Some(res) = self.end(id) {
+                    let durable = self.durable_seq;
                     for (key, limit) in &res.levels {
                         self.mark_unsaved(key);
                         let state = self.level_mut(key, *limit);
                         state.reserved -= res.amount;
                         state.spent += actual;
+                        state.freed(res.amount - actual, *seq, durable);
                     }
                 }
             }
-            Entry::Release { id, .. } => {
+            Entry::Release { seq, id } => {
                 if let Some(res) = self.end(id) {
+                    let durable = self.durable_seq;
                     for (key, limit) in &res.levels {
-                        self.level_mut(key, *limit).reserved -= res.amount;
+                        let state = self.level_mut(key, *limit);
+                        state.reserved -= res.amount;
+                        state.freed(res.amount, *seq, durable);
                     }
                 }
             }
@@ -274,8 +341,50 @@ impl Book {
                     self.level_mut(key, *limit).spent += amount;
                 }
             }
+            Entry::Lease { seq, levels } => {
+                for (key, limit, ceiling) in levels {
+                    let state = self.level_mut(key, *limit);
+                    state.leased = state.leased.max(*ceiling);
+                    state.lease_seq = *seq;
+                    if !self.leased.contains(key) {
+                        self.leased.insert(key.clone());
+                    }
+                }
+            }
+            Entry::Unlease { .. } => self.unlease(),
         }
         self.seq = self.seq.max(entry.seq());
+    }
+
+    /// Voids every lease.
+    fn unlease(&mut self) {
+        for key in self.leased.drain() {
+            if let Some(state) = self.levels.get_mut(&key) {
+                state.leased = 0;
+                state.lease_seq = 0;
+            }
+        }
+    }
+
+    /// After an unclean stop: charges every leased level up to its ceiling
+    /// (capped by its limit), since reservations under the ceiling may have
+    /// been used without reaching the disk. Returns the total charged.
+    fn charge_leases(&mut self) -> u64 {
+        let mut total = 0;
+        let keys: Vec<BudgetKey> = self.leased.iter().cloned().collect();
+        for key in keys {
+            let Some(state) = self.levels.get_mut(&key) else {
+                continue;
+            };
+            let committed = state.spent.saturating_add(state.reserved);
+            let extra = state.leased.min(state.limit).saturating_sub(committed);
+            if extra > 0 {
+                state.spent += extra;
+                total += extra;
+                self.mark_unsaved(&key);
+            }
+        }
+        total
     }
 
     /// Removes an open reservation, if there is one.
@@ -319,6 +428,26 @@ impl Book {
         });
         state.limit = state.limit.min(limit);
         state
+    }
+}
+
+impl LevelState {
+    /// Notes `amount` of room freed by change `seq`, not yet known durable.
+    fn freed(&mut self, amount: u64, seq: u64, durable_seq: u64) {
+        if self.freed_seq <= durable_seq {
+            self.freed_unsynced = 0;
+        }
+        self.freed_unsynced += amount;
+        self.freed_seq = seq;
+    }
+
+    /// Room freed by changes that may still be lost.
+    fn freed_unsynced(&self, durable_seq: u64) -> u64 {
+        if self.freed_seq > durable_seq {
+            self.freed_unsynced
+        } else {
+            0
+        }
     }
 }
 
@@ -369,6 +498,10 @@ pub struct Ledger {
     snapshotting: Mutex<()>,
     book: Mutex<Book>,
     ttl: Duration,
+    lease: LeasePolicy,
+    /// The `seq` before this process's first journal record: its n-th
+    /// record has `base_seq + n`.
+    base_seq: u64,
     /// Reservation IDs are this process's random prefix and a counter:
     /// unique across restarts without a system call per reservation.
     id_prefix: String,
@@ -386,6 +519,7 @@ impl Ledger {
         storage: Storage,
         journal_dir: &std::path::Path,
         ttl: Duration,
+        lease: LeasePolicy,
     ) -> Result<Self, LedgerError> {
         let mut book = Book::default();
         for (k, rec) in scan::<LevelRecord>(&storage.trees.budgets, "budgets")? {
@@ -412,15 +546,32 @@ impl Ledger {
             replayed += 1;
         }
         tracing::debug!(snapshot_seq = meta.seq, replayed, "budget ledger recovered");
-        Ok(Self {
+        // Leases still in force were not voided by a clean stop.
+        let leased_levels = book.leased.len();
+        let lease_charged = book.charge_leases();
+        book.durable_seq = book.seq;
+        let ledger = Self {
             storage,
             journal,
             snapshotting: Mutex::new(()),
+            base_seq: book.seq,
             book: Mutex::new(book),
             ttl,
+            lease,
             id_prefix: format!("res_{}", hex(&random::bytes::<8>()?)),
             id_counter: AtomicU64::new(0),
-        })
+        };
+        if leased_levels > 0 {
+            tracing::warn!(
+                leased_levels,
+                charged_microcents = lease_charged,
+                "unclean stop: charged leased budget that may have been used"
+            );
+            crate::telemetry::record_lease_charged(lease_charged);
+            // Makes the charge durable and voids the leases it settled.
+            ledger.snapshot()?;
+        }
+        Ok(ledger)
     }
 
     /// Writes the state to the sled trees (only what changed since the last
@@ -435,6 +586,9 @@ impl Ledger {
         let (levels, reservations, seq, first_kept) = {
             let mut book = self.book();
             let unsaved = std::mem::take(&mut book.unsaved);
+            // Everything the leases covered is in this snapshot; what comes
+            // after it needs leases of its own, journaled after it.
+            book.unlease();
             let levels: Vec<(BudgetKey, LevelRecord)> = unsaved
                 .levels
                 .into_iter()
@@ -496,6 +650,7 @@ impl Ledger {
     /// Journals a change and applies it, under the book lock so the journal
     /// order is the order of application. The receiver resolves when durable.
     fn commit(&self, book: &mut Book, make: impl FnOnce(u64) -> Entry) -> Durable {
+        book.durable_seq = self.durable_seq();
         let entry = make(book.seq + 1);
         let durable = self.journal.append(&entry);
         book.apply(&entry);
@@ -506,9 +661,15 @@ impl Ledger {
     /// the sweeper (a release, or the settle of a reservation charged on
     /// expiry): it shares the next sync instead of asking for one.
     fn commit_lazily(&self, book: &mut Book, make: impl FnOnce(u64) -> Entry) {
+        book.durable_seq = self.durable_seq();
         let entry = make(book.seq + 1);
         self.journal.append_lazy(&entry);
         book.apply(&entry);
+    }
+
+    /// The last journaled change known to be on disk.
+    fn durable_seq(&self) -> u64 {
+        self.base_seq + self.journal.durable_records()
     }
 
     fn next_reservation_id(&self) -> String {
@@ -554,7 +715,9 @@ impl Ledger {
         Ok(())
     }
 
-    /// Reserves `amount` at every level, durably.
+    /// Reserves `amount` at every level, durably: on disk before this
+    /// returns, or, for [`OnExpiry::Charge`] under a lease, covered by a
+    /// durable ceiling that recovery charges.
     pub async fn reserve(
         &self,
         levels: &[(BudgetKey, u64)],
@@ -573,18 +736,63 @@ impl Ledger {
         let durable = {
             let mut book = self.book();
             Self::check(&book, levels, amount)?;
-            self.commit(&mut book, |seq| Entry::Reserve {
+            let entry = |seq| Entry::Reserve {
                 seq,
                 id: id.clone(),
                 record,
-            })
+            };
+            if on_expiry == OnExpiry::Charge
+                && self.lease.is_on()
+                && self.leased(&mut book, levels, amount)
+            {
+                self.commit_lazily(&mut book, entry);
+                None
+            } else {
+                Some(self.commit(&mut book, entry))
+            }
         };
-        wait(durable).await?;
+        if let Some(durable) = durable {
+            wait(durable).await?;
+        }
         Ok(Reservation {
             reservation_id: id,
             amount_microcents: amount,
             deadline_ms,
         })
+    }
+
+    /// Whether a reservation of `amount` at `levels` (known to fit) is
+    /// covered by durable lease ceilings at every level. If a ceiling is too
+    /// low, raises it (the caller's synced record makes the raise durable).
+    /// Room freed by changes not yet on disk does not count: a crash would
+    /// give it back to whoever had it.
+    fn leased(&self, book: &mut Book, levels: &[(BudgetKey, u64)], amount: u64) -> bool {
+        let durable = self.durable_seq();
+        book.durable_seq = durable;
+        let mut raise = Vec::new();
+        let mut covered = true;
+        for (key, limit) in levels {
+            let (state, limit) = match book.levels.get(key) {
+                Some(s) => (*s, s.limit.min(*limit)),
+                None => (LevelState::default(), *limit),
+            };
+            let need = state
+                .spent
+                .saturating_add(state.reserved)
+                .saturating_add(state.freed_unsynced(durable))
+                .saturating_add(amount);
+            if need > state.leased {
+                raise.push((key.clone(), limit, self.lease.ceiling(need, limit)));
+            } else if state.lease_seq > durable {
+                covered = false;
+            }
+        }
+        if raise.is_empty() {
+            return covered;
+        }
+        self.commit_lazily(book, |seq| Entry::Lease { seq, levels: raise });
+        crate::telemetry::record_lease();
+        false
     }
 
     /// Charges `actual` (at most the reserved amount) and releases the rest, durably.
@@ -780,6 +988,17 @@ impl Ledger {
     }
 }
 
+impl Drop for Ledger {
+    /// A clean stop: the journal writes out everything before it closes, so
+    /// nothing a lease covered can be missing and the leases are void.
+    fn drop(&mut self) {
+        let mut book = self.book();
+        if !book.leased.is_empty() {
+            self.commit_lazily(&mut book, |seq| Entry::Unlease { seq });
+        }
+    }
+}
+
 /// Waits for a journaled change to be durable.
 async fn wait(durable: oneshot::Receiver<Result<(), StorageError>>) -> Result<(), StorageError> {
     durable.await.map_err(|_| StorageError::Closed)?
@@ -819,7 +1038,8 @@ mod tests {
 
     #[derive(Debug, Clone)]
     enum Op {
-        Reserve(usize, u64),
+        /// A reservation on chain `.0`; `.2`: charged on expiry (leased).
+        Reserve(usize, u64, bool),
         Settle(usize, u64),
         Release(usize),
         Charge(usize, u64),
@@ -827,17 +1047,20 @@ mod tests {
         Reload,
         /// Sweep at a time past every deadline: everything open is released.
         SweepAll,
+        /// Stops without writing what is not on disk yet, and reopens.
+        Crash,
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            4 => (0..3usize, 0..40u64).prop_map(|(c, a)| Op::Reserve(c, a)),
+            4 => (0..3usize, 0..40u64, any::<bool>()).prop_map(|(c, a, l)| Op::Reserve(c, a, l)),
             3 => (0..8usize, 0..40u64).prop_map(|(r, a)| Op::Settle(r, a)),
             1 => (0..8usize).prop_map(Op::Release),
             1 => (0..3usize, 0..40u64).prop_map(|(c, a)| Op::Charge(c, a)),
             1 => Just(Op::Compact),
             1 => Just(Op::Reload),
             1 => Just(Op::SweepAll),
+            1 => Just(Op::Crash),
         ]
     }
 
@@ -856,45 +1079,61 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
 
-        /// Under any sequence of operations, reloads and compactions: no
-        /// level ever has more spent + reserved than its limit, the ledger
-        /// agrees with a simple model, and reloading from storage changes nothing.
+        /// Under any sequence of operations, reloads, compactions and
+        /// crashes, with or without leasing: no level ever has more spent +
+        /// reserved than its limit; the ledger agrees with a simple model;
+        /// reloading after a clean stop changes nothing; and a crash never
+        /// loses a spend (nor a reservation charged on expiry, leased or not),
+        /// at worst charging more.
         #[test]
-        fn budgets_never_overspend(ops in prop::collection::vec(op(), 1..40)) {
+        fn budgets_never_overspend(
+            ops in prop::collection::vec(op(), 1..40),
+            lease in prop_oneof![Just(0.0), Just(0.1), Just(0.5), Just(1.0)],
+        ) {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let dir = tempfile::tempdir().unwrap();
             rt.block_on(async {
                 let storage = Storage::open(&dir.path().join("db")).unwrap();
-                let mut ledger = Ledger::open(storage.clone(), &dir.path().join("journal"), Duration::from_secs(60)).unwrap();
+                let lease = LeasePolicy::new(lease).unwrap();
+                let open_ledger = || Ledger::open(storage.clone(), &dir.path().join("journal"), Duration::from_secs(60), lease).unwrap();
+                let mut ledger = open_ledger();
                 let limits = [100u64, 60, 70];
                 let mut model = [(0u64, 0u64); 3]; // (spent, reserved) for a, a/b, a/c
-                let mut open: Vec<(String, usize, u64)> = Vec::new();
+                // (id, chain, amount, charged on expiry)
+                let mut open: Vec<(String, usize, u64, bool)> = Vec::new();
                 let idx = |c: usize| -> Vec<usize> { match c { 0 => vec![0], 1 => vec![0, 1], _ => vec![0, 2] } };
                 for op in ops {
                     match op {
-                        Op::Reserve(c, amount) | Op::Charge(c, amount) => {
+                        Op::Reserve(c, amount, _) | Op::Charge(c, amount) => {
                             let fits = idx(c).iter().all(|&i| model[i].0 + model[i].1 + amount <= limits[i]);
-                            let charge = matches!(op, Op::Charge(..));
-                            let result = if charge {
-                                ledger.charge(&chains()[c], amount).await.map(|_| None)
-                            } else {
-                                ledger.reserve(&chains()[c], amount, 0, OnExpiry::Release).await.map(Some)
+                            let result = match op {
+                                Op::Charge(..) => ledger.charge(&chains()[c], amount).await.map(|_| None),
+                                Op::Reserve(_, _, leased) => {
+                                    let on_expiry = if leased { OnExpiry::Charge } else { OnExpiry::Release };
+                                    ledger.reserve(&chains()[c], amount, 0, on_expiry).await.map(|r| Some((r, leased)))
+                                }
+                                _ => unreachable!(),
                             };
                             match result {
                                 Ok(r) => {
                                     prop_assert!(fits);
                                     for i in idx(c) {
-                                        if charge { model[i].0 += amount } else { model[i].1 += amount }
+                                        if r.is_none() { model[i].0 += amount } else { model[i].1 += amount }
                                     }
-                                    if let Some(r) = r { open.push((r.reservation_id, c, amount)); }
+                                    if let Some((r, leased)) = r { open.push((r.reservation_id, c, amount, leased)); }
                                 }
                                 Err(LedgerError::Exceeded { .. }) => prop_assert!(!fits),
                                 Err(e) => prop_assert!(false, "{e}"),
                             }
                         }
                         Op::Settle(r, actual) if r < open.len() => {
-                            let (id, c, amount) = open[r].clone();
-                            match ledger.settle(&id, actual).await {
+                            let (id, c, amount, leased) = open[r].clone();
+                            let settled = if leased {
+                                ledger.settle_charged(&id, actual)
+                            } else {
+                                ledger.settle(&id, actual).await
+                            };
+                            match settled {
                                 Ok(s) => {
                                     prop_assert!(actual <= amount);
                                     prop_assert_eq!(s.released_microcents, amount - actual);
@@ -906,22 +1145,49 @@ mod tests {
                             }
                         }
                         Op::Release(r) if r < open.len() => {
-                            let (id, c, amount) = open.remove(r);
+                            let (id, c, amount, _) = open.remove(r);
                             prop_assert_eq!(ledger.release(&id).unwrap(), amount);
                             for i in idx(c) { model[i].1 -= amount; }
                         }
                         Op::Compact => { ledger.snapshot().unwrap(); }
                         Op::SweepAll => {
                             prop_assert_eq!(ledger.sweep(60_000).unwrap(), open.len());
-                            for (_, c, amount) in open.drain(..) {
-                                for i in idx(c) { model[i].1 -= amount; }
+                            for (_, c, amount, leased) in open.drain(..) {
+                                for i in idx(c) {
+                                    model[i].1 -= amount;
+                                    if leased { model[i].0 += amount; }
+                                }
                             }
                         }
                         Op::Reload => {
                             let before = state(&ledger);
                             drop(ledger);
-                            ledger = Ledger::open(storage.clone(), &dir.path().join("journal"), Duration::from_secs(60)).unwrap();
+                            ledger = open_ledger();
                             prop_assert_eq!(state(&ledger), before);
+                        }
+                        Op::Crash => {
+                            ledger.crash();
+                            ledger = open_ledger();
+                            let now = state(&ledger);
+                            for i in 0..3 {
+                                prop_assert!(now[i].0 + now[i].1 >= model[i].0 + model[i].1, "level {}: {:?} < {:?}", i, now[i], model[i]);
+                            }
+                            // Expiry settles what the crash left open: every
+                            // spend and every reservation charged on expiry is
+                            // charged, whatever reached the disk.
+                            ledger.sweep(60_000).unwrap();
+                            for (_, c, amount, leased) in open.drain(..) {
+                                for i in idx(c) {
+                                    model[i].1 -= amount;
+                                    if leased { model[i].0 += amount; }
+                                }
+                            }
+                            let now = state(&ledger);
+                            for i in 0..3 {
+                                prop_assert!(now[i].0 >= model[i].0, "level {}: spent {} < {}", i, now[i].0, model[i].0);
+                                prop_assert_eq!(now[i].1, 0);
+                                model[i] = now[i];
+                            }
                         }
                         _ => {}
                     }
@@ -933,6 +1199,13 @@ mod tests {
                 }
                 Ok(())
             })?;
+        }
+    }
+
+    impl Ledger {
+        /// Stops as a crash would: what is not on disk stays off it.
+        fn crash(self) {
+            self.journal.abandon();
         }
     }
 
@@ -949,6 +1222,7 @@ mod tests {
                 storage,
                 &dir.path().join("journal"),
                 Duration::from_millis(1000),
+                LeasePolicy::OFF,
             )
             .unwrap();
             let early = ledger
@@ -990,6 +1264,7 @@ mod tests {
                     storage.clone(),
                     &dir.path().join("journal"),
                     Duration::from_millis(1000),
+                    LeasePolicy::OFF,
                 )
                 .unwrap()
             };
@@ -1026,6 +1301,62 @@ mod tests {
             drop(ledger);
             let b = &open().report("b")[0][1];
             assert_eq!((b.spent_microcents, b.reserved_microcents), (27, 0));
+        });
+    }
+
+    async fn reserve_tens(ledger: &Ledger, n: usize) {
+        for _ in 0..n {
+            ledger
+                .reserve(&chains()[0], 10, 0, OnExpiry::Charge)
+                .await
+                .unwrap();
+        }
+    }
+
+    /// Leased reservations skip the disk; a crash charges each leased level
+    /// up to its ceiling whatever reached the disk, and a clean stop voids
+    /// the leases instead.
+    #[test]
+    fn crash_charges_leases_and_clean_stop_voids_them() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        rt.block_on(async {
+            let storage = Storage::open(&dir.path().join("db")).unwrap();
+            let open = || {
+                Ledger::open(
+                    storage.clone(),
+                    &dir.path().join("journal"),
+                    Duration::from_secs(60),
+                    LeasePolicy::new(0.5).unwrap(),
+                )
+                .unwrap()
+            };
+            let ledger = open();
+            reserve_tens(&ledger, 5).await;
+            // The first raised the ceiling of `a` (limit 100) to 10 + 90 / 2 =
+            // 55 (the first record), with one sync; the other four were
+            // covered by it and raised nothing.
+            let a = ledger.book().levels[&key("a")];
+            assert_eq!((a.leased, a.lease_seq), (55, ledger.base_seq + 1));
+            ledger.crash();
+
+            // Whether the four reached the disk or not: charged up to 55.
+            let ledger = open();
+            let a = &ledger.report_levels(&chains()[0])[0];
+            assert_eq!(a.spent_microcents + a.reserved_microcents, 55);
+            ledger.sweep(60_000).unwrap();
+            let spent = ledger.spent(&key("a"));
+            assert_eq!(spent, 55);
+
+            // A clean stop: nothing is charged beyond what was reserved.
+            reserve_tens(&ledger, 4).await;
+            drop(ledger);
+            let ledger = open();
+            let a = &ledger.report_levels(&chains()[0])[0];
+            assert_eq!((a.spent_microcents, a.reserved_microcents), (55, 40));
         });
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use delegateos::PrincipalId;
 use serde::Deserialize;
 
+use crate::budget::LeasePolicy;
 use crate::mcp::proxy::DATA_METHODS;
 use crate::mcp::tools::{
     split_capability, NamePattern, ResourceSource, ToolPolicy, ToolRule, ToolRules,
@@ -96,6 +97,8 @@ pub struct BudgetConfig {
     /// How often the budget state is snapshotted into sled (the journal
     /// covers what happened since).
     pub snapshot_interval: Duration,
+    /// How far ahead MCP tool calls lease budget (`budget.lease_fraction`).
+    pub lease: LeasePolicy,
 }
 
 /// A tenant: a name and the root key its tokens must be issued by.
@@ -234,6 +237,8 @@ struct RawBudget {
     sweep_interval: String,
     #[serde(default = "default_snapshot_interval")]
     snapshot_interval: String,
+    #[serde(default = "default_lease_fraction")]
+    lease_fraction: f64,
 }
 
 impl Default for RawBudget {
@@ -242,6 +247,7 @@ impl Default for RawBudget {
             reservation_ttl: default_reservation_ttl(),
             sweep_interval: default_sweep_interval(),
             snapshot_interval: default_snapshot_interval(),
+            lease_fraction: default_lease_fraction(),
         }
     }
 }
@@ -273,6 +279,11 @@ fn default_sweep_interval() -> String {
 }
 fn default_snapshot_interval() -> String {
     "10s".into()
+}
+/// A crash may cost a budget level up to 1 % of its free room; a
+/// budget worth 10,000 calls then needs about one sync per 100 calls.
+fn default_lease_fraction() -> f64 {
+    0.01
 }
 fn default_session_ttl() -> String {
     "1h".into()
@@ -572,6 +583,15 @@ impl Config {
                     "budget.snapshot_interval",
                     &raw.budget.snapshot_interval,
                 )?,
+                lease: LeasePolicy::new(raw.budget.lease_fraction).ok_or_else(|| {
+                    invalid(
+                        "budget.lease_fraction",
+                        format!(
+                            "must be a number from 0 (no leasing) to 1, not {}",
+                            raw.budget.lease_fraction
+                        ),
+                    )
+                })?,
             },
             tenants,
             mcp,
@@ -609,6 +629,7 @@ root_key_file = "data/demo-root.key"
         let c = Config::parse(GOOD, Path::new("t.toml")).unwrap();
         assert_eq!(c.server.max_body_bytes, 1 << 20);
         assert_eq!(c.budget.reservation_ttl, Duration::from_secs(60));
+        assert_eq!(c.budget.lease, LeasePolicy::new(0.01).unwrap());
         assert_eq!(c.tenants.len(), 2);
     }
 
@@ -629,6 +650,13 @@ root_key_file = "data/demo-root.key"
             err(&format!("{GOOD}\n[budget]\nreservation_ttl = \"soon\""))
                 .contains("`budget.reservation_ttl`")
         );
+        for bad in ["1.5", "-0.1", "nan"] {
+            assert!(
+                err(&format!("{GOOD}\n[budget]\nlease_fraction = {bad}"))
+                    .contains("`budget.lease_fraction`"),
+                "{bad}"
+            );
+        }
         assert!(err(&GOOD.replace("[server]", "[server]\nhtp = 1")).contains("htp"));
         assert!(err("data_dir = 1").contains("data_dir"));
     }

@@ -94,6 +94,7 @@ fn open_state(config: &Config) -> Result<State, ServeError> {
         storage.clone(),
         &config.data_dir.join("journal"),
         config.budget.reservation_ttl,
+        config.budget.lease,
     )
     .map_err(|e| StorageError::Sled(e.to_string()))?;
     let swept = ledger
@@ -197,9 +198,10 @@ fn close_state(state: &State) -> Result<(), ServeError> {
 
 /// Runs the gateway until SIGTERM or Ctrl-C.
 pub async fn run(config: Config) -> Result<(), ServeError> {
+    // Before the state: recovery counts what it charges.
+    let metrics = telemetry::install_metrics();
     let state = open_state(&config)?;
     let gate = state.gate.clone();
-    let metrics = telemetry::install_metrics();
     let listener = TcpListener::bind(config.server.http)
         .await
         .map_err(|source| ServeError::Listen {

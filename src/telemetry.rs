@@ -19,6 +19,8 @@ pub const FLUSH_DURATION: &str = "dgw_sled_flush_duration_seconds";
 pub const FLUSH_BATCH: &str = "dgw_sled_flush_batch_size";
 pub const JOURNAL_SYNC_DURATION: &str = "dgw_budget_journal_sync_duration_seconds";
 pub const JOURNAL_SYNC_BATCH: &str = "dgw_budget_journal_sync_batch_size";
+pub const LEASES_TOTAL: &str = "dgw_budget_leases_total";
+pub const LEASE_CHARGED: &str = "dgw_budget_lease_charged_microcents_total";
 pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
 pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
 pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
@@ -103,6 +105,15 @@ fn describe() {
         Unit::Seconds,
         "Time dgw itself added to a tools/call: everything but the upstream's answer."
     );
+    describe_counter!(
+        LEASES_TOTAL,
+        "Budget leases taken: durable ceilings that let later tool-call reservations skip a disk sync."
+    );
+    describe_counter!(
+        LEASE_CHARGED,
+        Unit::Count,
+        "Leased budget (microcents) charged at start-up because an unclean stop may have used it."
+    );
     describe_gauge!(
         MCP_UPSTREAM_UP,
         "1 when an upstream MCP server is initialized and serving, else 0."
@@ -160,6 +171,16 @@ pub fn record_flush(elapsed: Duration, writers: usize) {
 pub fn record_journal_sync(elapsed: Duration, writers: usize) {
     histogram!(JOURNAL_SYNC_DURATION).record(elapsed.as_secs_f64());
     histogram!(JOURNAL_SYNC_BATCH).record(writers as f64);
+}
+
+/// A budget lease taken.
+pub fn record_lease() {
+    counter!(LEASES_TOTAL).increment(1);
+}
+
+/// Leased budget charged in recovery.
+pub fn record_lease_charged(microcents: u64) {
+    counter!(LEASE_CHARGED).increment(microcents);
 }
 
 /// A revocation recorded.

@@ -287,6 +287,71 @@ fn concurrent_calls_at_a_small_budget_reach_the_upstream_exactly_as_often_as_it_
     assert_eq!(files.upstream_calls().len(), 7);
 }
 
+/// Tool calls under a budget lease skip their own disk sync; killing dgw
+/// then charges the lease's ceiling, which covers every call the upstream
+/// saw, and a clean stop after that charges nothing more.
+#[test]
+fn a_crash_after_leased_calls_charges_every_call_the_upstream_saw() {
+    let files = Files::new();
+    let root = seed(1);
+    let config = gateway_config(
+        &files.dir,
+        &[("acme", root.principal_id())],
+        &format!("[budget]\nlease_fraction = 0.5\n{}", files.upstream_toml()),
+    );
+    let mut gw = Gateway::start(&config);
+    let token = files.read_token(&root, 100_000, 3600).encode();
+    let path = files.path("a.txt");
+    let call = |addr: &str| {
+        let mut mcp = McpHttp::connect(addr, None);
+        for _ in 0..10 {
+            let answer = mcp.request(
+                "tools/call",
+                json!({"name": "read_text_file", "arguments": {"path": path},
+                       "_delegateos": {"dct": token}}),
+                None,
+            );
+            assert!(answer.get("result").is_some(), "{answer}");
+        }
+    };
+    call(&gw.addr);
+    // The first call raised the ceiling to 100 + (100,000 − 100) / 2 =
+    // 50,050 with one sync; the other nine fell under it.
+    assert!(
+        gw.metrics().contains("dgw_budget_leases_total 1\n"),
+        "{}",
+        gw.metrics()
+    );
+    gw.kill();
+    assert_eq!(files.upstream_calls().len(), 10);
+
+    let committed = |gw: &Gateway| {
+        let b = gw.ok(
+            "delegateos/budget",
+            json!({"delegationId": del(1).to_string()}),
+        );
+        let level = &b["chains"][0][0];
+        level["spentMicrocents"].as_u64().unwrap() + level["reservedMicrocents"].as_u64().unwrap()
+    };
+    let mut gw = Gateway::start(&config);
+    assert_eq!(committed(&gw), 50_050);
+    assert!(
+        gw.metrics().lines().any(
+            |l| l.starts_with("dgw_budget_lease_charged_microcents_total ")
+                && l.split(' ').nth(1).unwrap().parse::<u64>().unwrap() >= 50_050 - 1_000
+        ),
+        "{}",
+        gw.metrics()
+    );
+
+    // After recovery, calls lease anew; a clean stop voids the lease.
+    call(&gw.addr);
+    assert!(gw.terminate().success());
+    let gw = Gateway::start(&config);
+    assert_eq!(committed(&gw), 50_050 + 1_000);
+    assert_eq!(files.upstream_calls().len(), 20);
+}
+
 #[test]
 fn the_typescript_sdk_client_lists_and_calls_through_dgw() {
     let files = Files::new();
