@@ -2,7 +2,8 @@
 #   start_gateway WORK [EXTRA_TOML]
 # starts the release `dgw serve` with its data in WORK, a bench tenant and
 # free loopback ports (EXTRA_TOML appended to its config), logging at
-# DGW_LOG (default info) to DGW_ERR (default /dev/null); waits until it
+# DGW_LOG (default info) to DGW_ERR (default /dev/null), with DGW_WORKERS
+# worker threads if set (else one per core); waits until it
 # listens and sets pid, addr, grpc and token (a DCT for docs:read:/** with a
 # budget no run exhausts).
 start_gateway() {
@@ -14,6 +15,7 @@ key_file = "$work/data/gateway.key"
 [server]
 http = "127.0.0.1:0"
 grpc = "127.0.0.1:0"
+${DGW_WORKERS:+workers = $DGW_WORKERS}
 [[tenants]]
 name = "bench"
 root = "$root"

@@ -85,6 +85,8 @@ pub struct ServerConfig {
     pub request_timeout: Duration,
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
+    /// Runtime worker threads; `None`: one per core (or `TOKIO_WORKER_THREADS`).
+    pub workers: Option<usize>,
 }
 
 /// Budget reservations.
@@ -226,6 +228,8 @@ struct RawServer {
     request_timeout: String,
     #[serde(default = "default_shutdown_grace")]
     shutdown_grace: String,
+    #[serde(default)]
+    workers: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -571,6 +575,15 @@ impl Config {
                 http,
                 grpc,
                 max_body_bytes: raw.server.max_body_bytes,
+                workers: match raw.server.workers {
+                    Some(0) => {
+                        return Err(invalid(
+                            "server.workers",
+                            "must be at least 1 (leave it out for one per core)".into(),
+                        ))
+                    }
+                    w => w,
+                },
                 request_timeout: duration("server.request_timeout", &raw.server.request_timeout)?,
                 shutdown_grace: duration("server.shutdown_grace", &raw.server.shutdown_grace)?,
             },
@@ -649,6 +662,9 @@ root_key_file = "data/demo-root.key"
         assert!(
             err(&format!("{GOOD}\n[budget]\nreservation_ttl = \"soon\""))
                 .contains("`budget.reservation_ttl`")
+        );
+        assert!(
+            err(&GOOD.replace("[server]", "[server]\nworkers = 0")).contains("`server.workers`")
         );
         for bad in ["1.5", "-0.1", "nan"] {
             assert!(

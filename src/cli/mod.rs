@@ -74,7 +74,11 @@ fn run_gateway(
 ) -> Result<Outcome, CliError> {
     crate::telemetry::init_logs(log_format);
     let config = crate::config::Config::load(config).map_err(|e| CliError::Usage(e.to_string()))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.server.workers {
+        runtime.worker_threads(n);
+    }
+    let runtime = runtime
         .enable_all()
         .build()
         .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
