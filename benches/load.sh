@@ -10,7 +10,8 @@
 #   MODE=grpc benches/load.sh [CONCURRENCY] [DURATION] [--settle]
 # drives the gRPC front's Authorize instead of JSON-RPC's.
 # LOAD_ARGS adds dgw-load options, such as LOAD_ARGS="--rate 10000" (open
-# loop) or, for gRPC, LOAD_ARGS="--connections 4".
+# loop) or, for gRPC, LOAD_ARGS="--connections 4"; DGW_WORKERS=1 runs the
+# gateway with one worker thread ([server] workers).
 # Builds release binaries, starts a gateway with a fresh data dir and a bench
 # tenant on a free port, issues a token with a large budget, runs the load,
 # and stops the gateway. Traffic stays on 127.0.0.1.
