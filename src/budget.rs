@@ -1064,6 +1064,44 @@ mod tests {
         ]
     }
 
+    /// A data dir with one sled handle (sled locks its directory) and a
+    /// runtime; the ledger, with its in-memory book and journal, is what a
+    /// restart rebuilds.
+    struct Fixture {
+        rt: tokio::runtime::Runtime,
+        dir: tempfile::TempDir,
+        storage: Storage,
+        ttl: Duration,
+        lease: LeasePolicy,
+    }
+
+    impl Fixture {
+        fn new(ttl: Duration, lease: LeasePolicy) -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            Self {
+                rt: tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap(),
+                storage: Storage::open(&dir.path().join("db")).unwrap(),
+                dir,
+                ttl,
+                lease,
+            }
+        }
+
+        /// Opens (or reopens, after a stop) the ledger.
+        fn open(&self) -> Ledger {
+            Ledger::open(
+                self.storage.clone(),
+                &self.dir.path().join("journal"),
+                self.ttl,
+                self.lease,
+            )
+            .unwrap()
+        }
+    }
+
     fn state(l: &Ledger) -> Vec<(u64, u64)> {
         let book = l.book();
         ["a", "a/b", "a/c"]
@@ -1090,13 +1128,9 @@ mod tests {
             ops in prop::collection::vec(op(), 1..40),
             lease in prop_oneof![Just(0.0), Just(0.1), Just(0.5), Just(1.0)],
         ) {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            let dir = tempfile::tempdir().unwrap();
-            rt.block_on(async {
-                let storage = Storage::open(&dir.path().join("db")).unwrap();
-                let lease = LeasePolicy::new(lease).unwrap();
-                let open_ledger = || Ledger::open(storage.clone(), &dir.path().join("journal"), Duration::from_secs(60), lease).unwrap();
-                let mut ledger = open_ledger();
+            let f = Fixture::new(Duration::from_secs(60), LeasePolicy::new(lease).unwrap());
+            f.rt.block_on(async {
+                let mut ledger = f.open();
                 let limits = [100u64, 60, 70];
                 let mut model = [(0u64, 0u64); 3]; // (spent, reserved) for a, a/b, a/c
                 // (id, chain, amount, charged on expiry)
@@ -1162,12 +1196,12 @@ mod tests {
                         Op::Reload => {
                             let before = state(&ledger);
                             drop(ledger);
-                            ledger = open_ledger();
+                            ledger = f.open();
                             prop_assert_eq!(state(&ledger), before);
                         }
                         Op::Crash => {
                             ledger.crash();
-                            ledger = open_ledger();
+                            ledger = f.open();
                             let now = state(&ledger);
                             for i in 0..3 {
                                 prop_assert!(now[i].0 + now[i].1 >= model[i].0 + model[i].1, "level {}: {:?} < {:?}", i, now[i], model[i]);
@@ -1211,20 +1245,9 @@ mod tests {
 
     #[test]
     fn sweeper_releases_only_expired() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        rt.block_on(async {
-            let storage = Storage::open(&dir.path().join("db")).unwrap();
-            let ledger = Ledger::open(
-                storage,
-                &dir.path().join("journal"),
-                Duration::from_millis(1000),
-                LeasePolicy::OFF,
-            )
-            .unwrap();
+        let f = Fixture::new(Duration::from_millis(1000), LeasePolicy::OFF);
+        f.rt.block_on(async {
+            let ledger = f.open();
             let early = ledger
                 .reserve(&chains()[1], 10, 0, OnExpiry::Release)
                 .await
@@ -1250,25 +1273,9 @@ mod tests {
     /// after a reload.
     #[test]
     fn reservations_charged_on_expiry() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        rt.block_on(async {
-            // One sled handle (it locks its directory); the ledger, with
-            // its in-memory book and journal, is what a restart rebuilds.
-            let storage = Storage::open(&dir.path().join("db")).unwrap();
-            let open = || {
-                Ledger::open(
-                    storage.clone(),
-                    &dir.path().join("journal"),
-                    Duration::from_millis(1000),
-                    LeasePolicy::OFF,
-                )
-                .unwrap()
-            };
-            let ledger = open();
+        let f = Fixture::new(Duration::from_millis(1000), LeasePolicy::OFF);
+        f.rt.block_on(async {
+            let ledger = f.open();
             let settled = ledger
                 .reserve(&chains()[1], 10, 0, OnExpiry::Charge)
                 .await
@@ -1289,7 +1296,7 @@ mod tests {
             assert_eq!(ledger.report("b")[0][1].spent_microcents, 7);
             drop(ledger);
 
-            let ledger = open();
+            let ledger = f.open();
             assert_eq!(ledger.open_reservations(), 2);
             assert_eq!(ledger.sweep(1000).unwrap(), 2);
             let b = &ledger.report("b")[0][1];
@@ -1299,7 +1306,7 @@ mod tests {
                 Err(LedgerError::UnknownReservation(_))
             ));
             drop(ledger);
-            let b = &open().report("b")[0][1];
+            let b = &f.open().report("b")[0][1];
             assert_eq!((b.spent_microcents, b.reserved_microcents), (27, 0));
         });
     }
@@ -1318,23 +1325,9 @@ mod tests {
     /// the leases instead.
     #[test]
     fn crash_charges_leases_and_clean_stop_voids_them() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        rt.block_on(async {
-            let storage = Storage::open(&dir.path().join("db")).unwrap();
-            let open = || {
-                Ledger::open(
-                    storage.clone(),
-                    &dir.path().join("journal"),
-                    Duration::from_secs(60),
-                    LeasePolicy::new(0.5).unwrap(),
-                )
-                .unwrap()
-            };
-            let ledger = open();
+        let f = Fixture::new(Duration::from_secs(60), LeasePolicy::new(0.5).unwrap());
+        f.rt.block_on(async {
+            let ledger = f.open();
             reserve_tens(&ledger, 5).await;
             // The first raised the ceiling of `a` (limit 100) to 10 + 90 / 2 =
             // 55 (the first record), with one sync; the other four were
@@ -1344,7 +1337,7 @@ mod tests {
             ledger.crash();
 
             // Whether the four reached the disk or not: charged up to 55.
-            let ledger = open();
+            let ledger = f.open();
             let a = &ledger.report_levels(&chains()[0])[0];
             assert_eq!(a.spent_microcents + a.reserved_microcents, 55);
             ledger.sweep(60_000).unwrap();
@@ -1354,7 +1347,7 @@ mod tests {
             // A clean stop: nothing is charged beyond what was reserved.
             reserve_tens(&ledger, 4).await;
             drop(ledger);
-            let ledger = open();
+            let ledger = f.open();
             let a = &ledger.report_levels(&chains()[0])[0];
             assert_eq!((a.spent_microcents, a.reserved_microcents), (55, 40));
         });
