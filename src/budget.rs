@@ -932,6 +932,12 @@ impl Ledger {
         Ok(expired.len())
     }
 
+    /// Whether the journal failed a write and refuses every change until
+    /// a restart.
+    pub fn journal_failed(&self) -> bool {
+        self.journal.failed()
+    }
+
     /// Open reservations.
     pub fn open_reservations(&self) -> usize {
         self.book().reservations.len()
@@ -1350,6 +1356,32 @@ mod tests {
             let ledger = f.open();
             let a = &ledger.report_levels(&chains()[0])[0];
             assert_eq!((a.spent_microcents, a.reserved_microcents), (55, 40));
+        });
+    }
+
+    /// A failed journal write refuses every later change that must be
+    /// durable; a tool call under a durable lease still fits its ceiling,
+    /// which a crash charges.
+    #[test]
+    fn a_failed_journal_refuses_durable_changes() {
+        let f = Fixture::new(Duration::from_secs(60), LeasePolicy::new(0.5).unwrap());
+        f.rt.block_on(async {
+            let ledger = f.open();
+            reserve_tens(&ledger, 1).await;
+            ledger.journal.fail_next_write();
+            assert!(matches!(
+                ledger.reserve(&chains()[0], 1, 0, OnExpiry::Release).await,
+                Err(LedgerError::Storage(_))
+            ));
+            assert!(ledger.journal_failed());
+            assert!(matches!(
+                ledger.charge(&chains()[0], 1).await,
+                Err(LedgerError::Storage(_))
+            ));
+            reserve_tens(&ledger, 1).await;
+            ledger.crash();
+            let a = &f.open().report_levels(&chains()[0])[0];
+            assert_eq!(a.spent_microcents + a.reserved_microcents, 55);
         });
     }
 

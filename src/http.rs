@@ -82,7 +82,13 @@ impl HttpFront {
                 text_response(StatusCode::OK, "ok\n".into(), "text/plain")
             }
             (&Method::GET, "/readyz") => {
-                if self.ready.load(Ordering::Relaxed) {
+                if self.gate.ledger().journal_failed() {
+                    text_response(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "not ready: the budget journal cannot be written; restart dgw\n".into(),
+                        "text/plain",
+                    )
+                } else if self.ready.load(Ordering::Relaxed) {
                     text_response(StatusCode::OK, "ready\n".into(), "text/plain")
                 } else {
                     text_response(

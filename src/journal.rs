@@ -51,9 +51,15 @@ struct Pending {
     records: u64,
     waiters: Vec<Waiter>,
     closed: bool,
+    /// Set when a write failed: the records in it are lost, so no later
+    /// record may be written after the gap, or count as durable.
+    failed: Option<StorageError>,
     /// Set by a simulated crash: nothing more reaches the disk.
     #[cfg(test)]
     abandoned: bool,
+    /// Makes the next write fail, as a full or failing disk would.
+    #[cfg(test)]
+    fail_next_write: bool,
 }
 
 impl Pending {
@@ -147,8 +153,11 @@ impl Journal {
                 records: 0,
                 waiters: Vec::new(),
                 closed: false,
+                failed: None,
                 #[cfg(test)]
                 abandoned: false,
+                #[cfg(test)]
+                fail_next_write: false,
             }),
             Condvar::new(),
         ));
@@ -174,7 +183,9 @@ impl Journal {
         ))
     }
 
-    /// Appends a record; the receiver resolves once it is on disk.
+    /// Appends a record; the receiver resolves once it is on disk, or with
+    /// the error of a write that failed (after which every append fails:
+    /// the journal would have a gap).
     pub fn append<T: Serialize>(&self, record: &T) -> oneshot::Receiver<Result<(), StorageError>> {
         let (tx, rx) = oneshot::channel();
         self.push(record, Some(tx));
@@ -196,6 +207,12 @@ impl Journal {
         if p.abandoned {
             return;
         }
+        if let Some(e) = &p.failed {
+            if let Some(w) = waiter {
+                let _ = w.send(Err(e.clone()));
+            }
+            return;
+        }
         p.records += 1;
         // The flusher needs waking only when someone waits, or to start the
         // lazy delay; a wake per lazy record would cost a context switch each.
@@ -215,10 +232,26 @@ impl Journal {
         }
     }
 
+    /// Whether a write failed, so the journal refuses every record.
+    pub fn failed(&self) -> bool {
+        self.shared
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .failed
+            .is_some()
+    }
+
     /// How many of the records this process appended are on disk (the
     /// first that many, in order).
     pub fn durable_records(&self) -> u64 {
         self.durable.load(Ordering::Acquire)
+    }
+
+    /// Makes the next write fail.
+    #[cfg(test)]
+    pub fn fail_next_write(&self) {
+        self.shared.0.lock().unwrap().fail_next_write = true;
     }
 
     /// Simulates a crash: what is not on disk yet never gets there.
@@ -302,7 +335,18 @@ fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar), durable: &AtomicU6
             (segments, records, std::mem::take(&mut p.waiters))
         };
         let started = Instant::now();
+        #[cfg(test)]
+        let inject = std::mem::take(
+            &mut lock
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .fail_next_write,
+        );
         let result = (|| -> std::io::Result<()> {
+            #[cfg(test)]
+            if inject {
+                return Err(std::io::Error::other("injected write failure"));
+            }
             for (number, bytes) in &segments {
                 if open.as_ref().map(|(n, _)| *n) != Some(*number) {
                     if let Some((_, f)) = open.take() {
@@ -330,7 +374,18 @@ fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar), durable: &AtomicU6
             Ok(()) => {
                 durable.fetch_add(records, Ordering::Release);
             }
-            Err(e) => tracing::error!(error = %e, "journal write failed"),
+            Err(e) => {
+                tracing::error!(error = %e, "journal write failed; refusing every later record until restart");
+                let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
+                p.failed = Some(e.clone());
+                for w in p.waiters.drain(..) {
+                    let _ = w.send(Err(e.clone()));
+                }
+                for (_, bytes) in &mut p.segments {
+                    bytes.clear();
+                }
+                p.records = 0;
+            }
         }
         for w in waiters {
             let _ = w.send(result.clone());
@@ -423,6 +478,28 @@ mod tests {
             n += 1;
             std::thread::sleep(LAZY_DELAY / 10);
         }
+    }
+
+    /// After a failed write nothing more is written or counted durable:
+    /// records after a gap would be read as if the lost ones never existed.
+    #[test]
+    fn after_a_failed_write_every_append_fails() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (j, _) = open(dir.path()).unwrap();
+            rt.block_on(j.append(&1u64)).unwrap().unwrap();
+            assert_eq!(j.durable_records(), 1);
+            j.fail_next_write();
+            assert!(rt.block_on(j.append(&2u64)).unwrap().is_err());
+            j.append_lazy(&3u64);
+            assert!(rt.block_on(j.append(&4u64)).unwrap().is_err());
+            assert_eq!(j.durable_records(), 1);
+        }
+        let (_, r) = open(dir.path()).unwrap();
+        assert_eq!(r.records, vec![1]);
     }
 
     #[test]
