@@ -111,7 +111,6 @@ fn describe() {
     );
     describe_counter!(
         LEASE_CHARGED,
-        Unit::Count,
         "Leased budget (microcents) charged at start-up because an unclean stop may have used it."
     );
     describe_gauge!(
