@@ -478,11 +478,25 @@ mod tests {
         Journal::open::<u64>(dir)
     }
 
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    }
+
+    /// A journal of two files: record 1 in the first, 2 in the second.
+    fn two_files(dir: &Path) -> (u64, u64) {
+        let rt = runtime();
+        let (j, r) = open(dir).unwrap();
+        rt.block_on(j.append(&1u64)).unwrap().unwrap();
+        let second = j.rotate();
+        rt.block_on(j.append(&2u64)).unwrap().unwrap();
+        (r.current_file, second)
+    }
+
     #[test]
     fn records_survive_and_torn_tails_are_cut() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let dir = tempfile::tempdir().unwrap();
         {
             let (j, r) = open(dir.path()).unwrap();
@@ -510,9 +524,7 @@ mod tests {
 
     #[test]
     fn lazy_records_ride_the_next_sync_or_are_written_soon_or_at_close() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let dir = tempfile::tempdir().unwrap();
         let on_disk = |dir: &Path| -> usize {
             fs::read_dir(dir)
@@ -564,9 +576,7 @@ mod tests {
     /// records after a gap would be read as if the lost ones never existed.
     #[test]
     fn after_a_failed_write_every_append_fails() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let dir = tempfile::tempdir().unwrap();
         {
             let (j, _) = open(dir.path()).unwrap();
@@ -585,18 +595,8 @@ mod tests {
     /// Bytes after the zeros that end a file's frames are damage, not space.
     #[test]
     fn bytes_after_the_zero_fill_are_damage() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let (first, second);
-        {
-            let (j, r) = open(dir.path()).unwrap();
-            first = r.current_file;
-            rt.block_on(j.append(&1u64)).unwrap().unwrap();
-            second = j.rotate();
-            rt.block_on(j.append(&2u64)).unwrap().unwrap();
-        }
+        let (first, second) = two_files(dir.path());
         let path = file_name(dir.path(), first);
         let mut bytes = fs::read(&path).unwrap();
         bytes[1000] = 7;
@@ -618,18 +618,8 @@ mod tests {
 
     #[test]
     fn damage_before_later_records_is_refused() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let first;
-        {
-            let (j, r) = open(dir.path()).unwrap();
-            first = r.current_file;
-            rt.block_on(j.append(&1u64)).unwrap().unwrap();
-            j.rotate();
-            rt.block_on(j.append(&2u64)).unwrap().unwrap();
-        }
+        let (first, _) = two_files(dir.path());
         let path = file_name(dir.path(), first);
         let mut bytes = fs::read(&path).unwrap();
         // The last byte of the frame's body.
