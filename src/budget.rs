@@ -768,7 +768,6 @@ impl Ledger {
     /// give it back to whoever had it.
     fn leased(&self, book: &mut Book, levels: &[(BudgetKey, u64)], amount: u64) -> bool {
         let durable = self.durable_seq();
-        book.durable_seq = durable;
         let mut raise = Vec::new();
         let mut covered = true;
         for (key, limit) in levels {

@@ -7,9 +7,11 @@
 //! zeros a megabyte at a time, so that a sync overwrites blocks the file
 //! already has instead of growing it (growing makes every `fdatasync` commit
 //! the file system's own journal too: a third slower here). A zero `len`
-//! followed by nothing but zeros ends the data. The check catches torn and damaged writes, not tampering: the
-//! journal is as trusted as the rest of `data_dir`. A frame cut short or failing its check at the very end of the last
-//! non-empty file is a write torn by a crash and is cut off; anywhere else it
+//! followed by nothing but zeros ends the data.
+//!
+//! The check catches torn and damaged writes, not tampering: the journal is
+//! as trusted as the rest of `data_dir`. A damaged frame in the last file
+//! with records is a write torn by a crash and is cut off; anywhere else it
 //! is corruption and the journal refuses to open.
 
 use std::fs::{self, File, OpenOptions};
@@ -141,15 +143,25 @@ struct Pending {
     /// Set when a write failed: the records in it are lost, so no later
     /// record may be written after the gap, or count as durable.
     failed: Option<StorageError>,
-    /// Set by a simulated crash: nothing more reaches the disk.
-    #[cfg(test)]
-    abandoned: bool,
     /// Makes the next write fail, as a full or failing disk would.
     #[cfg(test)]
     fail_next_write: bool,
 }
 
 impl Pending {
+    /// Stops the journal for good: what is not written is dropped, its
+    /// waiters and every later append get `e`.
+    fn fail(&mut self, e: StorageError) {
+        for w in self.waiters.drain(..) {
+            let _ = w.send(Err(e.clone()));
+        }
+        for (_, bytes) in &mut self.segments {
+            bytes.clear();
+        }
+        self.records = 0;
+        self.failed = Some(e);
+    }
+
     fn has_bytes(&self) -> bool {
         self.segments.iter().any(|(_, b)| !b.is_empty())
     }
@@ -236,8 +248,6 @@ impl Journal {
                 closed: false,
                 failed: None,
                 #[cfg(test)]
-                abandoned: false,
-                #[cfg(test)]
                 fail_next_write: false,
             }),
             Condvar::new(),
@@ -284,10 +294,6 @@ impl Journal {
         let body = encode(record);
         let (lock, wake) = &*self.shared;
         let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
-        #[cfg(test)]
-        if p.abandoned {
-            return;
-        }
         if let Some(e) = &p.failed {
             if let Some(w) = waiter {
                 let _ = w.send(Err(e.clone()));
@@ -335,17 +341,15 @@ impl Journal {
         self.shared.0.lock().unwrap().fail_next_write = true;
     }
 
-    /// Simulates a crash: what is not on disk yet never gets there.
+    /// Simulates a crash: what is not on disk yet never gets there, nor
+    /// anything appended later.
     #[cfg(test)]
     pub fn abandon(&self) {
-        let (lock, _) = &*self.shared;
-        let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
-        p.abandoned = true;
-        for (_, bytes) in &mut p.segments {
-            bytes.clear();
-        }
-        p.records = 0;
-        p.waiters.clear();
+        self.shared
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .fail(StorageError::Closed);
     }
 
     /// Starts a new file: records appended from now on go to it. Returns its
@@ -453,15 +457,9 @@ fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar), durable: &AtomicU6
             }
             Err(e) => {
                 tracing::error!(error = %e, "journal write failed; refusing every later record until restart");
-                let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
-                p.failed = Some(e.clone());
-                for w in p.waiters.drain(..) {
-                    let _ = w.send(Err(e.clone()));
-                }
-                for (_, bytes) in &mut p.segments {
-                    bytes.clear();
-                }
-                p.records = 0;
+                lock.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .fail(e.clone());
             }
         }
         for w in waiters {
