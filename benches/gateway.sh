@@ -3,7 +3,8 @@
 # starts the release `dgw serve` with its data in WORK, a bench tenant and
 # free loopback ports (EXTRA_TOML appended to its config), logging at
 # DGW_LOG (default info) to DGW_ERR (default /dev/null), with DGW_WORKERS
-# worker threads if set (else one per core); waits until it
+# worker threads if set (else one per core), on the CPUs of DGW_CPUS if set
+# (a taskset list; see `load_gen` for the load generator's); waits until it
 # listens and sets pid, addr, grpc and token (a DCT for docs:read:/** with a
 # budget no run exhausts).
 start_gateway() {
@@ -21,7 +22,7 @@ name = "bench"
 root = "$root"
 $extra
 TOML
-  RUST_LOG=${DGW_LOG:-info} $bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "${DGW_ERR:-/dev/null}" &
+  RUST_LOG=${DGW_LOG:-info} ${DGW_CPUS:+taskset -c $DGW_CPUS} $bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "${DGW_ERR:-/dev/null}" &
   pid=$!
   for _ in $(seq 100); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.1; done
   addr=$(sed -n 's/^dgw listening http=\([^ ]*\).*/\1/p' "$work/out")
@@ -29,4 +30,12 @@ TOML
   token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' \
     --contract ct_000000000001 --delegation del_000000000001 --budget 9000000000000000 \
     --max-depth 1 --ttl 1h 2>/dev/null)
+}
+
+# load_gen ARGS...: runs dgw-load on the CPUs of LOAD_CPUS if set. With
+# DGW_CPUS=1 LOAD_CPUS=0 the gateway and its load generator no longer take
+# turns on both cores, so throughput measures the gateway, not the sum of
+# both programs' costs.
+load_gen() {
+  ${LOAD_CPUS:+taskset -c $LOAD_CPUS} target/release/dgw-load "$@"
 }

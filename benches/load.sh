@@ -47,11 +47,11 @@ cost_microcents = 1
 fi
 start_gateway "$work" "$upstream_toml"
 if [ "$mode" = mcp ]; then
-  $bin/dgw-load --mode direct --addr "$upstream" --concurrency "$concurrency" --duration "$duration" ${LOAD_ARGS:-}
-  $bin/dgw-load --mode mcp --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" ${LOAD_ARGS:-}
+  load_gen --mode direct --addr "$upstream" --concurrency "$concurrency" --duration "$duration" ${LOAD_ARGS:-}
+  load_gen --mode mcp --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" ${LOAD_ARGS:-}
   curl -s "http://$addr/metrics" | grep -E "^dgw_(mcp_gateway_duration|mcp_upstream_duration|budget_journal_sync_duration|authorize_duration)_seconds_(sum|count)"
 elif [ "$mode" = grpc ]; then
-  $bin/dgw-load --mode grpc --addr "$grpc" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle} ${LOAD_ARGS:-}
+  load_gen --mode grpc --addr "$grpc" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle} ${LOAD_ARGS:-}
 else
-  $bin/dgw-load --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle} ${LOAD_ARGS:-}
+  load_gen --addr "$addr" --token "$token" --concurrency "$concurrency" --duration "$duration" --namespace "$namespace" ${settle:+--settle} ${LOAD_ARGS:-}
 fi

@@ -56,6 +56,13 @@ struct Args {
     /// Run a fast MCP echo server on this address instead of generating load.
     #[arg(long)]
     serve_upstream: Option<SocketAddr>,
+    /// Run a server that does no work on this address instead of generating
+    /// load: it answers every HTTP/1.1 POST with a fixed `authorize` result
+    /// and every HTTP/2 (gRPC) call with a fixed `AuthorizeResponse`. What
+    /// `authorize` and `grpc` modes measure against it is the floor that
+    /// the transport, the client and this machine set for each front.
+    #[arg(long)]
+    serve_floor: Option<SocketAddr>,
     /// The serialized DCT to present (or @FILE).
     #[arg(long, default_value = "")]
     token: String,
@@ -489,14 +496,114 @@ async fn serve_upstream(addr: SocketAddr) -> Result<(), String> {
     }
 }
 
+/// The no-work server of `--serve-floor`: answers from memory, over HTTP/1.1
+/// (a JSON-RPC `authorize` result) or HTTP/2 (a gRPC `AuthorizeResponse` and
+/// `grpc-status: 0` trailers), each the size of the gateway's real answer.
+async fn serve_floor(addr: SocketAddr) -> Result<(), String> {
+    use delegate_gateway::grpc::pb;
+    use http_body_util::{Either, StreamBody};
+    use hyper::body::Frame;
+    use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
+    use hyper::service::service_fn;
+    use hyper_util::server::conn::auto;
+    use prost::Message;
+
+    let json = Bytes::from(
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "allowed": true, "amountMicrocents": 1, "deadlineMs": 1_795_335_886_479u64,
+            "reservationId": "res_41c3250f8745384a00000000", "tenant": "bench",
+            "scope": {"capabilities": [{"action": "read", "namespace": "docs", "resource": "/**"}],
+                      "chainDepth": 0, "contractId": "ct_000000000001",
+                      "delegationId": "del_000000000001", "maxChainDepth": 1,
+                      "remainingBudgetMicrocents": 9_000_000_000_000_000u64}}})
+        .to_string(),
+    );
+    let message = pb::AuthorizeResponse {
+        reservation_id: "res_41c3250f8745384a00000000".into(),
+        amount_microcents: 1,
+        deadline_time: Some(prost_types::Timestamp {
+            seconds: 1_795_335_886,
+            nanos: 479_000_000,
+        }),
+        scope: Some(pb::AuthorizedScope {
+            delegation_id: "del_000000000001".into(),
+            contract_id: "ct_000000000001".into(),
+            capabilities: vec![pb::Capability {
+                namespace: "docs".into(),
+                action: "read".into(),
+                resource: "/**".into(),
+            }],
+            remaining_budget_microcents: 9_000_000_000_000_000,
+            chain_depth: 0,
+            max_chain_depth: 1,
+        }),
+        tenant: "bench".into(),
+    }
+    .encode_to_vec();
+    let mut frame = vec![0];
+    frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&message);
+    let grpc = Bytes::from(frame);
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("dgw-load floor listening addr={local}");
+    loop {
+        let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        let (json, grpc, trailers) = (json.clone(), grpc.clone(), trailers.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                let (json, grpc, trailers) = (json.clone(), grpc.clone(), trailers.clone());
+                async move {
+                    let is_grpc = req.version() == hyper::Version::HTTP_2;
+                    req.into_body().collect().await?;
+                    let mut resp = if is_grpc {
+                        let frames = [Frame::data(grpc), Frame::trailers(trailers)];
+                        let body = StreamBody::new(tokio_stream::iter(
+                            frames.map(Ok::<_, std::convert::Infallible>),
+                        ));
+                        let mut r = hyper::Response::new(Either::Left(body));
+                        r.headers_mut()
+                            .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+                        r
+                    } else {
+                        let mut r = hyper::Response::new(Either::Right(Full::new(json)));
+                        r.headers_mut()
+                            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                        r
+                    };
+                    *resp.version_mut() = hyper::Version::default();
+                    Ok::<_, hyper::Error>(resp)
+                }
+            });
+            let _ = auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let args = Args::parse();
-    if let Some(addr) = args.serve_upstream {
+    for addr in [args.serve_upstream, args.serve_floor]
+        .into_iter()
+        .flatten()
+    {
         if !addr.ip().is_loopback() {
             return Err(format!("{addr} is not a loopback address"));
         }
+    }
+    if let Some(addr) = args.serve_upstream {
         return serve_upstream(addr).await;
+    }
+    if let Some(addr) = args.serve_floor {
+        return serve_floor(addr).await;
     }
     if !args.addr.ip().is_loopback() {
         return Err(format!(
