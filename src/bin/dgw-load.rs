@@ -9,7 +9,9 @@
 //! `direct` sends the same call straight to an MCP server (the baseline that
 //! `mcp` is compared with); `grpc` sends `Authorize` to the gRPC front (and,
 //! with `--settle`, `Settle`). `--serve-upstream ADDR` runs instead a minimal,
-//! fast Streamable HTTP MCP server offering `echo`, for those two modes.
+//! fast Streamable HTTP MCP server offering `echo`, for those two modes;
+//! `--serve-floor ADDR` a server that does no work, answering `authorize`
+//! and `grpc` modes from memory (benches/floor.sh).
 //!
 //! By default each client sends its next request as soon as the last is
 //! answered (closed loop); `--rate R` instead sends R requests per second in
