@@ -243,61 +243,79 @@ async fn mcp_session(
     Ok(session)
 }
 
-/// A gRPC connection: hyper's HTTP/2 client, shared by the clients on it.
+/// A gRPC connection: the `h2` crate's client, shared by the clients on it.
 /// Unary calls are written by hand (a length-prefixed protobuf message,
-/// `grpc-status` in the trailers), so the load generator spends on each call
-/// about what its HTTP/1 clients spend, not a full gRPC client stack's
-/// share of the cores the gateway also runs on.
-type GrpcConnection = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+/// `grpc-status` in the trailers) straight onto HTTP/2 streams, without a
+/// gRPC stack or hyper's client (which spawns a task per request to send
+/// its body), so the load generator spends on each call about what its
+/// HTTP/1 clients spend (benches/floor.sh shows both), not a heavier
+/// client's share of the cores the gateway also runs on.
+type GrpcConnection = h2::client::SendRequest<Bytes>;
 
 async fn grpc_connect(addr: SocketAddr) -> Result<GrpcConnection, String> {
     let stream = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| format!("{addr}: {e}"))?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    let (sender, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        TokioIo::new(stream),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let (sender, conn) = h2::client::handshake(stream)
+        .await
+        .map_err(|e| e.to_string())?;
     tokio::spawn(conn);
     Ok(sender)
 }
 
-/// One unary call: the message's bytes in, the answer's message bytes out,
-/// or the `grpc-status` and message of a failed call.
-async fn grpc_call(
-    sender: &mut GrpcConnection,
-    addr: SocketAddr,
-    method: &str,
-    message: &impl prost::Message,
-) -> Result<Bytes, String> {
-    let encoded = message.encode_to_vec();
-    let mut frame = Vec::with_capacity(5 + encoded.len());
-    frame.push(0); // not compressed
-    frame.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
-    frame.extend_from_slice(&encoded);
-    let req = Request::post(format!(
-        "http://{addr}/delegate_gateway.v1.DelegationGateway/{method}"
-    ))
-    .header("content-type", "application/grpc")
-    .header("te", "trailers")
-    .body(Full::new(Bytes::from(frame)))
-    .map_err(|e| e.to_string())?;
-    sender.ready().await.map_err(|e| e.to_string())?;
-    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
-    // A failed call may come as headers alone ("trailers-only").
-    let status_in_headers = resp.headers().get("grpc-status").cloned();
-    let body = resp
-        .into_body()
-        .collect()
+/// A unary call's request: the method's path and the framed message, built
+/// once (the hot loop sends the same `Authorize` every time).
+struct GrpcRequest {
+    uri: hyper::Uri,
+    frame: Bytes,
+}
+
+impl GrpcRequest {
+    fn new(addr: SocketAddr, method: &str, message: &impl prost::Message) -> Self {
+        let encoded = message.encode_to_vec();
+        let mut frame = Vec::with_capacity(5 + encoded.len());
+        frame.push(0); // not compressed
+        frame.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&encoded);
+        let uri = format!("http://{addr}/delegate_gateway.v1.DelegationGateway/{method}")
+            .parse()
+            .expect("a socket address and a method name make a URI");
+        Self {
+            uri,
+            frame: Bytes::from(frame),
+        }
+    }
+}
+
+/// One unary call: the answer's message bytes, or the `grpc-status` of a
+/// failed call.
+async fn grpc_call(sender: &mut GrpcConnection, call: &GrpcRequest) -> Result<Bytes, String> {
+    let req = Request::post(call.uri.clone())
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .map_err(|e| e.to_string())?;
+    std::future::poll_fn(|cx| sender.poll_ready(cx))
         .await
         .map_err(|e| e.to_string())?;
-    let status =
-        status_in_headers.or_else(|| body.trailers().and_then(|t| t.get("grpc-status").cloned()));
+    let (response, mut body) = sender.send_request(req, false).map_err(|e| e.to_string())?;
+    body.send_data(call.frame.clone(), true)
+        .map_err(|e| e.to_string())?;
+    let resp = response.await.map_err(|e| e.to_string())?;
+    // A failed call may come as headers alone ("trailers-only").
+    let status_in_headers = resp.headers().get("grpc-status").cloned();
+    let mut answer = resp.into_body();
+    let mut message = bytes::BytesMut::new();
+    while let Some(chunk) = answer.data().await {
+        let chunk = chunk.map_err(|e| e.to_string())?;
+        let _ = answer.flow_control().release_capacity(chunk.len());
+        message.extend_from_slice(&chunk);
+    }
+    let trailers = answer.trailers().await.map_err(|e| e.to_string())?;
+    let status = status_in_headers.or_else(|| trailers.and_then(|t| t.get("grpc-status").cloned()));
     match status.as_ref().map(|s| s.as_bytes()) {
-        Some(b"0") => Ok(body.to_bytes().slice(5..)),
+        Some(b"0") if message.len() >= 5 => Ok(message.freeze().slice(5..)),
         other => Err(format!("grpc-status {other:?}")),
     }
 }
@@ -313,15 +331,19 @@ async fn grpc_client(
 ) -> Result<Stats, String> {
     use delegate_gateway::grpc::pb;
     use prost::Message;
-    let request = pb::AuthorizeRequest {
-        dct: token.to_string(),
-        request: Some(pb::CapabilityRequest {
-            namespace: args.namespace.clone(),
-            action: args.action.clone(),
-            resource: args.resource.clone(),
-        }),
-        cost_microcents: args.cost,
-    };
+    let authorize = GrpcRequest::new(
+        args.addr,
+        "Authorize",
+        &pb::AuthorizeRequest {
+            dct: token.to_string(),
+            request: Some(pb::CapabilityRequest {
+                namespace: args.namespace.clone(),
+                action: args.action.clone(),
+                resource: args.resource.clone(),
+            }),
+            cost_microcents: args.cost,
+        },
+    );
     let mut stats = Stats {
         latencies_us: Vec::new(),
         errors: 0,
@@ -332,7 +354,7 @@ async fn grpc_client(
         if started >= stop_at {
             break;
         }
-        let reply = grpc_call(&mut connection, args.addr, "Authorize", &request).await;
+        let reply = grpc_call(&mut connection, &authorize).await;
         let elapsed = started.elapsed();
         if started >= warm_until {
             stats
@@ -348,7 +370,11 @@ async fn grpc_client(
                 reservation_id: granted.reservation_id,
                 actual_microcents: args.cost,
             };
-            grpc_call(&mut connection, args.addr, "Settle", &settle).await?;
+            grpc_call(
+                &mut connection,
+                &GrpcRequest::new(args.addr, "Settle", &settle),
+            )
+            .await?;
         }
     }
     stats.late = pace.late;
