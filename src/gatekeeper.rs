@@ -29,7 +29,7 @@ use crate::budget::{
 use crate::delegations::{ContractPut, DelegationStore};
 use crate::revocations::{RevocationStore, RevokeError};
 use crate::storage::StorageError;
-use crate::telemetry;
+use crate::telemetry::{self, Outcome};
 
 /// Verified tokens kept, by their serialized bytes.
 const TOKEN_CACHE_ENTRIES: usize = 16_384;
@@ -59,6 +59,16 @@ pub enum GateError {
     Rejected { kind: String, detail: String },
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+impl GateError {
+    /// How a request that failed so counts, on every front.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            GateError::Rejected { .. } => Outcome::Denied,
+            _ => Outcome::Error,
+        }
+    }
 }
 
 /// An allowed request: its reservation and scope.

@@ -7,7 +7,6 @@
 //! found, -32005 conflict. Every error carries `data.type`.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse, RevokeParams};
 use delegateos::{CapabilityRequest, DelegationId};
@@ -18,7 +17,7 @@ use serde_json::{json, Value};
 use crate::budget::OnExpiry;
 use crate::gatekeeper::{Denial, GateError, Gatekeeper};
 use crate::talos_gate::TalosGate;
-use crate::telemetry;
+use crate::telemetry::{Outcome, RequestRecord};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -177,24 +176,6 @@ fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
     }
 }
 
-/// How a call ended, for metrics and logs.
-#[derive(Clone, Copy)]
-enum Outcome {
-    Ok,
-    Denied,
-    Error,
-}
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Denied => "denied",
-            Outcome::Error => "error",
-        }
-    }
-}
-
 /// The JSON-RPC front over a gatekeeper.
 pub struct JsonRpc {
     gate: Arc<Gatekeeper>,
@@ -217,7 +198,7 @@ impl JsonRpc {
         let value = match delegateos::canonical::parse_strict(body, self.max_body_bytes) {
             Ok(v) => v,
             Err(e) => {
-                telemetry::record_request("jsonrpc", "-", "error");
+                RequestRecord::start("jsonrpc", "-").end(Outcome::Error);
                 return Some(
                     RpcError::new(PARSE_ERROR, "parse_error", format!("parse error: {e}"))
                         .response(Value::Null),
@@ -255,7 +236,6 @@ impl JsonRpc {
 
     /// One request object.
     async fn call(&self, request: Value) -> Option<Value> {
-        let started = Instant::now();
         let Value::Object(mut obj) = request else {
             return Some(
                 RpcError::new(
@@ -297,20 +277,16 @@ impl JsonRpc {
         if let Some(extra) = obj.keys().next() {
             return invalid(&format!("unknown member {extra:?}"));
         }
-        let (result, outcome) = self.dispatch(&method, params).await;
-        let method_label = if METHODS.contains(&method.as_str()) {
-            method.as_str()
-        } else {
-            "unknown"
-        };
-        telemetry::record_request("jsonrpc", method_label, outcome.as_str());
-        tracing::info!(
-            front = "jsonrpc",
-            method = method_label,
-            outcome = outcome.as_str(),
-            micros = started.elapsed().as_micros() as u64,
-            "request"
+        let record = RequestRecord::start(
+            "jsonrpc",
+            if METHODS.contains(&method.as_str()) {
+                method.as_str()
+            } else {
+                "unknown"
+            },
         );
+        let (result, outcome) = self.dispatch(&method, params).await;
+        record.end(outcome);
         let id = id?; // a notification gets no response
         Some(match result {
             Ok(value) => json!({"jsonrpc": "2.0", "id": id, "result": value}),
@@ -460,9 +436,5 @@ fn err(e: RpcError) -> (RpcError, Outcome) {
 }
 
 fn gate(e: &GateError) -> (RpcError, Outcome) {
-    let outcome = match e {
-        GateError::Rejected { .. } => Outcome::Denied,
-        _ => Outcome::Error,
-    };
-    (gate_error(e), outcome)
+    (gate_error(e), e.outcome())
 }

@@ -3,7 +3,7 @@
 //! Every metric the gateway exports is named here, once.
 
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -145,9 +145,73 @@ pub fn set_upstream_up(upstream: &str, up: bool) {
 }
 
 /// A finished request.
-pub fn record_request(front: &'static str, method: &str, outcome: &'static str) {
-    counter!(REQUESTS_TOTAL, "front" => front, "method" => method.to_owned(), "outcome" => outcome)
+pub fn record_request(front: &'static str, method: &str, outcome: Outcome) {
+    counter!(REQUESTS_TOTAL, "front" => front, "method" => method.to_owned(), "outcome" => outcome.as_str())
         .increment(1);
+}
+
+/// How a request ended, as `dgw_requests_total` and the log count it, on
+/// every front alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// Refused by the enforcement pipeline: a denial or a rejection.
+    Denied,
+    /// Malformed, unknown, or failed inside the gateway.
+    Error,
+    /// The client went away before the answer.
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Denied => "denied",
+            Outcome::Error => "error",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A request as metrics and the log count it: one `dgw_requests_total`
+/// increment and one info line, when [ended](Self::end) or dropped. A
+/// record dropped without an end counts as [`Outcome::Cancelled`]: the
+/// request's future was dropped because its client went away.
+pub struct RequestRecord<'a> {
+    front: &'static str,
+    method: &'a str,
+    started: Instant,
+    outcome: Outcome,
+}
+
+impl<'a> RequestRecord<'a> {
+    pub fn start(front: &'static str, method: &'a str) -> Self {
+        Self {
+            front,
+            method,
+            started: Instant::now(),
+            outcome: Outcome::Cancelled,
+        }
+    }
+
+    /// Counts and logs the request as ended with `outcome`.
+    pub fn end(mut self, outcome: Outcome) {
+        self.outcome = outcome;
+    }
+}
+
+impl Drop for RequestRecord<'_> {
+    fn drop(&mut self) {
+        record_request(self.front, self.method, self.outcome);
+        tracing::info!(
+            front = self.front,
+            method = self.method,
+            outcome = self.outcome.as_str(),
+            micros = self.started.elapsed().as_micros() as u64,
+            "request"
+        );
+    }
 }
 
 /// A denial.

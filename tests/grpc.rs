@@ -4,6 +4,8 @@
 
 mod support;
 
+use std::collections::BTreeMap;
+
 use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
 use delegate_gateway::grpc::pb::{self, DecisionOutcome};
 use delegateos::{DelegationId, Keypair, RevocationEntry, RevocationScope};
@@ -703,6 +705,59 @@ async fn one_scenario_through_both_fronts_decides_and_spends_alike() {
             (del(2).to_string(), 300, 200, 0, 100),
         ])
     );
+    // Both fronts count their requests alike, under each front's method names.
+    let json_rpc_names = [
+        ("delegateos/delegate", "Delegate"),
+        ("delegateos/authorize", "Authorize"),
+        ("delegateos/settle", "Settle"),
+        ("delegateos/release", "Release"),
+        ("delegateos/revoke", "Revoke"),
+        ("delegateos/budget", "GetBudget"),
+    ];
+    let counted_over_json_rpc: BTreeMap<_, _> = request_counts(&over_json_rpc, "jsonrpc")
+        .into_iter()
+        .map(|((method, outcome), n)| {
+            let (_, name) = json_rpc_names
+                .iter()
+                .find(|(m, _)| *m == method)
+                .unwrap_or_else(|| panic!("unexpected method {method}"));
+            ((name.to_string(), outcome), n)
+        })
+        .collect();
+    let counted_over_grpc = request_counts(&over_grpc, "grpc");
+    assert_eq!(counted_over_json_rpc, counted_over_grpc);
+    assert_eq!(
+        counted_over_grpc[&("Authorize".to_owned(), "denied".to_owned())],
+        4
+    );
+    assert_eq!(
+        counted_over_grpc[&("Authorize".to_owned(), "ok".to_owned())],
+        2
+    );
+}
+
+/// `dgw_requests_total` of one front, by method and outcome.
+fn request_counts(gw: &Gateway, front: &str) -> BTreeMap<(String, String), u64> {
+    let mut counts = BTreeMap::new();
+    for line in gw.metrics().lines() {
+        let Some((labels, value)) = line
+            .strip_prefix("dgw_requests_total{")
+            .and_then(|rest| rest.split_once("} "))
+        else {
+            continue;
+        };
+        let label = |key: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{key}=\"")))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_else(|| panic!("no {key} in {line}"))
+        };
+        if label("front") == front {
+            counts.insert((label("method"), label("outcome")), value.parse().unwrap());
+        }
+    }
+    counts
 }
 
 /// The Python interpreter of `tests/.venv` (made by `tests/setup.sh`).

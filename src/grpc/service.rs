@@ -2,6 +2,7 @@
 //! artifacts from their exact bytes), call the gatekeeper, map the result
 //! with [`convert`](super::convert) and [`status`](super::status).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse, RevokeParams};
@@ -15,7 +16,8 @@ use super::pb::delegation_gateway_server::DelegationGateway;
 use super::pb::{self, DecisionOutcome};
 use super::{convert, status};
 use crate::budget::OnExpiry;
-use crate::gatekeeper::{DecisionEvent, Gatekeeper};
+use crate::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
+use crate::telemetry::{Outcome, RequestRecord};
 
 /// Decisions buffered per watcher before the stream waits for the client.
 const WATCH_BUFFER: usize = 256;
@@ -47,201 +49,15 @@ impl GrpcFront {
     }
 
     /// A signed artifact from its exact JSON bytes.
-    fn signed<T: DeserializeOwned>(&self, field: &str, bytes: &[u8]) -> Result<T, Status> {
+    fn signed<T: DeserializeOwned>(&self, field: &str, bytes: &[u8]) -> Result<T, Failure> {
         let value = delegateos::canonical::parse_strict(bytes, self.max_message_bytes)
-            .map_err(|e| status::bad_field(field, e.to_string()))?;
-        serde_json::from_value(value).map_err(|e| status::bad_field(field, e.to_string()))
-    }
-}
-
-fn delegation_id(field: &str, text: &str) -> Result<DelegationId, Status> {
-    DelegationId::parse(text).map_err(|e| status::bad_field(field, e.to_string()))
-}
-
-/// What a watcher asked for.
-struct Filter {
-    tenant: String,
-    delegation: Option<DelegationId>,
-    outcome: DecisionOutcome,
-}
-
-impl Filter {
-    fn matches(&self, e: &DecisionEvent) -> bool {
-        (self.tenant.is_empty() || e.tenant.as_deref() == Some(self.tenant.as_str()))
-            && self.delegation.as_ref().is_none_or(|d| e.chain.contains(d))
-            && match self.outcome {
-                DecisionOutcome::Unspecified => true,
-                DecisionOutcome::Allowed => e.allowed,
-                DecisionOutcome::Denied => !e.allowed,
-            }
-    }
-}
-
-#[tonic::async_trait]
-impl DelegationGateway for GrpcFront {
-    async fn delegate(
-        &self,
-        request: Request<pb::DelegateRequest>,
-    ) -> Result<Response<pb::DelegateResponse>, Status> {
-        let r = request.into_inner();
-        let params = DelegateParams {
-            contract: self.signed("contract_json", &r.contract_json)?,
-            dct: r.dct,
-            dct_format: r.dct_format,
-            delegation_id: delegation_id("delegation_id", &r.delegation_id)?,
-            parent_delegation_id: delegation_id("parent_delegation_id", &r.parent_delegation_id)?,
-        };
-        let response = self
-            .gate
-            .delegate(params)
-            .await
-            .map_err(|e| status::gate_error(&e))?;
-        Ok(Response::new(match response {
-            DelegateResponse::Accept(a) => pb::DelegateResponse {
-                accepted: true,
-                delegation_id: a.delegation_id.to_string(),
-                reason: String::new(),
-                details: String::new(),
-            },
-            DelegateResponse::Reject(r) => pb::DelegateResponse {
-                accepted: false,
-                delegation_id: String::new(),
-                reason: r.reason,
-                details: r.details,
-            },
-        }))
+            .map_err(|e| invalid(field, e))?;
+        serde_json::from_value(value).map_err(|e| invalid(field, e))
     }
 
-    async fn complete(
-        &self,
-        request: Request<pb::CompleteRequest>,
-    ) -> Result<Response<pb::CompleteResponse>, Status> {
-        let r = request.into_inner();
-        let params = CompleteParams {
-            delegation_id: delegation_id("delegation_id", &r.delegation_id)?,
-            attestation: self.signed("attestation_json", &r.attestation_json)?,
-        };
-        let c = self
-            .gate
-            .complete(params)
-            .await
-            .map_err(|e| status::gate_error(&e))?;
-        Ok(Response::new(convert::completion(&c)))
-    }
-
-    async fn revoke(
-        &self,
-        request: Request<pb::RevokeRequest>,
-    ) -> Result<Response<pb::RevokeResponse>, Status> {
-        let r = request.into_inner();
-        let params = RevokeParams {
-            revocation: self.signed("revocation_json", &r.revocation_json)?,
-        };
-        let rev = self
-            .gate
-            .revoke(params)
-            .await
-            .map_err(|e| status::gate_error(&e))?;
-        Ok(Response::new(convert::revocation(&rev)))
-    }
-
-    async fn authorize(
-        &self,
-        request: Request<pb::AuthorizeRequest>,
-    ) -> Result<Response<pb::AuthorizeResponse>, Status> {
-        let r = request.into_inner();
-        let asked = r
-            .request
-            .ok_or_else(|| status::bad_field("request", "is required"))?;
-        let asked = CapabilityRequest {
-            namespace: asked.namespace,
-            action: asked.action,
-            resource: asked.resource,
-        };
-        match self
-            .gate
-            .authorize(
-                &r.dct,
-                std::slice::from_ref(&asked),
-                r.cost_microcents,
-                OnExpiry::Release,
-            )
-            .await
-        {
-            Ok(Ok(a)) => Ok(Response::new(convert::authorization(&a))),
-            Ok(Err(d)) => Err(status::denial(&d)),
-            Err(e) => Err(status::gate_error(&e)),
-        }
-    }
-
-    async fn settle(
-        &self,
-        request: Request<pb::SettleRequest>,
-    ) -> Result<Response<pb::SettleResponse>, Status> {
-        let r = request.into_inner();
-        let s = self
-            .gate
-            .settle(&r.reservation_id, r.actual_microcents)
-            .await
-            .map_err(|e| status::gate_error(&e))?;
-        Ok(Response::new(convert::settlement(&s)))
-    }
-
-    async fn release(
-        &self,
-        request: Request<pb::ReleaseRequest>,
-    ) -> Result<Response<pb::ReleaseResponse>, Status> {
-        let r = request.into_inner();
-        let released = self
-            .gate
-            .release(&r.reservation_id)
-            .map_err(|e| status::gate_error(&e))?;
-        Ok(Response::new(pb::ReleaseResponse {
-            reservation_id: r.reservation_id,
-            released_microcents: released,
-        }))
-    }
-
-    async fn get_budget(
-        &self,
-        request: Request<pb::GetBudgetRequest>,
-    ) -> Result<Response<pb::GetBudgetResponse>, Status> {
-        let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
-        let report = self.gate.budget(&id).map_err(|e| status::gate_error(&e))?;
-        Ok(Response::new(convert::budget(&report)))
-    }
-
-    async fn get_delegation(
-        &self,
-        request: Request<pb::GetDelegationRequest>,
-    ) -> Result<Response<pb::GetDelegationResponse>, Status> {
-        let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
-        let d = self
-            .gate
-            .delegation(&id)
-            .map_err(|e| status::gate_error(&e))?;
-        Ok(Response::new(pb::GetDelegationResponse {
-            delegation: Some(convert::delegation(&d)),
-        }))
-    }
-
-    type WatchDecisionsStream = ReceiverStream<Result<pb::WatchDecisionsResponse, Status>>;
-
-    async fn watch_decisions(
-        &self,
-        request: Request<pb::WatchDecisionsRequest>,
-    ) -> Result<Response<Self::WatchDecisionsStream>, Status> {
-        let r = request.into_inner();
-        let filter = Filter {
-            tenant: r.tenant,
-            delegation: match r.delegation_id.as_str() {
-                "" => None,
-                text => Some(delegation_id("delegation_id", text)?),
-            },
-            outcome: DecisionOutcome::try_from(r.outcome).map_err(|_| {
-                status::bad_field("outcome", format!("{} is not a DecisionOutcome", r.outcome))
-            })?,
-        };
+    /// Streams the decisions that pass `filter` until the client goes away
+    /// or the server stops.
+    fn watch(&self, filter: Filter) -> ReceiverStream<Result<pb::WatchDecisionsResponse, Status>> {
         let mut decisions = self.gate.subscribe();
         let mut stopping = self.stopping.clone();
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
@@ -270,6 +86,264 @@ impl DelegationGateway for GrpcFront {
                 }
             }
         });
-        Ok(Response::new(ReceiverStream::new(rx)))
+        ReceiverStream::new(rx)
+    }
+}
+
+/// A failed call: its status, and how `dgw_requests_total` counts it.
+type Failure = (Status, Outcome);
+
+/// Malformed input in `field`.
+fn invalid(field: &str, description: impl ToString) -> Failure {
+    (
+        status::bad_field(field, description.to_string()),
+        Outcome::Error,
+    )
+}
+
+fn gate_failure(e: &GateError) -> Failure {
+    (status::gate_error(e), e.outcome())
+}
+
+fn delegation_id(field: &str, text: &str) -> Result<DelegationId, Failure> {
+    DelegationId::parse(text).map_err(|e| invalid(field, e))
+}
+
+/// Runs one call, counted and logged as every front counts its requests
+/// (`dgw_requests_total{front="grpc"}`, one info line), also when the
+/// client goes away before the answer.
+async fn counted<T>(
+    method: &'static str,
+    call: impl Future<Output = Result<(T, Outcome), Failure>>,
+) -> Result<Response<T>, Status> {
+    let record = RequestRecord::start("grpc", method);
+    let (result, outcome) = match call.await {
+        Ok((message, outcome)) => (Ok(Response::new(message)), outcome),
+        Err((status, outcome)) => (Err(status), outcome),
+    };
+    record.end(outcome);
+    result
+}
+
+/// What a watcher asked for.
+struct Filter {
+    tenant: String,
+    delegation: Option<DelegationId>,
+    outcome: DecisionOutcome,
+}
+
+impl Filter {
+    fn matches(&self, e: &DecisionEvent) -> bool {
+        (self.tenant.is_empty() || e.tenant.as_deref() == Some(self.tenant.as_str()))
+            && self.delegation.as_ref().is_none_or(|d| e.chain.contains(d))
+            && match self.outcome {
+                DecisionOutcome::Unspecified => true,
+                DecisionOutcome::Allowed => e.allowed,
+                DecisionOutcome::Denied => !e.allowed,
+            }
+    }
+}
+
+#[tonic::async_trait]
+impl DelegationGateway for GrpcFront {
+    async fn delegate(
+        &self,
+        request: Request<pb::DelegateRequest>,
+    ) -> Result<Response<pb::DelegateResponse>, Status> {
+        counted("Delegate", async {
+            let r = request.into_inner();
+            let params = DelegateParams {
+                contract: self.signed("contract_json", &r.contract_json)?,
+                dct: r.dct,
+                dct_format: r.dct_format,
+                delegation_id: delegation_id("delegation_id", &r.delegation_id)?,
+                parent_delegation_id: delegation_id(
+                    "parent_delegation_id",
+                    &r.parent_delegation_id,
+                )?,
+            };
+            let response = self
+                .gate
+                .delegate(params)
+                .await
+                .map_err(|e| gate_failure(&e))?;
+            Ok(match response {
+                DelegateResponse::Accept(a) => (
+                    pb::DelegateResponse {
+                        accepted: true,
+                        delegation_id: a.delegation_id.to_string(),
+                        reason: String::new(),
+                        details: String::new(),
+                    },
+                    Outcome::Ok,
+                ),
+                DelegateResponse::Reject(r) => (
+                    pb::DelegateResponse {
+                        accepted: false,
+                        delegation_id: String::new(),
+                        reason: r.reason,
+                        details: r.details,
+                    },
+                    Outcome::Denied,
+                ),
+            })
+        })
+        .await
+    }
+
+    async fn complete(
+        &self,
+        request: Request<pb::CompleteRequest>,
+    ) -> Result<Response<pb::CompleteResponse>, Status> {
+        counted("Complete", async {
+            let r = request.into_inner();
+            let params = CompleteParams {
+                delegation_id: delegation_id("delegation_id", &r.delegation_id)?,
+                attestation: self.signed("attestation_json", &r.attestation_json)?,
+            };
+            let c = self
+                .gate
+                .complete(params)
+                .await
+                .map_err(|e| gate_failure(&e))?;
+            Ok((convert::completion(&c), Outcome::Ok))
+        })
+        .await
+    }
+
+    async fn revoke(
+        &self,
+        request: Request<pb::RevokeRequest>,
+    ) -> Result<Response<pb::RevokeResponse>, Status> {
+        counted("Revoke", async {
+            let r = request.into_inner();
+            let params = RevokeParams {
+                revocation: self.signed("revocation_json", &r.revocation_json)?,
+            };
+            let rev = self
+                .gate
+                .revoke(params)
+                .await
+                .map_err(|e| gate_failure(&e))?;
+            Ok((convert::revocation(&rev), Outcome::Ok))
+        })
+        .await
+    }
+
+    async fn authorize(
+        &self,
+        request: Request<pb::AuthorizeRequest>,
+    ) -> Result<Response<pb::AuthorizeResponse>, Status> {
+        counted("Authorize", async {
+            let r = request.into_inner();
+            let asked = r.request.ok_or_else(|| invalid("request", "is required"))?;
+            let asked = CapabilityRequest {
+                namespace: asked.namespace,
+                action: asked.action,
+                resource: asked.resource,
+            };
+            match self
+                .gate
+                .authorize(
+                    &r.dct,
+                    std::slice::from_ref(&asked),
+                    r.cost_microcents,
+                    OnExpiry::Release,
+                )
+                .await
+            {
+                Ok(Ok(a)) => Ok((convert::authorization(&a), Outcome::Ok)),
+                Ok(Err(d)) => Err((status::denial(&d), Outcome::Denied)),
+                Err(e) => Err(gate_failure(&e)),
+            }
+        })
+        .await
+    }
+
+    async fn settle(
+        &self,
+        request: Request<pb::SettleRequest>,
+    ) -> Result<Response<pb::SettleResponse>, Status> {
+        counted("Settle", async {
+            let r = request.into_inner();
+            let s = self
+                .gate
+                .settle(&r.reservation_id, r.actual_microcents)
+                .await
+                .map_err(|e| gate_failure(&e))?;
+            Ok((convert::settlement(&s), Outcome::Ok))
+        })
+        .await
+    }
+
+    async fn release(
+        &self,
+        request: Request<pb::ReleaseRequest>,
+    ) -> Result<Response<pb::ReleaseResponse>, Status> {
+        counted("Release", async {
+            let r = request.into_inner();
+            let released = self
+                .gate
+                .release(&r.reservation_id)
+                .map_err(|e| gate_failure(&e))?;
+            let message = pb::ReleaseResponse {
+                reservation_id: r.reservation_id,
+                released_microcents: released,
+            };
+            Ok((message, Outcome::Ok))
+        })
+        .await
+    }
+
+    async fn get_budget(
+        &self,
+        request: Request<pb::GetBudgetRequest>,
+    ) -> Result<Response<pb::GetBudgetResponse>, Status> {
+        counted("GetBudget", async {
+            let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
+            let report = self.gate.budget(&id).map_err(|e| gate_failure(&e))?;
+            Ok((convert::budget(&report), Outcome::Ok))
+        })
+        .await
+    }
+
+    async fn get_delegation(
+        &self,
+        request: Request<pb::GetDelegationRequest>,
+    ) -> Result<Response<pb::GetDelegationResponse>, Status> {
+        counted("GetDelegation", async {
+            let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
+            let d = self.gate.delegation(&id).map_err(|e| gate_failure(&e))?;
+            let message = pb::GetDelegationResponse {
+                delegation: Some(convert::delegation(&d)),
+            };
+            Ok((message, Outcome::Ok))
+        })
+        .await
+    }
+
+    type WatchDecisionsStream = ReceiverStream<Result<pb::WatchDecisionsResponse, Status>>;
+
+    async fn watch_decisions(
+        &self,
+        request: Request<pb::WatchDecisionsRequest>,
+    ) -> Result<Response<Self::WatchDecisionsStream>, Status> {
+        // Counted when the stream opens; its decisions are counted where
+        // they are made.
+        counted("WatchDecisions", async {
+            let r = request.into_inner();
+            let filter = Filter {
+                tenant: r.tenant,
+                delegation: match r.delegation_id.as_str() {
+                    "" => None,
+                    text => Some(delegation_id("delegation_id", text)?),
+                },
+                outcome: DecisionOutcome::try_from(r.outcome).map_err(|_| {
+                    invalid("outcome", format!("{} is not a DecisionOutcome", r.outcome))
+                })?,
+            };
+            Ok((self.watch(filter), Outcome::Ok))
+        })
+        .await
     }
 }

@@ -21,7 +21,7 @@ use crate::jsonrpc::{
     denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
 };
 use crate::talos_gate::{self, TalosGate};
-use crate::telemetry;
+use crate::telemetry::{self, Outcome, RequestRecord};
 
 /// Methods that read data an upstream holds. The gateway cannot tie them
 /// to a capability, so it refuses them unless the config lists them in
@@ -143,27 +143,6 @@ struct CallLabels {
     protocol: &'static str,
     upstream: String,
     tool: String,
-}
-
-/// A request as metrics and the log count it, recorded when dropped: also
-/// when the client went away mid-request (outcome `cancelled`).
-struct RequestRecord<'a> {
-    method: &'a str,
-    started: Instant,
-    outcome: &'static str,
-}
-
-impl Drop for RequestRecord<'_> {
-    fn drop(&mut self) {
-        telemetry::record_request("mcp", self.method, self.outcome);
-        tracing::info!(
-            front = "mcp",
-            method = self.method,
-            outcome = self.outcome,
-            micros = self.started.elapsed().as_micros() as u64,
-            "request"
-        );
-    }
 }
 
 /// A `tools/call` as metrics count it, recorded when dropped: also when the
@@ -353,15 +332,14 @@ impl McpProxy {
         params: Option<Map<String, Value>>,
         cancel: &Cancel,
     ) -> Value {
-        let mut record = RequestRecord {
-            method: match method {
+        let record = RequestRecord::start(
+            "mcp",
+            match method {
                 "initialize" | "ping" | "tools/list" | "tools/call" => method,
                 _ if DATA_METHODS.contains(&method) => method,
                 _ => "other",
             },
-            started: Instant::now(),
-            outcome: "cancelled",
-        };
+        );
         let result = match method {
             "initialize" => self.initialize(caller, params),
             "ping" => Ok(Reply::Result(json!({}))),
@@ -369,12 +347,12 @@ impl McpProxy {
             "tools/call" => self.call_tool(caller, &id, params, cancel).await,
             _ => self.pass_through(method, params, cancel).await,
         };
-        record.outcome = match &result {
-            Ok(_) => "ok",
-            Err(e) if e.code == DENIED => "denied",
-            Err(e) if e.code == REQUEST_CANCELLED => "cancelled",
-            Err(_) => "error",
-        };
+        record.end(match &result {
+            Ok(_) => Outcome::Ok,
+            Err(e) if e.code == DENIED => Outcome::Denied,
+            Err(e) if e.code == REQUEST_CANCELLED => Outcome::Cancelled,
+            Err(_) => Outcome::Error,
+        });
         match result {
             Ok(reply) => reply.into_response(id),
             Err(e) => e.response(id),
