@@ -198,19 +198,18 @@ impl JsonRpc {
         let value = match delegateos::canonical::parse_strict(body, self.max_body_bytes) {
             Ok(v) => v,
             Err(e) => {
-                RequestRecord::start("jsonrpc", "-").end(Outcome::Error);
-                return Some(
-                    RpcError::new(PARSE_ERROR, "parse_error", format!("parse error: {e}"))
-                        .response(Value::Null),
-                );
+                return malformed(
+                    RpcError::new(PARSE_ERROR, "parse_error", format!("parse error: {e}")),
+                    Value::Null,
+                )
             }
         };
         match value {
-            Value::Array(items) if items.is_empty() => Some(
-                RpcError::new(INVALID_REQUEST, "invalid_request", "empty batch")
-                    .response(Value::Null),
+            Value::Array(items) if items.is_empty() => malformed(
+                RpcError::new(INVALID_REQUEST, "invalid_request", "empty batch"),
+                Value::Null,
             ),
-            Value::Array(items) if items.len() > MAX_BATCH => Some(
+            Value::Array(items) if items.len() > MAX_BATCH => malformed(
                 RpcError::new(
                     INVALID_REQUEST,
                     "batch_too_large",
@@ -218,8 +217,8 @@ impl JsonRpc {
                         "a batch of {} requests is more than {MAX_BATCH}",
                         items.len()
                     ),
-                )
-                .response(Value::Null),
+                ),
+                Value::Null,
             ),
             Value::Array(items) => {
                 let mut out = Vec::new();
@@ -237,13 +236,13 @@ impl JsonRpc {
     /// One request object.
     async fn call(&self, request: Value) -> Option<Value> {
         let Value::Object(mut obj) = request else {
-            return Some(
+            return malformed(
                 RpcError::new(
                     INVALID_REQUEST,
                     "invalid_request",
                     "a request must be an object",
-                )
-                .response(Value::Null),
+                ),
+                Value::Null,
             );
         };
         let id = obj.remove("id");
@@ -257,7 +256,10 @@ impl JsonRpc {
             Value::Null
         };
         let invalid = |m: &str| {
-            Some(RpcError::new(INVALID_REQUEST, "invalid_request", m).response(reply_id.clone()))
+            malformed(
+                RpcError::new(INVALID_REQUEST, "invalid_request", m),
+                reply_id.clone(),
+            )
         };
         if !id_ok {
             return invalid("id must be a string, a number or null");
@@ -433,6 +435,13 @@ impl JsonRpc {
 
 fn err(e: RpcError) -> (RpcError, Outcome) {
     (e, Outcome::Error)
+}
+
+/// The answer to a request too malformed to have a method, counted (and
+/// logged) as method `-` with outcome `error`.
+fn malformed(error: RpcError, id: Value) -> Option<Value> {
+    RequestRecord::start("jsonrpc", "-").end(Outcome::Error);
+    Some(error.response(id))
 }
 
 fn gate(e: &GateError) -> (RpcError, Outcome) {

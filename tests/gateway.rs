@@ -670,8 +670,15 @@ fn metrics_move() {
         authorize(&t0.encode(), "/etc/passwd", 1),
     );
     gw.err("delegateos/authorize", authorize("garbage", "/x", 1));
+    // Malformed: not JSON; an empty batch; no method.
+    for body in [&b"{"[..], b"[]", br#"{"jsonrpc":"2.0","id":7}"#] {
+        let (status, answer) = gw.http("POST", "/rpc", body);
+        assert_eq!(status, 200);
+        assert!(String::from_utf8_lossy(&answer).contains("\"error\""));
+    }
     let m = gw.metrics();
     for line in [
+        "dgw_requests_total{front=\"jsonrpc\",method=\"-\",outcome=\"error\"} 3",
         "dgw_requests_total{front=\"jsonrpc\",method=\"delegateos/authorize\",outcome=\"ok\"} 1",
         "dgw_requests_total{front=\"jsonrpc\",method=\"delegateos/authorize\",outcome=\"denied\"} 2",
         "dgw_requests_total{front=\"jsonrpc\",method=\"delegateos/settle\",outcome=\"ok\"} 1",
