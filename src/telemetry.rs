@@ -145,7 +145,7 @@ pub fn set_upstream_up(upstream: &str, up: bool) {
 }
 
 /// A finished request.
-pub fn record_request(front: &'static str, method: &str, outcome: Outcome) {
+fn record_request(front: &'static str, method: &str, outcome: Outcome) {
     counter!(REQUESTS_TOTAL, "front" => front, "method" => method.to_owned(), "outcome" => outcome.as_str())
         .increment(1);
 }
