@@ -273,19 +273,35 @@ struct GrpcRequest {
 
 impl GrpcRequest {
     fn new(addr: SocketAddr, method: &str, message: &impl prost::Message) -> Self {
-        let encoded = message.encode_to_vec();
-        let mut frame = Vec::with_capacity(5 + encoded.len());
-        frame.push(0); // not compressed
-        frame.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&encoded);
         let uri = format!("http://{addr}/delegate_gateway.v1.DelegationGateway/{method}")
             .parse()
             .expect("a socket address and a method name make a URI");
         Self {
             uri,
-            frame: Bytes::from(frame),
+            frame: grpc_frame(message),
         }
     }
+}
+
+/// A gRPC message on the wire: uncompressed, length-prefixed.
+fn grpc_frame(message: &impl prost::Message) -> Bytes {
+    let encoded = message.encode_to_vec();
+    let mut frame = Vec::with_capacity(5 + encoded.len());
+    frame.push(0); // not compressed
+    frame.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&encoded);
+    Bytes::from(frame)
+}
+
+/// Binds a server's loopback listener and announces it on stdout as
+/// `dgw-load {what}={address}`, the line scripts and tests wait for.
+async fn listen(addr: SocketAddr, what: &str) -> Result<tokio::net::TcpListener, String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("dgw-load {what}={local}");
+    Ok(listener)
 }
 
 /// One unary call: the answer's message bytes, or the `grpc-status` of a
@@ -474,11 +490,7 @@ async fn http_client(
 /// `tools/call` of `echo` from memory, over one JSON body per POST.
 async fn serve_upstream(addr: SocketAddr) -> Result<(), String> {
     use hyper::service::service_fn;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("{addr}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
-    println!("dgw-load upstream listening http={local}");
+    let listener = listen(addr, "upstream listening http").await?;
     loop {
         let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
@@ -534,7 +546,6 @@ async fn serve_floor(addr: SocketAddr) -> Result<(), String> {
     use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
     use hyper::service::service_fn;
     use hyper_util::server::conn::auto;
-    use prost::Message;
 
     let json = Bytes::from(
         json!({"jsonrpc": "2.0", "id": 1, "result": {
@@ -566,20 +577,12 @@ async fn serve_floor(addr: SocketAddr) -> Result<(), String> {
             max_chain_depth: 1,
         }),
         tenant: "bench".into(),
-    }
-    .encode_to_vec();
-    let mut frame = vec![0];
-    frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    frame.extend_from_slice(&message);
-    let grpc = Bytes::from(frame);
+    };
+    let grpc = grpc_frame(&message);
     let mut trailers = HeaderMap::new();
     trailers.insert("grpc-status", HeaderValue::from_static("0"));
 
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("{addr}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
-    println!("dgw-load floor listening addr={local}");
+    let listener = listen(addr, "floor listening addr").await?;
     loop {
         let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
