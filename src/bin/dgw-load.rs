@@ -593,22 +593,18 @@ async fn serve_floor(addr: SocketAddr) -> Result<(), String> {
                 async move {
                     let is_grpc = req.version() == hyper::Version::HTTP_2;
                     req.into_body().collect().await?;
-                    let mut resp = if is_grpc {
+                    let (body, content_type) = if is_grpc {
                         let frames = [Frame::data(grpc), Frame::trailers(trailers)];
                         let body = StreamBody::new(tokio_stream::iter(
                             frames.map(Ok::<_, std::convert::Infallible>),
                         ));
-                        let mut r = hyper::Response::new(Either::Left(body));
-                        r.headers_mut()
-                            .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-                        r
+                        (Either::Left(body), "application/grpc")
                     } else {
-                        let mut r = hyper::Response::new(Either::Right(Full::new(json)));
-                        r.headers_mut()
-                            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                        r
+                        (Either::Right(Full::new(json)), "application/json")
                     };
-                    *resp.version_mut() = hyper::Version::default();
+                    let mut resp = hyper::Response::new(body);
+                    resp.headers_mut()
+                        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
                     Ok::<_, hyper::Error>(resp)
                 }
             });
