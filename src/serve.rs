@@ -261,9 +261,9 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
 
     let grpc = grpc_listener.map(|listener| {
         let (gate, stopped) = (gate.clone(), stopped(stopping.clone()));
-        let max = config.server.max_body_bytes;
+        let (max, timeout) = (config.server.max_body_bytes, config.server.request_timeout);
         tokio::spawn(async move {
-            if let Err(e) = crate::grpc::serve(listener, gate, max, stopped).await {
+            if let Err(e) = crate::grpc::serve(listener, gate, max, timeout, stopped).await {
                 tracing::error!(error = %e, "the gRPC front failed");
             }
         })

@@ -844,3 +844,92 @@ fn the_proto_passes_buf_lint() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A request whose message never finishes arriving ends after
+/// `server.request_timeout`, on both fronts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_request_ends_after_the_request_timeout_on_both_fronts() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let config = gateway_config(
+        dir.path(),
+        &[("acme", root.principal_id())],
+        "grpc = \"127.0.0.1:0\"\nrequest_timeout = \"1s\"",
+    );
+    let gw = Gateway::start(&config);
+    // A decision stream opened now outlives the limit.
+    let mut watch = client(&gw)
+        .await
+        .watch_decisions(pb::WatchDecisionsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+
+    // JSON-RPC: a body shorter than its Content-Length.
+    let started = Instant::now();
+    let mut http = tokio::net::TcpStream::connect(&gw.addr).await.unwrap();
+    http.write_all(
+        b"POST /rpc HTTP/1.1\r\nhost: dgw\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\"",
+    )
+    .await
+    .unwrap();
+    let mut answer = vec![0; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), http.read(&mut answer))
+        .await
+        .expect("answered before 10 s")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]).into_owned();
+    assert!(answer.contains("\"type\":\"timeout\""), "{answer}");
+    assert!(started.elapsed() >= Duration::from_secs(1));
+
+    // gRPC: a message frame that announces 100 bytes and sends 10.
+    let started = Instant::now();
+    let tcp = tokio::net::TcpStream::connect(gw.grpc.as_ref().unwrap())
+        .await
+        .unwrap();
+    let (sender, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut sender = sender.ready().await.unwrap();
+    let request = hyper::Request::post(format!(
+        "http://{}/delegate_gateway.v1.DelegationGateway/Authorize",
+        gw.grpc.as_ref().unwrap()
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .unwrap();
+    let (response, mut body) = sender.send_request(request, false).unwrap();
+    let mut partial = vec![0, 0, 0, 0, 100];
+    partial.extend_from_slice(&[0x0a; 10]);
+    body.send_data(partial.into(), false).unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), response)
+        .await
+        .expect("answered before 10 s")
+        .unwrap();
+    // A failed call comes as headers alone ("trailers-only").
+    assert_eq!(
+        response.headers().get("grpc-status").map(|v| v.as_bytes()),
+        Some(&b"1"[..]),
+        "CANCELLED: {:?}",
+        response.headers()
+    );
+    assert!(started.elapsed() >= Duration::from_secs(1));
+
+    // Over two seconds later, the stream still delivers.
+    let token = root_token(&root, &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    gw.ok(
+        "delegateos/authorize",
+        json!({"dct": token, "namespace": "docs", "action": "read", "resource": "/project/a", "costMicrocents": 5}),
+    );
+    let seen = tokio::time::timeout(Duration::from_secs(10), watch.message())
+        .await
+        .expect("a decision before 10 s")
+        .unwrap()
+        .expect("the stream is open");
+    assert_eq!(
+        seen.decision.unwrap().outcome,
+        DecisionOutcome::Allowed as i32
+    );
+}

@@ -18,17 +18,22 @@ pub mod pb {
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 
 use crate::gatekeeper::Gatekeeper;
 
 /// Serves gRPC on `listener` until `shutdown` resolves (then in-flight calls
-/// finish, and watch streams end).
+/// finish, and watch streams end). A call that takes longer than
+/// `request_timeout`, its request message included, ends with `CANCELLED`
+/// (tonic's answer to a server-side timeout); a client's shorter
+/// `grpc-timeout` is honoured too.
 pub async fn serve(
     listener: TcpListener,
     gate: Arc<Gatekeeper>,
     max_message_bytes: usize,
+    request_timeout: Duration,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -53,6 +58,7 @@ pub async fn serve(
     // ours must carry it, or Nagle holds back each answer's trailers.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
+        .timeout(request_timeout)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(gateway)
