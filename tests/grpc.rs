@@ -933,3 +933,54 @@ async fn a_stalled_request_ends_after_the_request_timeout_on_both_fronts() {
         DecisionOutcome::Allowed as i32
     );
 }
+
+/// On SIGTERM, health watchers hear NOT_SERVING, their streams end, and the
+/// gateway exits without waiting out the shutdown grace.
+#[tokio::test(flavor = "multi_thread")]
+async fn health_turns_not_serving_at_shutdown_and_watchers_do_not_hold_it_up() {
+    use std::time::{Duration, Instant};
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let config = gateway_config(
+        dir.path(),
+        &[("acme", root.principal_id())],
+        "grpc = \"127.0.0.1:0\"\nshutdown_grace = \"30s\"",
+    );
+    let mut gw = Gateway::start(&config);
+    let url = format!("http://{}", gw.grpc.as_ref().unwrap());
+    let channel = Channel::from_shared(url).unwrap().connect().await.unwrap();
+    let mut health = HealthClient::new(channel);
+    let mut watchers = Vec::new();
+    for service in ["", "delegate_gateway.v1.DelegationGateway"] {
+        let mut stream = health
+            .watch(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let first = stream.message().await.unwrap().unwrap();
+        assert_eq!(first.status(), ServingStatus::Serving, "{service:?}");
+        watchers.push(stream);
+    }
+    let started = Instant::now();
+    let exited = tokio::task::spawn_blocking(move || gw.terminate());
+    for stream in &mut watchers {
+        let next = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("a status before 10 s")
+            .unwrap()
+            .expect("NOT_SERVING before the stream ends");
+        assert_eq!(next.status(), ServingStatus::NotServing);
+    }
+    assert!(exited.await.unwrap().success());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}: the watchers held up the drain",
+        started.elapsed()
+    );
+}

@@ -21,11 +21,39 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tonic_health::server::HealthReporter;
+use tonic_health::ServingStatus;
 
 use crate::gatekeeper::Gatekeeper;
 
-/// Serves gRPC on `listener` until `shutdown` resolves (then in-flight calls
-/// finish, and watch streams end). A call that takes longer than
+/// The names `grpc.health.v1` reports on: the server as a whole, and the
+/// gateway's service.
+const HEALTH_SERVICES: [&str; 2] = [
+    "",
+    <pb::delegation_gateway_server::DelegationGatewayServer<service::GrpcFront> as tonic::server::NamedService>::NAME,
+];
+
+async fn set_health(health: &HealthReporter, status: ServingStatus) {
+    for service in HEALTH_SERVICES {
+        health.set_service_status(service, status).await;
+    }
+}
+
+/// Keeps gRPC health in step with `/readyz`: NOT_SERVING once `failed`
+/// (the budget journal cannot be written), which lasts until a restart.
+async fn follow_readiness(health: HealthReporter, failed: impl Fn() -> bool) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        if failed() {
+            set_health(&health, ServingStatus::NotServing).await;
+            return;
+        }
+    }
+}
+
+/// Serves gRPC on `listener` until `shutdown` resolves (then health turns
+/// NOT_SERVING, in-flight calls finish, and watch streams end). A call that takes longer than
 /// `request_timeout`, its request message included, ends with `CANCELLED`
 /// (tonic's answer to a server-side timeout); a client's shorter
 /// `grpc-timeout` is honoured too.
@@ -37,9 +65,11 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<pb::delegation_gateway_server::DelegationGatewayServer<service::GrpcFront>>()
-        .await;
+    set_health(&health, ServingStatus::Serving).await;
+    let journal = gate.clone();
+    let follow = tokio::spawn(follow_readiness(health.clone(), move || {
+        journal.ledger().journal_failed()
+    }));
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -49,7 +79,15 @@ pub async fn serve(
     let stopper = front.stopper();
     let shutdown = async move {
         shutdown.await;
-        // Watch streams never end on their own; end them so the server drains.
+        follow.abort();
+        // Health watchers hear NOT_SERVING, then their streams end; decision
+        // streams end too. None of them ends on its own, and the server
+        // drains only when every stream has.
+        let mut health = health;
+        set_health(&health, ServingStatus::NotServing).await;
+        for service in HEALTH_SERVICES {
+            health.clear_service_status(service).await;
+        }
         stopper.send_replace(true);
     };
     let gateway = pb::delegation_gateway_server::DelegationGatewayServer::new(front)
@@ -64,4 +102,59 @@ pub async fn serve(
         .add_service(gateway)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+
+    use super::*;
+
+    /// Health follows the failure check: SERVING until it fails, then
+    /// NOT_SERVING, for the server and the gateway's service alike.
+    #[tokio::test]
+    async fn health_turns_not_serving_when_the_journal_fails() {
+        let (health, service) = tonic_health::server::health_reporter();
+        set_health(&health, ServingStatus::Serving).await;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+        );
+        let failed = Arc::new(AtomicBool::new(false));
+        let check = failed.clone();
+        tokio::spawn(follow_readiness(health, move || {
+            check.load(Ordering::Relaxed)
+        }));
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = HealthClient::new(channel);
+        let mut watchers = Vec::new();
+        for service in HEALTH_SERVICES {
+            let request = HealthCheckRequest {
+                service: service.into(),
+            };
+            let mut stream = client.watch(request).await.unwrap().into_inner();
+            let first = stream.message().await.unwrap().unwrap();
+            assert_eq!(first.status(), ServingStatus::Serving.into());
+            watchers.push(stream);
+        }
+        failed.store(true, Ordering::Relaxed);
+        for stream in &mut watchers {
+            let next = tokio::time::timeout(Duration::from_secs(5), stream.message())
+                .await
+                .expect("a status within 5 s")
+                .unwrap()
+                .unwrap();
+            assert_eq!(next.status(), ServingStatus::NotServing.into());
+        }
+    }
 }
