@@ -53,10 +53,10 @@ async fn follow_readiness(health: HealthReporter, failed: impl Fn() -> bool) {
 }
 
 /// Serves gRPC on `listener` until `shutdown` resolves (then health turns
-/// NOT_SERVING, in-flight calls finish, and watch streams end). A call that takes longer than
-/// `request_timeout`, its request message included, ends with `CANCELLED`
-/// (tonic's answer to a server-side timeout); a client's shorter
-/// `grpc-timeout` is honoured too.
+/// NOT_SERVING, in-flight calls finish, and watch streams end). A call that
+/// takes longer than `request_timeout`, its request message included, ends
+/// with `CANCELLED` (tonic's answer to a server-side timeout); a client's
+/// shorter `grpc-timeout` is honoured too.
 pub async fn serve(
     listener: TcpListener,
     gate: Arc<Gatekeeper>,
@@ -80,9 +80,10 @@ pub async fn serve(
     let shutdown = async move {
         shutdown.await;
         follow.abort();
-        // Health watchers hear NOT_SERVING, then their streams end; decision
-        // streams end too. None of them ends on its own, and the server
-        // drains only when every stream has.
+        // Health watchers hear NOT_SERVING, then the statuses are withdrawn
+        // (a check during the drain answers NOT_FOUND), which ends their
+        // streams; decision streams end too. None of them ends on its own,
+        // and the server drains only when every stream has.
         let mut health = health;
         set_health(&health, ServingStatus::NotServing).await;
         for service in HEALTH_SERVICES {
