@@ -16,10 +16,15 @@ use tonic::Code;
 use tonic_types::StatusExt;
 
 fn start(dir: &std::path::Path, root: &Keypair) -> Gateway {
+    start_with(dir, root, "")
+}
+
+/// A gateway serving gRPC too, with `server` added to its `[server]` table.
+fn start_with(dir: &std::path::Path, root: &Keypair, server: &str) -> Gateway {
     let config = gateway_config(
         dir,
         &[("acme", root.principal_id())],
-        "grpc = \"127.0.0.1:0\"",
+        &format!("grpc = \"127.0.0.1:0\"\n{server}"),
     );
     Gateway::start(&config)
 }
@@ -853,12 +858,7 @@ async fn a_stalled_request_ends_after_the_request_timeout_on_both_fronts() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
     let root = seed(1);
-    let config = gateway_config(
-        dir.path(),
-        &[("acme", root.principal_id())],
-        "grpc = \"127.0.0.1:0\"\nrequest_timeout = \"1s\"",
-    );
-    let gw = Gateway::start(&config);
+    let gw = start_with(dir.path(), &root, "request_timeout = \"1s\"");
     // A decision stream opened now outlives the limit.
     let mut watch = client(&gw)
         .await
@@ -944,13 +944,7 @@ async fn health_turns_not_serving_at_shutdown_and_watchers_do_not_hold_it_up() {
     use tonic_health::pb::HealthCheckRequest;
 
     let dir = tempfile::tempdir().unwrap();
-    let root = seed(1);
-    let config = gateway_config(
-        dir.path(),
-        &[("acme", root.principal_id())],
-        "grpc = \"127.0.0.1:0\"\nshutdown_grace = \"30s\"",
-    );
-    let mut gw = Gateway::start(&config);
+    let mut gw = start_with(dir.path(), &seed(1), "shutdown_grace = \"30s\"");
     let url = format!("http://{}", gw.grpc.as_ref().unwrap());
     let channel = Channel::from_shared(url).unwrap().connect().await.unwrap();
     let mut health = HealthClient::new(channel);
