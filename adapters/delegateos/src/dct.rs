@@ -294,10 +294,25 @@ pub struct VerifiedDct {
     levels: Vec<ChainLevel>,
 }
 
+/// How far in the future `issuedAt` may be (clock skew between issuer and gateway).
+pub const ISSUED_AT_SKEW: time::Duration = time::Duration::seconds(60);
+
 fn check_safe_integer(what: &str, value: u64) -> Result<(), DenialReason> {
     if value > MAX_SAFE_INTEGER {
         return Err(DenialReason::malformed(format!(
             "{what} {value} is above 2^53-1 and cannot be signed exactly"
+        )));
+    }
+    Ok(())
+}
+
+/// A token issued after it expires never had a moment of validity: it is
+/// malformed, whatever the clock says (decisions.md).
+fn check_validity_window(authority: &Authority) -> Result<(), DenialReason> {
+    if authority.issued_at > authority.expires_at {
+        return Err(DenialReason::malformed(format!(
+            "issuedAt {} is after expiresAt {}",
+            authority.issued_at, authority.expires_at
         )));
     }
     Ok(())
@@ -320,6 +335,7 @@ impl Dct {
             issued_at: params.issued_at,
         };
         check_safe_integer("maxBudgetMicrocents", authority.max_budget_microcents)?;
+        check_validity_window(&authority)?;
         Effective::of(&authority)?;
         let signature = signing::sign(
             issuer,
@@ -424,6 +440,7 @@ impl Dct {
             )));
         }
         check_safe_integer("maxBudgetMicrocents", token.authority.max_budget_microcents)?;
+        check_validity_window(&token.authority)?;
         for att in &token.attenuations {
             if let Some(b) = att.max_budget_microcents {
                 check_safe_integer("maxBudgetMicrocents", b)?;
@@ -693,6 +710,15 @@ impl VerifiedDct {
         spent_microcents: u64,
     ) -> Result<(), DenialReason> {
         let e = &self.effective;
+        // Before 5: a token from the future (beyond clock skew) is not yet
+        // valid; the spec has no not-before, so `issuedAt` serves as one.
+        let issued_at = &self.dct.token.authority.issued_at;
+        if issued_at.instant() > now.instant() + ISSUED_AT_SKEW {
+            return Err(DenialReason::new(
+                DenialType::TokenNotYetValid,
+                format!("token is issued at {issued_at}, in the future; it is now {now}"),
+            ));
+        }
         // 5. Expiry.
         if *now > e.expiry {
             return Err(DenialReason::new(

@@ -17,10 +17,15 @@ pub enum DenialType {
     Expired,
     BudgetExceeded,
     CapabilityNotGranted,
+    /// `issuedAt` is more than the allowed clock skew in the future (not a
+    /// §10.1 step; decisions.md).
+    TokenNotYetValid,
+    /// The requested resource is not in canonical form (decisions.md).
+    InvalidResource,
 }
 
 impl DenialType {
-    /// Every denial type, in §10.1 order.
+    /// Every §10.1 denial type, in its order (the gateway adds others).
     pub const ALL: [DenialType; 7] = [
         DenialType::MalformedToken,
         DenialType::Revoked,
@@ -41,6 +46,8 @@ impl DenialType {
             DenialType::Expired => "expired",
             DenialType::BudgetExceeded => "budget_exceeded",
             DenialType::CapabilityNotGranted => "capability_not_granted",
+            DenialType::TokenNotYetValid => "token_not_yet_valid",
+            DenialType::InvalidResource => "invalid_resource",
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod glob;
 pub mod ids;
 pub mod messages;
 pub mod principal;
+pub mod resource;
 pub mod revocation;
 pub mod signing;
 pub mod timestamp;

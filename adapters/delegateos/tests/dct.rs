@@ -201,6 +201,8 @@ fn malformed_tokens() {
     bad_principal["authority"]["delegatee"] = json!("alice");
     let mut bad_covers = good.clone();
     bad_covers["signatures"][0]["covers"] = json!("everything");
+    let mut issued_after_expiry = good.clone();
+    issued_after_expiry["authority"]["issuedAt"] = json!("2999-01-01T00:00:00.000Z");
     let mut non_string = good.clone();
     non_string["authority"]["issuer"] = json!(42);
     let duplicate_key = {
@@ -235,6 +237,7 @@ fn malformed_tokens() {
         ("bad principal", encode_json(&bad_principal)),
         ("bad covers", encode_json(&bad_covers)),
         ("non-string field", encode_json(&non_string)),
+        ("issued after expiry", encode_json(&issued_after_expiry)),
         (
             "deep JSON",
             base64url::encode(format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)).as_bytes()),
