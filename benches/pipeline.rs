@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use delegate_gateway::budget::{LeasePolicy, Ledger, OnExpiry};
+use delegate_gateway::caller::Caller;
 use delegate_gateway::delegations::DelegationStore;
 use delegate_gateway::gatekeeper::Gatekeeper;
 use delegate_gateway::revocations::RevocationStore;
@@ -112,6 +113,7 @@ fn gatekeeper(
             &dir.join("journal"),
             Duration::from_secs(60),
             LeasePolicy::OFF,
+            usize::MAX,
         )
         .unwrap();
         let revocations = RevocationStore::open(storage.clone()).unwrap();
@@ -140,7 +142,9 @@ fn authorize_settle(c: &mut Criterion) {
             .await
             .unwrap()
             .unwrap();
-        gate.settle(&a.reservation.reservation_id, 1).await.unwrap();
+        gate.settle(&Caller::gateway(), &a.reservation.reservation_id, 1)
+            .await
+            .unwrap();
     };
     let mut group = c.benchmark_group("authorize+settle (sled, durable, repeated token)");
     group.measurement_time(Duration::from_secs(8));

@@ -36,8 +36,12 @@ use delegateos::dct::ChainLevel;
 use delegateos::PrincipalId;
 use serde::{Deserialize, Serialize};
 
-use crate::random;
+use blake2::digest::consts::U16;
+use blake2::{Blake2b, Digest};
 use tokio::sync::oneshot;
+
+use crate::caller::HolderDigest;
+use crate::random;
 
 use crate::journal::Journal;
 use crate::storage::{encode, get, scan, Storage, StorageError};
@@ -116,6 +120,8 @@ pub enum LedgerError {
     },
     #[error("no open reservation {0}")]
     UnknownReservation(String),
+    #[error("{open} reservations are open under {delegation_id}, the most allowed (budget.max_open_reservations)")]
+    TooManyOpen { delegation_id: String, open: usize },
     #[error("settlement of {actual} exceeds the {reserved} microcents reserved")]
     ExceedsReservation { actual: u64, reserved: u64 },
     #[error("reservation {0} is released on expiry, so its settle must be awaited")]
@@ -144,6 +150,12 @@ struct ReservationRecord {
     /// Absent in records written before it existed: those are released.
     #[serde(default)]
     on_expiry: OnExpiry,
+    /// Who may end it besides an administrator: the digest of the
+    /// credential that made it. Absent for the gateway's own reservations
+    /// (and records written before holders existed): only the gateway or an
+    /// administrator ends those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    holder: Option<HolderDigest>,
 }
 
 /// What happens to a reservation nobody settled or released by its deadline
@@ -274,6 +286,8 @@ struct LevelState {
     /// a crash would undo them, so leased reservations must not count on it.
     freed_unsynced: u64,
     freed_seq: u64,
+    /// Reservations open at this level.
+    open: usize,
 }
 
 /// Maps with a fast keyed hash: budget keys are long strings hashed on every
@@ -304,7 +318,9 @@ impl Book {
         match entry {
             Entry::Reserve { id, record, .. } => {
                 for (key, limit) in &record.levels {
-                    self.level_mut(key, *limit).reserved += record.amount;
+                    let state = self.level_mut(key, *limit);
+                    state.reserved += record.amount;
+                    state.open += 1;
                 }
                 let record = Arc::new(record.clone());
                 self.deadlines.insert((record.deadline_ms, id.clone()));
@@ -391,6 +407,11 @@ impl Book {
     fn end(&mut self, id: &str) -> Option<Arc<ReservationRecord>> {
         let res = self.reservations.remove(id)?;
         self.deadlines.remove(&(res.deadline_ms, id.to_owned()));
+        for (key, _) in &res.levels {
+            if let Some(state) = self.levels.get_mut(key) {
+                state.open = state.open.saturating_sub(1);
+            }
+        }
         if let Some(Some(_)) = self.unsaved.reservations.get(id) {
             self.unsaved.reservations.remove(id);
         } else {
@@ -502,10 +523,13 @@ pub struct Ledger {
     /// The `seq` before this process's first journal record: its n-th
     /// record has `base_seq + n`.
     base_seq: u64,
-    /// Reservation IDs are this process's random prefix and a counter:
-    /// unique across restarts without a system call per reservation.
-    id_prefix: String,
+    /// Reservation IDs are BLAKE2b of this secret and a counter: 128 bits
+    /// no one can predict from earlier IDs (a keyed PRF in counter mode),
+    /// without a system call per reservation.
+    id_secret: [u8; 32],
     id_counter: AtomicU64,
+    /// Most reservations open at once under one delegation (any level).
+    max_open: usize,
 }
 
 fn record_key(key: &BudgetKey) -> &[u8] {
@@ -520,6 +544,7 @@ impl Ledger {
         journal_dir: &std::path::Path,
         ttl: Duration,
         lease: LeasePolicy,
+        max_open: usize,
     ) -> Result<Self, LedgerError> {
         let mut book = Book::default();
         for (k, rec) in scan::<LevelRecord>(&storage.trees.budgets, "budgets")? {
@@ -558,8 +583,9 @@ impl Ledger {
             book: Mutex::new(book),
             ttl,
             lease,
-            id_prefix: format!("res_{}", hex(&random::bytes::<8>()?)),
+            id_secret: random::bytes::<32>()?,
             id_counter: AtomicU64::new(0),
+            max_open,
         };
         if leased_levels > 0 {
             tracing::warn!(
@@ -673,11 +699,20 @@ impl Ledger {
     }
 
     fn next_reservation_id(&self) -> String {
-        format!(
-            "{}{:08x}",
-            self.id_prefix,
-            self.id_counter.fetch_add(1, Ordering::Relaxed)
-        )
+        let n = self.id_counter.fetch_add(1, Ordering::Relaxed);
+        let mut hash = Blake2b::<U16>::new();
+        hash.update(self.id_secret);
+        hash.update(n.to_le_bytes());
+        format!("res_{}", delegateos::base64url::encode(&hash.finalize()))
+    }
+
+    /// Who holds an open reservation (`None`: the gateway itself).
+    pub fn holder(&self, reservation_id: &str) -> Result<Option<HolderDigest>, LedgerError> {
+        self.book()
+            .reservations
+            .get(reservation_id)
+            .map(|r| r.holder)
+            .ok_or_else(|| LedgerError::UnknownReservation(reservation_id.to_owned()))
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, Book> {
@@ -689,6 +724,23 @@ impl Ledger {
     /// What has been spent at a node.
     pub fn spent(&self, key: &BudgetKey) -> u64 {
         self.book().levels.get(key).map_or(0, |l| l.spent)
+    }
+
+    /// Refuses another reservation under a delegation that already holds
+    /// `max_open`, so one credential cannot fill the ledger (and the disk)
+    /// with reservations, zero-cost ones included.
+    fn check_open(&self, book: &Book, levels: &[(BudgetKey, u64)]) -> Result<(), LedgerError> {
+        let open = levels
+            .iter()
+            .map(|(k, _)| (k, book.levels.get(k).map_or(0, |s| s.open)))
+            .max_by_key(|(_, n)| *n);
+        match open {
+            Some((key, n)) if n >= self.max_open => Err(LedgerError::TooManyOpen {
+                delegation_id: key.delegation_id().to_owned(),
+                open: n,
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn check(book: &Book, levels: &[(BudgetKey, u64)], amount: u64) -> Result<(), LedgerError> {
@@ -724,6 +776,7 @@ impl Ledger {
         amount: u64,
         now_ms: u64,
         on_expiry: OnExpiry,
+        holder: Option<HolderDigest>,
     ) -> Result<Reservation, LedgerError> {
         let id = self.next_reservation_id();
         let deadline_ms = now_ms.saturating_add(self.ttl.as_millis() as u64);
@@ -732,10 +785,12 @@ impl Ledger {
             amount,
             deadline_ms,
             on_expiry,
+            holder,
         };
         let durable = {
             let mut book = self.book();
             Self::check(&book, levels, amount)?;
+            self.check_open(&book, levels)?;
             let entry = |seq| Entry::Reserve {
                 seq,
                 id: id.clone(),
@@ -1019,10 +1074,6 @@ fn level_report(key: &BudgetKey, s: LevelState) -> LevelReport {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1102,6 +1153,7 @@ mod tests {
                 &self.dir.path().join("journal"),
                 self.ttl,
                 self.lease,
+                10_000,
             )
             .unwrap()
         }
@@ -1149,7 +1201,7 @@ mod tests {
                                 Op::Charge(..) => ledger.charge(&chains()[c], amount).await.map(|_| None),
                                 Op::Reserve(_, _, leased) => {
                                     let on_expiry = if leased { OnExpiry::Charge } else { OnExpiry::Release };
-                                    ledger.reserve(&chains()[c], amount, 0, on_expiry).await.map(|r| Some((r, leased)))
+                                    ledger.reserve(&chains()[c], amount, 0, on_expiry, None).await.map(|r| Some((r, leased)))
                                 }
                                 _ => unreachable!(),
                             };
@@ -1254,11 +1306,11 @@ mod tests {
         f.rt.block_on(async {
             let ledger = f.open();
             let early = ledger
-                .reserve(&chains()[1], 10, 0, OnExpiry::Release)
+                .reserve(&chains()[1], 10, 0, OnExpiry::Release, None)
                 .await
                 .unwrap();
             let late = ledger
-                .reserve(&chains()[1], 10, 5000, OnExpiry::Release)
+                .reserve(&chains()[1], 10, 5000, OnExpiry::Release, None)
                 .await
                 .unwrap();
             assert_eq!(ledger.sweep(999).unwrap(), 0);
@@ -1282,15 +1334,15 @@ mod tests {
         f.rt.block_on(async {
             let ledger = f.open();
             let settled = ledger
-                .reserve(&chains()[1], 10, 0, OnExpiry::Charge)
+                .reserve(&chains()[1], 10, 0, OnExpiry::Charge, None)
                 .await
                 .unwrap();
             let orphan = ledger
-                .reserve(&chains()[1], 20, 0, OnExpiry::Charge)
+                .reserve(&chains()[1], 20, 0, OnExpiry::Charge, None)
                 .await
                 .unwrap();
             let plain = ledger
-                .reserve(&chains()[1], 5, 0, OnExpiry::Release)
+                .reserve(&chains()[1], 5, 0, OnExpiry::Release, None)
                 .await
                 .unwrap();
             assert!(matches!(
@@ -1319,7 +1371,7 @@ mod tests {
     async fn reserve_tens(ledger: &Ledger, n: usize) {
         for _ in 0..n {
             ledger
-                .reserve(&chains()[0], 10, 0, OnExpiry::Charge)
+                .reserve(&chains()[0], 10, 0, OnExpiry::Charge, None)
                 .await
                 .unwrap();
         }
@@ -1369,7 +1421,9 @@ mod tests {
             reserve_tens(&ledger, 1).await;
             ledger.journal.fail_next_write();
             assert!(matches!(
-                ledger.reserve(&chains()[0], 1, 0, OnExpiry::Release).await,
+                ledger
+                    .reserve(&chains()[0], 1, 0, OnExpiry::Release, None)
+                    .await,
                 Err(LedgerError::Storage(_))
             ));
             assert!(ledger.journal_failed());

@@ -9,6 +9,7 @@ use delegateos::PrincipalId;
 use serde::Deserialize;
 
 use crate::budget::LeasePolicy;
+use crate::caller::AdminToken;
 use crate::mcp::proxy::DATA_METHODS;
 use crate::mcp::tools::{
     split_capability, NamePattern, ResourceSource, ToolPolicy, ToolRule, ToolRules,
@@ -47,6 +48,9 @@ pub struct Config {
     pub upstreams: Vec<UpstreamSpec>,
     /// Trusted Talos capability issuers.
     pub talos: Vec<TalosIssuer>,
+    /// Administrators' tokens (`[[admin.tokens]]`); none: callers on a
+    /// loopback listener may use the admin methods that read.
+    pub admin_tokens: Vec<AdminToken>,
 }
 
 /// A trusted Talos issuer: its DID and key, the tenant its capabilities
@@ -101,6 +105,8 @@ pub struct BudgetConfig {
     pub snapshot_interval: Duration,
     /// How far ahead MCP tool calls lease budget (`budget.lease_fraction`).
     pub lease: LeasePolicy,
+    /// Most reservations open at once under one delegation.
+    pub max_open_reservations: usize,
 }
 
 /// A tenant: a name and the root key its tokens must be issued by.
@@ -136,6 +142,23 @@ struct RawConfig {
     upstreams: Vec<RawUpstream>,
     #[serde(default)]
     talos: RawTalos,
+    #[serde(default)]
+    admin: RawAdmin,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAdmin {
+    #[serde(default)]
+    tokens: Vec<RawAdminToken>,
+}
+
+/// `[[admin.tokens]]`: `dgw admin-token new --name NAME` prints one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdminToken {
+    name: String,
+    sha256: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -243,6 +266,8 @@ struct RawBudget {
     snapshot_interval: String,
     #[serde(default = "default_lease_fraction")]
     lease_fraction: f64,
+    #[serde(default = "default_max_open_reservations")]
+    max_open_reservations: usize,
 }
 
 impl Default for RawBudget {
@@ -252,6 +277,7 @@ impl Default for RawBudget {
             sweep_interval: default_sweep_interval(),
             snapshot_interval: default_snapshot_interval(),
             lease_fraction: default_lease_fraction(),
+            max_open_reservations: default_max_open_reservations(),
         }
     }
 }
@@ -288,6 +314,9 @@ fn default_snapshot_interval() -> String {
 /// budget worth 10,000 calls then needs about one sync per 100 calls.
 fn default_lease_fraction() -> f64 {
     0.01
+}
+fn default_max_open_reservations() -> usize {
+    10_000
 }
 fn default_session_ttl() -> String {
     "1h".into()
@@ -564,6 +593,33 @@ impl Config {
                 budget_microcents: t.budget_microcents,
             });
         }
+        let mut admin_tokens: Vec<AdminToken> = Vec::new();
+        for (i, t) in raw.admin.tokens.into_iter().enumerate() {
+            let key = |field: &str| format!("admin.tokens[{i}].{field}");
+            if t.name.is_empty() || admin_tokens.iter().any(|x| x.name == t.name) {
+                return Err(invalid(
+                    &key("name"),
+                    format!("{:?} must be a name used once", t.name),
+                ));
+            }
+            let sha256 = hex32(&t.sha256).ok_or_else(|| {
+                invalid(
+                    &key("sha256"),
+                    "must be the 64 hex digits of the secret's SHA-256 (`dgw admin-token new` prints it)"
+                        .into(),
+                )
+            })?;
+            admin_tokens.push(AdminToken {
+                name: t.name,
+                sha256,
+            });
+        }
+        if raw.budget.max_open_reservations == 0 {
+            return Err(invalid(
+                "budget.max_open_reservations",
+                "must be at least 1".into(),
+            ));
+        }
         let mcp = McpConfig {
             session_ttl: duration("mcp.session_ttl", &raw.mcp.session_ttl)?,
             max_sessions: raw.mcp.max_sessions,
@@ -605,13 +661,27 @@ impl Config {
                         ),
                     )
                 })?,
+                max_open_reservations: raw.budget.max_open_reservations,
             },
             tenants,
             mcp,
             upstreams,
             talos,
+            admin_tokens,
         })
     }
+}
+
+/// 32 bytes from 64 hex digits.
+fn hex32(text: &str) -> Option<[u8; 32]> {
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ use time::OffsetDateTime;
 use crate::budget::{
     BudgetKey, Ledger, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
 };
+use crate::caller::{Caller, HolderDigest};
 use crate::delegations::{ContractPut, DelegationStore};
 use crate::revocations::{RevocationStore, RevokeError};
 use crate::storage::StorageError;
@@ -57,6 +58,10 @@ pub enum GateError {
     /// An input was refused (a forged attestation, an invalid revocation).
     #[error("{detail}")]
     Rejected { kind: String, detail: String },
+    /// The caller may not do this (`admin_required`,
+    /// `not_reservation_holder`, `untrusted_revoker`): nothing changed.
+    #[error("{detail}")]
+    Forbidden { kind: &'static str, detail: String },
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -65,7 +70,7 @@ impl GateError {
     /// How a request that failed so counts, on every front.
     pub fn outcome(&self) -> Outcome {
         match self {
-            GateError::Rejected { .. } => Outcome::Denied,
+            GateError::Rejected { .. } | GateError::Forbidden { .. } => Outcome::Denied,
             _ => Outcome::Error,
         }
     }
@@ -198,8 +203,75 @@ fn denied(reason: DenialReason, requested: Option<&CapabilityRequest>) -> Denial
     telemetry::record_denial("delegateos", reason.kind.as_str());
     Denial {
         reason,
-        requested: requested.cloned(),
+        requested: requested.map(echoed),
     }
+}
+
+/// Most bytes of each caller-supplied field a denial echoes back.
+pub const MAX_ECHOED_BYTES: usize = 256;
+
+/// `request` as a denial may echo it: each field cut to
+/// [`MAX_ECHOED_BYTES`] (at a character boundary), so a huge request never
+/// earns a larger answer.
+fn echoed(request: &CapabilityRequest) -> CapabilityRequest {
+    fn cap(s: &str) -> String {
+        if s.len() <= MAX_ECHOED_BYTES {
+            return s.to_owned();
+        }
+        let mut end = MAX_ECHOED_BYTES;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &s[..end])
+    }
+    CapabilityRequest {
+        namespace: cap(&request.namespace),
+        action: cap(&request.action),
+        resource: cap(&request.resource),
+    }
+}
+
+/// The first request that is not canonical, with why.
+fn first_non_canonical(
+    requests: &[CapabilityRequest],
+) -> Option<(DenialReason, &CapabilityRequest)> {
+    requests
+        .iter()
+        .find_map(|r| r.check_canonical().err().map(|e| (e, r)))
+}
+
+fn forbidden(kind: &'static str, detail: impl Into<String>) -> GateError {
+    GateError::Forbidden {
+        kind,
+        detail: detail.into(),
+    }
+}
+
+/// A recorded delegation as lookups return it: everything but the token,
+/// which is a bearer credential (decisions.md).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DelegationView {
+    pub id: DelegationId,
+    pub parent_id: DelegationId,
+    pub from: PrincipalId,
+    pub to: PrincipalId,
+    pub contract_id: delegateos::ContractId,
+    pub depth: u32,
+    pub status: DelegationStatus,
+    pub created_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attestation_id: Option<delegateos::AttestationId>,
+    /// The capabilities, budget and expiry in effect for the token it was
+    /// recorded with (absent when that token no longer verifies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<delegateos::Capability>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_microcents: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
 }
 
 impl Gatekeeper {
@@ -321,6 +393,17 @@ impl Gatekeeper {
         Ok(verified)
     }
 
+    /// The delegation a token is for (its last level), if its signatures
+    /// verify against a tenant root; revocation and expiry do not matter
+    /// for reading one's own records.
+    fn own_delegation(&self, token: &str) -> Option<DelegationId> {
+        let verified = delegateos::Dct::decode(token)
+            .ok()?
+            .verify_chain(&self.roots)
+            .ok()?;
+        Some(verified.dct().delegation_id().clone())
+    }
+
     fn tenant_of(&self, verified: &VerifiedDct) -> String {
         let issuer = &verified.dct().token().authority.issuer;
         self.tenant_names
@@ -345,6 +428,10 @@ impl Gatekeeper {
                 "an authorization needs at least one capability request".into(),
             ));
         };
+        if let Some((reason, request)) = first_non_canonical(requests) {
+            self.publish_authorize(None, request, cost_microcents, Err(&reason));
+            return Ok(Err(denied(reason, Some(request))));
+        }
         let (now, now_ms) = now();
         let verified = match self.verified(token) {
             Ok(v) => v,
@@ -376,8 +463,12 @@ impl Gatekeeper {
             }
             scope
         };
+        // A reservation released on expiry is the caller's to settle or
+        // release, so it is bound to the token that made it; one charged on
+        // expiry is the gateway's own (it forwards the work itself).
+        let holder = (on_expiry == OnExpiry::Release).then(|| HolderDigest::of(token));
         let reservation = match self
-            .reserve(levels, cost_microcents, now_ms, on_expiry)
+            .reserve(levels, cost_microcents, now_ms, on_expiry, holder)
             .await?
         {
             Ok(r) => r,
@@ -421,9 +512,12 @@ impl Gatekeeper {
             telemetry::record_denial(grant.protocol, reason.kind.as_str());
             Ok(Err(Denial {
                 reason,
-                requested: Some(request.clone()),
+                requested: Some(echoed(request)),
             }))
         };
+        if let Some((reason, request)) = first_non_canonical(requests) {
+            return deny(reason, request);
+        }
         for request in requests {
             if !grant.capabilities.iter().any(|c| c.grants(request)) {
                 return deny(
@@ -438,7 +532,7 @@ impl Gatekeeper {
         }
         let now_ms = now().1;
         let reservation = match self
-            .reserve(&grant.levels, cost_microcents, now_ms, on_expiry)
+            .reserve(&grant.levels, cost_microcents, now_ms, on_expiry, None)
             .await?
         {
             Ok(r) => r,
@@ -463,17 +557,17 @@ impl Gatekeeper {
         cost_microcents: u64,
         now_ms: u64,
         on_expiry: OnExpiry,
+        holder: Option<HolderDigest>,
     ) -> Result<Result<Reservation, DenialReason>, GateError> {
         match self
             .ledger
-            .reserve(levels, cost_microcents, now_ms, on_expiry)
+            .reserve(levels, cost_microcents, now_ms, on_expiry, holder)
             .await
         {
             Ok(r) => Ok(Ok(r)),
-            Err(e @ LedgerError::Exceeded { .. }) => Ok(Err(DenialReason::new(
-                DenialType::BudgetExceeded,
-                e.to_string(),
-            ))),
+            Err(e @ (LedgerError::Exceeded { .. } | LedgerError::TooManyOpen { .. })) => Ok(Err(
+                DenialReason::new(DenialType::BudgetExceeded, e.to_string()),
+            )),
             Err(e) => Err(ledger_error(e)),
         }
     }
@@ -501,12 +595,32 @@ impl Gatekeeper {
             .map_err(|r| Box::new(denied(r, None)))
     }
 
+    /// Whether `caller` may end `reservation_id`: its holder (the same
+    /// credential, compared by digest), the gateway, or an administrator who
+    /// proved it with a secret. Anything else is `not_reservation_holder`.
+    fn check_holder(&self, caller: &Caller, reservation_id: &str) -> Result<(), GateError> {
+        if caller.is_authenticated_admin() {
+            return Ok(());
+        }
+        let holder = self.ledger.holder(reservation_id).map_err(ledger_error)?;
+        let presented = caller.credential().map(HolderDigest::of);
+        match (holder, presented) {
+            (Some(h), Some(p)) if h.matches(&p) => Ok(()),
+            _ => Err(forbidden(
+                "not_reservation_holder",
+                "only the credential that made a reservation (or an admin) may settle or release it",
+            )),
+        }
+    }
+
     /// Charges the actual cost of a reservation and releases the rest.
     pub async fn settle(
         &self,
+        caller: &Caller,
         reservation_id: &str,
         actual_microcents: u64,
     ) -> Result<Settlement, GateError> {
+        self.check_holder(caller, reservation_id)?;
         self.ledger
             .settle(reservation_id, actual_microcents)
             .await
@@ -526,18 +640,64 @@ impl Gatekeeper {
     }
 
     /// Cancels a reservation.
-    pub fn release(&self, reservation_id: &str) -> Result<u64, GateError> {
+    pub fn release(&self, caller: &Caller, reservation_id: &str) -> Result<u64, GateError> {
+        self.check_holder(caller, reservation_id)?;
         self.ledger.release(reservation_id).map_err(ledger_error)
     }
 
-    /// A recorded delegation.
-    pub fn delegation(&self, id: &DelegationId) -> Result<Delegation, GateError> {
-        self.delegations
+    /// Whether `caller` may read delegation `id`'s record and budget: an
+    /// administrator, or the holder presenting a token (verified, in good
+    /// standing or not) whose own delegation is `id`.
+    fn check_reader(&self, caller: &Caller, id: &DelegationId) -> Result<(), GateError> {
+        if caller.is_admin() {
+            return Ok(());
+        }
+        let holds = caller
+            .credential()
+            .and_then(|token| self.own_delegation(token))
+            .is_some_and(|own| own == *id);
+        if holds {
+            Ok(())
+        } else {
+            Err(forbidden(
+                "admin_required",
+                "reading a delegation or its budget needs an admin token, or the delegation's own DCT",
+            ))
+        }
+    }
+
+    /// A recorded delegation, without its token.
+    pub fn delegation(
+        &self,
+        caller: &Caller,
+        id: &DelegationId,
+    ) -> Result<DelegationView, GateError> {
+        self.check_reader(caller, id)?;
+        let d = self
+            .delegations
             .get(id)?
             .ok_or_else(|| GateError::NotFound {
                 kind: "delegation",
                 id: id.to_string(),
-            })
+            })?;
+        let verified = delegateos::Dct::decode(&d.dct.token)
+            .ok()
+            .and_then(|t| t.verify_chain(&self.roots).ok());
+        Ok(DelegationView {
+            capabilities: verified.as_ref().map(|v| v.capabilities().to_vec()),
+            budget_microcents: verified.as_ref().map(|v| v.budget_microcents()),
+            expires_at: verified.as_ref().map(|v| v.expires_at().clone()),
+            id: d.id,
+            parent_id: d.parent_id,
+            from: d.from,
+            to: d.to,
+            contract_id: d.contract_id,
+            depth: d.depth,
+            status: d.status,
+            created_at: d.created_at,
+            completed_at: d.completed_at,
+            attestation_id: d.attestation_id,
+        })
     }
 
     /// `delegateos/delegate` (§9.1): accept or reject a delegation, recording it once.
@@ -843,8 +1003,9 @@ impl Gatekeeper {
     /// `delegateos/revoke` (§9.5): record the entry durably; from then on every
     /// token carrying the block is denied, and the delegations recorded with
     /// such tokens are marked revoked.
-    pub async fn revoke(&self, p: RevokeParams) -> Result<Revocation, GateError> {
+    pub async fn revoke(&self, caller: &Caller, p: RevokeParams) -> Result<Revocation, GateError> {
         let entry = p.revocation;
+        self.check_revoker(caller, &entry)?;
         let newly_recorded = self
             .revocations
             .add(entry.clone())
@@ -895,8 +1056,53 @@ impl Gatekeeper {
         })
     }
 
+    /// Whether `caller` may record `entry` (decisions.md, "Trusted
+    /// revocations"): its signer is a tenant root; or the caller presents
+    /// the DCT that carries the revoked block and the signer signed that
+    /// block or one above it; or the caller is an administrator who proved
+    /// it with a secret. Otherwise `untrusted_revoker`, and nothing is stored.
+    fn check_revoker(
+        &self,
+        caller: &Caller,
+        entry: &delegateos::RevocationEntry,
+    ) -> Result<(), GateError> {
+        if caller.is_authenticated_admin() || self.roots.contains(&entry.revoked_by) {
+            return Ok(());
+        }
+        let signed_at_or_above = caller
+            .credential()
+            .and_then(|token| delegateos::Dct::decode(token).ok())
+            .and_then(|t| t.verify_chain(&self.roots).ok())
+            .is_some_and(|v| {
+                let levels = v.levels();
+                levels
+                    .iter()
+                    .position(|l| l.revocation_id == entry.revocation_id)
+                    .is_some_and(|block| {
+                        levels[..=block]
+                            .iter()
+                            .any(|l| l.signer == entry.revoked_by)
+                    })
+            });
+        if signed_at_or_above {
+            return Ok(());
+        }
+        Err(forbidden(
+            "untrusted_revoker",
+            format!(
+                "{} is not a tenant root, and no presented DCT shows it signed the revoked block or one above it",
+                entry.revoked_by
+            ),
+        ))
+    }
+
     /// `delegateos/budget`: spent, reserved and remaining at each level.
-    pub fn budget(&self, delegation_id: &DelegationId) -> Result<BudgetReport, GateError> {
+    pub fn budget(
+        &self,
+        caller: &Caller,
+        delegation_id: &DelegationId,
+    ) -> Result<BudgetReport, GateError> {
+        self.check_reader(caller, delegation_id)?;
         let mut chains = self.ledger.report(delegation_id.as_str());
         if chains.is_empty() {
             if let Some(d) = self.delegations.get(delegation_id)? {
@@ -965,6 +1171,10 @@ fn ledger_error(e: LedgerError) -> GateError {
         },
         e @ LedgerError::Exceeded { .. } => GateError::Conflict {
             kind: "budget_exceeded",
+            detail: e.to_string(),
+        },
+        e @ LedgerError::TooManyOpen { .. } => GateError::Conflict {
+            kind: "too_many_reservations",
             detail: e.to_string(),
         },
         LedgerError::Storage(e) => GateError::Storage(e),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -21,8 +21,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
+use crate::caller::Authenticator;
 use crate::gatekeeper::Gatekeeper;
-use crate::jsonrpc::{JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+use crate::jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
 use crate::mcp::streamable::{answer_headers, StreamableHttp};
 
 /// What the HTTP front needs.
@@ -35,6 +36,8 @@ pub struct HttpFront {
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
     pub ready: AtomicBool,
+    /// Who is calling, from the `Authorization` header.
+    pub auth: Authenticator,
 }
 
 type Body = Full<Bytes>;
@@ -155,11 +158,25 @@ impl HttpFront {
 
     async fn rpc(&self, req: Request<Incoming>) -> Response<Body> {
         self.limited(async {
-            let body = match self.read_body(req.into_body()).await {
+            let (parts, body) = req.into_parts();
+            let authorization = parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes());
+            let caller = match self.auth.caller(authorization) {
+                Ok(c) => c,
+                Err(e) => {
+                    let mut r = json_response(
+                        StatusCode::UNAUTHORIZED,
+                        &auth_error(&e).response(Value::Null),
+                    );
+                    r.headers_mut()
+                        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                    return r;
+                }
+            };
+            let body = match self.read_body(body).await {
                 Ok(b) => b,
                 Err(r) => return r,
             };
-            match self.rpc.handle(&body).await {
+            match self.rpc.handle(&caller, &body).await {
                 Some(v) => json_response(StatusCode::OK, &v),
                 None => {
                     let mut r = Response::new(Full::new(Bytes::new()));

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::budget::OnExpiry;
+use crate::caller::{AuthError, Caller};
 use crate::gatekeeper::{Denial, GateError, Gatekeeper};
 use crate::talos_gate::TalosGate;
 use crate::telemetry::{Outcome, RequestRecord};
@@ -104,6 +105,7 @@ pub fn gate_error(e: &GateError) -> RpcError {
         }
         GateError::Conflict { kind, detail } => RpcError::new(CONFLICT, kind, detail.clone()),
         GateError::Rejected { kind, detail } => RpcError::new(REJECTED, kind, detail.clone()),
+        GateError::Forbidden { kind, detail } => RpcError::new(DENIED, kind, detail.clone()),
         GateError::Storage(s) => RpcError::new(INTERNAL_ERROR, "storage_error", s.to_string()),
     }
 }
@@ -119,17 +121,33 @@ struct AuthorizeParams {
     cost_microcents: u64,
 }
 
+/// `delegateos/settle` params; `dct` (or `Authorization: DCT …`) proves
+/// the caller holds the reservation.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SettleParams {
     reservation_id: String,
     actual_microcents: u64,
+    #[serde(default)]
+    dct: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ReleaseParams {
     reservation_id: String,
+    #[serde(default)]
+    dct: Option<String>,
+}
+
+/// `delegateos/revoke` params: the §9.5 entry, and the DCT that shows a
+/// non-root signer may revoke its block.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RevokeWithProof {
+    revocation: delegateos::RevocationEntry,
+    #[serde(default)]
+    dct: Option<String>,
 }
 
 /// `talos/revoke` params.
@@ -147,11 +165,14 @@ struct AuditParams {
     limit: Option<usize>,
 }
 
-/// `delegateos/budget` and `delegateos/delegation` params.
+/// `delegateos/budget` and `delegateos/delegation` params; a holder
+/// presents its own DCT (or an admin token in the header).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct BudgetParams {
     delegation_id: DelegationId,
+    #[serde(default)]
+    dct: Option<String>,
 }
 
 fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
@@ -192,9 +213,9 @@ impl JsonRpc {
         }
     }
 
-    /// Handles one HTTP body: a request or a batch. `None` when nothing is
-    /// to be sent back (only notifications).
-    pub async fn handle(&self, body: &[u8]) -> Option<Value> {
+    /// Handles one HTTP body from `caller`: a request or a batch. `None`
+    /// when nothing is to be sent back (only notifications).
+    pub async fn handle(&self, caller: &Caller, body: &[u8]) -> Option<Value> {
         let value = match delegateos::canonical::parse_strict(body, self.max_body_bytes) {
             Ok(v) => v,
             Err(e) => {
@@ -223,18 +244,18 @@ impl JsonRpc {
             Value::Array(items) => {
                 let mut out = Vec::new();
                 for item in items {
-                    if let Some(r) = self.call(item).await {
+                    if let Some(r) = self.call(caller, item).await {
                         out.push(r);
                     }
                 }
                 (!out.is_empty()).then_some(Value::Array(out))
             }
-            other => self.call(other).await,
+            other => self.call(caller, other).await,
         }
     }
 
     /// One request object.
-    async fn call(&self, request: Value) -> Option<Value> {
+    async fn call(&self, caller: &Caller, request: Value) -> Option<Value> {
         let Value::Object(mut obj) = request else {
             return malformed(
                 RpcError::new(
@@ -287,7 +308,7 @@ impl JsonRpc {
                 "unknown"
             },
         );
-        let (result, outcome) = self.dispatch(&method, params).await;
+        let (result, outcome) = self.dispatch(caller, &method, params).await;
         record.end(outcome);
         let id = id?; // a notification gets no response
         Some(match result {
@@ -296,18 +317,23 @@ impl JsonRpc {
         })
     }
 
-    async fn dispatch(&self, method: &str, p: Option<Value>) -> (Result<Value, RpcError>, Outcome) {
+    async fn dispatch(
+        &self,
+        caller: &Caller,
+        method: &str,
+        p: Option<Value>,
+    ) -> (Result<Value, RpcError>, Outcome) {
         let result = match method {
             "delegateos/authorize" => self.authorize(p).await,
-            "delegateos/settle" => self.settle(p).await,
-            "delegateos/release" => self.release(p),
-            "delegateos/budget" => self.budget(p),
-            "delegateos/delegation" => self.delegation(p),
+            "delegateos/settle" => self.settle(caller, p).await,
+            "delegateos/release" => self.release(caller, p),
+            "delegateos/budget" => self.budget(caller, p),
+            "delegateos/delegation" => self.delegation(caller, p),
             "talos/revoke" => self.talos_revoke(p).await,
-            "dgw/audit" => self.audit(p),
+            "dgw/audit" => self.audit(caller, p),
             "delegateos/delegate" => self.delegate(p).await,
             "delegateos/complete" => self.complete(p).await,
-            "delegateos/revoke" => self.revoke(p).await,
+            "delegateos/revoke" => self.revoke(caller, p).await,
             other => Err((
                 RpcError::new(
                     METHOD_NOT_FOUND,
@@ -346,11 +372,16 @@ impl JsonRpc {
         }
     }
 
-    async fn settle(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+    async fn settle(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
         let p: SettleParams = params(p).map_err(err)?;
+        let caller = with_credential(caller, p.dct)?;
         let s = self
             .gate
-            .settle(&p.reservation_id, p.actual_microcents)
+            .settle(&caller, &p.reservation_id, p.actual_microcents)
             .await
             .map_err(|e| gate(&e))?;
         Ok((
@@ -359,26 +390,47 @@ impl JsonRpc {
         ))
     }
 
-    fn release(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+    fn release(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
         let p: ReleaseParams = params(p).map_err(err)?;
-        let released = self.gate.release(&p.reservation_id).map_err(|e| gate(&e))?;
+        let caller = with_credential(caller, p.dct)?;
+        let released = self
+            .gate
+            .release(&caller, &p.reservation_id)
+            .map_err(|e| gate(&e))?;
         Ok((
             json!({"released": true, "reservationId": p.reservation_id, "releasedMicrocents": released}),
             Outcome::Ok,
         ))
     }
 
-    fn budget(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+    fn budget(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
         let p: BudgetParams = params(p).map_err(err)?;
-        let report = self.gate.budget(&p.delegation_id).map_err(|e| gate(&e))?;
+        let caller = with_credential(caller, p.dct)?;
+        let report = self
+            .gate
+            .budget(&caller, &p.delegation_id)
+            .map_err(|e| gate(&e))?;
         Ok((json!(report), Outcome::Ok))
     }
 
-    fn delegation(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+    fn delegation(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
         let p: BudgetParams = params(p).map_err(err)?;
+        let caller = with_credential(caller, p.dct)?;
         let d = self
             .gate
-            .delegation(&p.delegation_id)
+            .delegation(&caller, &p.delegation_id)
             .map_err(|e| gate(&e))?;
         Ok((json!(d), Outcome::Ok))
     }
@@ -400,7 +452,17 @@ impl JsonRpc {
         ))
     }
 
-    fn audit(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+    fn audit(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        if !caller.is_admin() {
+            return Err(gate(&GateError::Forbidden {
+                kind: "admin_required",
+                detail: "dgw/audit needs an admin token".into(),
+            }));
+        }
         let p: AuditParams = params(p.or_else(|| Some(json!({})))).map_err(err)?;
         let events = self
             .talos
@@ -426,11 +488,36 @@ impl JsonRpc {
         Ok((json!(c), Outcome::Ok))
     }
 
-    async fn revoke(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
-        let p: RevokeParams = params(p).map_err(err)?;
-        let r = self.gate.revoke(p).await.map_err(|e| gate(&e))?;
+    async fn revoke(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: RevokeWithProof = params(p).map_err(err)?;
+        let caller = with_credential(caller, p.dct)?;
+        let params = RevokeParams {
+            revocation: p.revocation,
+        };
+        let r = self
+            .gate
+            .revoke(&caller, params)
+            .await
+            .map_err(|e| gate(&e))?;
         Ok((json!(r), Outcome::Ok))
     }
+}
+
+/// `caller` with a credential from the params.
+fn with_credential(caller: &Caller, dct: Option<String>) -> Result<Caller, (RpcError, Outcome)> {
+    caller
+        .clone()
+        .with_param_credential(dct)
+        .map_err(|e| (auth_error(&e), Outcome::Denied))
+}
+
+/// A caller that could not be established, as a JSON-RPC error.
+pub fn auth_error(e: &AuthError) -> RpcError {
+    RpcError::new(DENIED, e.kind(), e.to_string())
 }
 
 fn err(e: RpcError) -> (RpcError, Outcome) {

@@ -4,8 +4,10 @@
 
 pub mod audit;
 pub mod budget;
+pub mod caller;
 pub mod cli;
 pub mod config;
+pub mod data_dir;
 pub mod delegations;
 pub mod gatekeeper;
 pub mod grpc;

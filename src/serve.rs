@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::audit::AuditLog;
 use crate::budget::Ledger;
+use crate::caller::Authenticator;
 use crate::config::{Config, TenantRoot};
 use crate::delegations::DelegationStore;
 use crate::gatekeeper::{now, Gatekeeper};
@@ -74,7 +75,7 @@ struct State {
 /// Opens the data directory, the keys and every store; releases the
 /// reservations that expired while the gateway was down.
 fn open_state(config: &Config) -> Result<State, ServeError> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
+    crate::data_dir::prepare(&config.data_dir).map_err(|source| ServeError::DataDir {
         path: config.data_dir.display().to_string(),
         source,
     })?;
@@ -95,6 +96,7 @@ fn open_state(config: &Config) -> Result<State, ServeError> {
         &config.data_dir.join("journal"),
         config.budget.reservation_ttl,
         config.budget.lease,
+        config.budget.max_open_reservations,
     )
     .map_err(|e| StorageError::Sled(e.to_string()))?;
     let swept = ledger
@@ -229,6 +231,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         max_body_bytes: config.server.max_body_bytes,
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
+        auth: Authenticator::new(config.admin_tokens.clone(), http_addr),
     });
     let grpc_listener = match config.server.grpc {
         Some(addr) => Some(
@@ -262,8 +265,12 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let grpc = grpc_listener.map(|listener| {
         let (gate, stopped) = (gate.clone(), stopped(stopping.clone()));
         let (max, timeout) = (config.server.max_body_bytes, config.server.request_timeout);
+        let auth = Authenticator::new(
+            config.admin_tokens.clone(),
+            grpc_addr.unwrap_or(config.server.http),
+        );
         tokio::spawn(async move {
-            if let Err(e) = crate::grpc::serve(listener, gate, max, timeout, stopped).await {
+            if let Err(e) = crate::grpc::serve(listener, gate, max, timeout, auth, stopped).await {
                 tracing::error!(error = %e, "the gRPC front failed");
             }
         })

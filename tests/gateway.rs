@@ -70,7 +70,7 @@ fn authorize_settle_release_and_budgets() {
 
     let settled = gw.ok(
         "delegateos/settle",
-        json!({"reservationId": rid, "actualMicrocents": 20}),
+        json!({"reservationId": rid, "actualMicrocents": 20, "dct": t1.encode()}),
     );
     assert_eq!(settled["chargedMicrocents"], 20);
     assert_eq!(settled["releasedMicrocents"], 10);
@@ -83,7 +83,7 @@ fn authorize_settle_release_and_budgets() {
     // Settling twice, or an unknown reservation: not found.
     let e = gw.err(
         "delegateos/settle",
-        json!({"reservationId": rid, "actualMicrocents": 1}),
+        json!({"reservationId": rid, "actualMicrocents": 1, "dct": t1.encode()}),
     );
     assert_eq!(
         (e["code"].as_i64(), e["data"]["type"].as_str()),
@@ -97,13 +97,16 @@ fn authorize_settle_release_and_budgets() {
         .clone();
     let e = gw.err(
         "delegateos/settle",
-        json!({"reservationId": r2, "actualMicrocents": 11}),
+        json!({"reservationId": r2, "actualMicrocents": 11, "dct": t1.encode()}),
     );
     assert_eq!(
         (e["code"].as_i64(), e["data"]["type"].as_str()),
         (Some(-32005), Some("settlement_exceeds_reservation"))
     );
-    let released = gw.ok("delegateos/release", json!({"reservationId": r2}));
+    let released = gw.ok(
+        "delegateos/release",
+        json!({"reservationId": r2, "dct": t1.encode()}),
+    );
     assert_eq!(released["releasedMicrocents"], 10);
     // The child's 60 caps it: 20 spent, 40 more fits, 41 does not.
     let e = gw.err(
@@ -166,7 +169,8 @@ fn every_denial_type_over_the_wire() {
     let r = gw.ok("delegateos/revoke", json!({"revocation": rev}));
     assert_eq!(r["newlyRecorded"], true);
     expect(authorize(&t0.encode(), "/project/a", 1), "revoked");
-    // A revocation signed by someone else is recorded but does not apply to the block.
+    // A revocation signed by someone who is not a root and shows no token
+    // carrying the block is refused (issue 15), and the block stays good.
     let t_other = root_token(&s.root, &s.bob, &["docs:read:/x/**"], 100, 3600);
     let fake = RevocationEntry::sign(
         &s.alice,
@@ -175,7 +179,8 @@ fn every_denial_type_over_the_wire() {
         RevocationScope::Chain,
     )
     .unwrap();
-    gw.ok("delegateos/revoke", json!({"revocation": fake}));
+    let e = gw.err("delegateos/revoke", json!({"revocation": fake}));
+    assert_eq!(e["data"]["type"], "untrusted_revoker");
     gw.ok(
         "delegateos/authorize",
         authorize(&t_other.encode(), "/x/a", 1),
@@ -469,7 +474,7 @@ fn concurrent_reservations_never_overspend() {
                     let (_, bytes) = http_request(&addr, "POST", "/rpc", body.to_string().as_bytes());
                     let r: Value = serde_json::from_slice(&bytes).unwrap();
                     if let Some(id) = r["result"]["reservationId"].as_str() {
-                        granted.lock().unwrap().push(id.to_owned());
+                        granted.lock().unwrap().push((id.to_owned(), token.clone()));
                     } else {
                         assert_eq!(r["error"]["data"]["type"], "budget_exceeded", "{r}");
                         denied.fetch_add(1, Ordering::Relaxed);
@@ -481,10 +486,10 @@ fn concurrent_reservations_never_overspend() {
     let granted = granted.lock().unwrap().clone();
     assert_eq!(granted.len(), 200, "1000 / 5 = 200 reservations fit");
     assert_eq!(denied.load(Ordering::Relaxed), 200);
-    for id in &granted {
+    for (id, token) in &granted {
         gw.ok(
             "delegateos/settle",
-            json!({"reservationId": id, "actualMicrocents": 5}),
+            json!({"reservationId": id, "actualMicrocents": 5, "dct": token}),
         );
     }
     let chain = gw.ok("delegateos/budget", json!({"delegationId": del(10)}))["chains"][0].clone();
@@ -514,8 +519,10 @@ fn kill_and_restart_never_overspends_or_forgets() {
     let siblings: Vec<String> = (0..5)
         .map(|i| attenuate(&t0, &s.alice, &seed(10 + i), 10 + i, None, None).encode())
         .collect();
-    let acked = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let fire = |addr: String, n: usize, acked: Arc<std::sync::Mutex<Vec<String>>>| {
+    // Acknowledged reservations, with the token that holds each.
+    type Acked = Arc<std::sync::Mutex<Vec<(String, String)>>>;
+    let acked: Acked = Arc::default();
+    let fire = |addr: String, n: usize, acked: Acked| {
         let siblings = siblings.clone();
         std::thread::spawn(move || {
             std::thread::scope(|scope| {
@@ -523,8 +530,9 @@ fn kill_and_restart_never_overspends_or_forgets() {
                     let (addr, acked, siblings) = (addr.clone(), acked.clone(), &siblings);
                     scope.spawn(move || {
                         for i in 0..n / 16 {
+                            let token = &siblings[(w + i) % 5];
                             let body = json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize",
-                                              "params": authorize(&siblings[(w + i) % 5], "/project/x", 5)});
+                                              "params": authorize(token, "/project/x", 5)});
                             let Ok(mut stream) = std::net::TcpStream::connect(&addr) else { return };
                             use std::io::{Read, Write};
                             let req = format!("POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}", body.to_string().len(), body);
@@ -534,7 +542,7 @@ fn kill_and_restart_never_overspends_or_forgets() {
                             if let Some(start) = resp.find("\r\n\r\n") {
                                 if let Ok(v) = serde_json::from_str::<Value>(&resp[start + 4..]) {
                                     if let Some(id) = v["result"]["reservationId"].as_str() {
-                                        acked.lock().unwrap().push(id.to_owned());
+                                        acked.lock().unwrap().push((id.to_owned(), token.clone()));
                                     }
                                 }
                             }
@@ -562,10 +570,10 @@ fn kill_and_restart_never_overspends_or_forgets() {
 
     let gw = Gateway::start(&gw.config);
     // Every acknowledged reservation survived the crash and settles now.
-    for id in &acked_before_restart {
+    for (id, token) in &acked_before_restart {
         gw.ok(
             "delegateos/settle",
-            json!({"reservationId": id, "actualMicrocents": 5}),
+            json!({"reservationId": id, "actualMicrocents": 5, "dct": token}),
         );
     }
     // Orphans (written, never acknowledged) are swept after their TTL.
@@ -573,10 +581,10 @@ fn kill_and_restart_never_overspends_or_forgets() {
     acked.lock().unwrap().clear();
     fire(gw.addr.clone(), 1600, acked.clone()).join().unwrap();
     let after = acked.lock().unwrap().clone();
-    for id in &after {
+    for (id, token) in &after {
         gw.ok(
             "delegateos/settle",
-            json!({"reservationId": id, "actualMicrocents": 5}),
+            json!({"reservationId": id, "actualMicrocents": 5, "dct": token}),
         );
     }
     assert_eq!(
@@ -607,7 +615,7 @@ fn state_survives_a_clean_restart_and_sigterm_exits_zero() {
         .clone();
     gw.ok(
         "delegateos/settle",
-        json!({"reservationId": rid, "actualMicrocents": 40}),
+        json!({"reservationId": rid, "actualMicrocents": 40, "dct": t0.encode()}),
     );
     let open = gw.ok(
         "delegateos/authorize",
@@ -635,7 +643,7 @@ fn state_survives_a_clean_restart_and_sigterm_exits_zero() {
     );
     gw.ok(
         "delegateos/settle",
-        json!({"reservationId": open, "actualMicrocents": 10}),
+        json!({"reservationId": open, "actualMicrocents": 10, "dct": t0.encode()}),
     );
     let r = gw.ok(
         "delegateos/delegate",
@@ -663,7 +671,7 @@ fn metrics_move() {
         .clone();
     gw.ok(
         "delegateos/settle",
-        json!({"reservationId": rid, "actualMicrocents": 25}),
+        json!({"reservationId": rid, "actualMicrocents": 25, "dct": t0.encode()}),
     );
     gw.err(
         "delegateos/authorize",

@@ -48,6 +48,15 @@ fn ask(dct: &str, resource: &str, cost: u64) -> pb::AuthorizeRequest {
     }
 }
 
+/// `message` carrying `dct` as `authorization: DCT …` metadata: how a
+/// holder proves it made a reservation.
+fn held<T>(message: T, dct: &str) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(message);
+    r.metadata_mut()
+        .insert("authorization", format!("DCT {dct}").parse().unwrap());
+    r
+}
+
 /// The status's ErrorInfo: (reason, domain, metadata).
 fn error_info(s: &tonic::Status) -> (String, String, std::collections::HashMap<String, String>) {
     let details = s.get_error_details();
@@ -120,7 +129,10 @@ async fn every_method_and_each_denial_over_grpc() {
         .unwrap();
     assert_eq!(d.status(), pb::DelegationStatus::Active);
     assert_eq!(d.to_principal, alice.principal_id().to_string());
-    assert_eq!(d.dct, t0.encode());
+    // Never the token itself: its capabilities, budget and expiry.
+    assert_eq!(d.capabilities[0].resource, "/project/**");
+    assert_eq!(d.budget_microcents, 1000);
+    assert!(d.expire_time.is_some());
     assert!(d.create_time.is_some() && d.complete_time.is_none());
 
     // Authorize, settle, release, budgets.
@@ -137,10 +149,13 @@ async fn every_method_and_each_denial_over_grpc() {
     assert_eq!(scope.capabilities[0].resource, "/project/**");
     assert!(a.deadline_time.unwrap().seconds > 0);
     let s = c
-        .settle(pb::SettleRequest {
-            reservation_id: a.reservation_id.clone(),
-            actual_microcents: 200,
-        })
+        .settle(held(
+            pb::SettleRequest {
+                reservation_id: a.reservation_id.clone(),
+                actual_microcents: 200,
+            },
+            &token,
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -151,9 +166,12 @@ async fn every_method_and_each_denial_over_grpc() {
         .unwrap()
         .into_inner();
     let r = c
-        .release(pb::ReleaseRequest {
-            reservation_id: b.reservation_id.clone(),
-        })
+        .release(held(
+            pb::ReleaseRequest {
+                reservation_id: b.reservation_id.clone(),
+            },
+            &token,
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -177,10 +195,13 @@ async fn every_method_and_each_denial_over_grpc() {
     );
     // Settling twice: the reservation is gone.
     let e = c
-        .settle(pb::SettleRequest {
-            reservation_id: a.reservation_id,
-            actual_microcents: 1,
-        })
+        .settle(held(
+            pb::SettleRequest {
+                reservation_id: a.reservation_id,
+                actual_microcents: 1,
+            },
+            &token,
+        ))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound, "{e:?}");
@@ -254,10 +275,14 @@ async fn every_method_and_each_denial_over_grpc() {
         RevocationScope::Block,
     )
     .unwrap();
+    // Alice signed the block; her token (which carries it) proves she may.
     let r = c
-        .revoke(pb::RevokeRequest {
-            revocation_json: serde_json::to_vec(&rev).unwrap(),
-        })
+        .revoke(held(
+            pb::RevokeRequest {
+                revocation_json: serde_json::to_vec(&rev).unwrap(),
+            },
+            &narrower.encode(),
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -525,7 +550,7 @@ fn run_json_rpc(gw: &Gateway, s: &Scenario) -> Vec<Step> {
     steps.push(step);
     let settled = gw.ok(
         "delegateos/settle",
-        json!({"reservationId": res.unwrap(), "actualMicrocents": 200}),
+        json!({"reservationId": res.unwrap(), "actualMicrocents": 200, "dct": s.child.encode()}),
     );
     steps.push(Step::Settled {
         charged: settled["chargedMicrocents"].as_u64().unwrap(),
@@ -534,7 +559,10 @@ fn run_json_rpc(gw: &Gateway, s: &Scenario) -> Vec<Step> {
     steps.push(authorize(&s.child, "/project/a", 200).0); // over the child's 300
     let (step, res) = authorize(&s.t0, "/project/b", 400);
     steps.push(step);
-    let released = gw.ok("delegateos/release", json!({"reservationId": res.unwrap()}));
+    let released = gw.ok(
+        "delegateos/release",
+        json!({"reservationId": res.unwrap(), "dct": s.t0.encode()}),
+    );
     steps.push(Step::Released(
         released["releasedMicrocents"].as_u64().unwrap(),
     ));
@@ -609,10 +637,13 @@ async fn run_grpc(c: &mut DelegationGatewayClient<Channel>, s: &Scenario) -> Vec
     let (step, res) = authorize(c, &s.child, "/project/a", 250).await;
     steps.push(step);
     let settled = c
-        .settle(pb::SettleRequest {
-            reservation_id: res.unwrap(),
-            actual_microcents: 200,
-        })
+        .settle(held(
+            pb::SettleRequest {
+                reservation_id: res.unwrap(),
+                actual_microcents: 200,
+            },
+            &s.child.encode(),
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -624,9 +655,12 @@ async fn run_grpc(c: &mut DelegationGatewayClient<Channel>, s: &Scenario) -> Vec
     let (step, res) = authorize(c, &s.t0, "/project/b", 400).await;
     steps.push(step);
     let released = c
-        .release(pb::ReleaseRequest {
-            reservation_id: res.unwrap(),
-        })
+        .release(held(
+            pb::ReleaseRequest {
+                reservation_id: res.unwrap(),
+            },
+            &s.t0.encode(),
+        ))
         .await
         .unwrap()
         .into_inner();

@@ -75,7 +75,8 @@ fn the_filesystem_server_behind_dgw_allows_exactly_what_the_dct_grants() {
         json!({"path": format!("{}/../../etc/passwd", files.root.display())}),
         dct,
     );
-    assert_eq!(denial_type(&escape), "capability_not_granted");
+    // A `..` segment is refused before any grant is consulted (issue 15).
+    assert_eq!(denial_type(&escape), "invalid_resource");
     let one_bad = mcp.call(
         "read_multiple_files",
         json!({"paths": [files.path("a.txt"), "/etc/passwd"]}),

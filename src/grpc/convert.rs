@@ -7,7 +7,9 @@ use time::OffsetDateTime;
 
 use super::pb;
 use crate::budget::Settlement;
-use crate::gatekeeper::{Authorization, BudgetReport, Completion, DecisionEvent, Revocation};
+use crate::gatekeeper::{
+    Authorization, BudgetReport, Completion, DecisionEvent, DelegationView, Revocation,
+};
 
 /// An instant as a `google.protobuf.Timestamp`.
 pub fn timestamp(t: OffsetDateTime) -> prost_types::Timestamp {
@@ -102,14 +104,13 @@ pub fn status(s: DelegationStatus) -> pb::DelegationStatus {
     }
 }
 
-pub fn delegation(d: &delegateos::Delegation) -> pb::Delegation {
+pub fn delegation(d: &DelegationView) -> pb::Delegation {
     pb::Delegation {
         delegation_id: d.id.to_string(),
         parent_delegation_id: d.parent_id.to_string(),
         from_principal: d.from.to_string(),
         to_principal: d.to.to_string(),
         contract_id: d.contract_id.to_string(),
-        dct: d.dct.token.clone(),
         depth: d.depth,
         status: status(d.status) as i32,
         create_time: Some(timestamp(d.created_at.instant())),
@@ -119,6 +120,9 @@ pub fn delegation(d: &delegateos::Delegation) -> pb::Delegation {
             .as_ref()
             .map(|a| a.to_string())
             .unwrap_or_default(),
+        capabilities: d.capabilities.iter().flatten().map(capability).collect(),
+        budget_microcents: d.budget_microcents.unwrap_or_default(),
+        expire_time: d.expires_at.as_ref().map(|t| timestamp(t.instant())),
     }
 }
 

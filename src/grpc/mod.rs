@@ -24,7 +24,11 @@ use tokio::net::TcpListener;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
+use crate::caller::Authenticator;
 use crate::gatekeeper::Gatekeeper;
+
+/// Most streams one gRPC connection may have open.
+pub const MAX_CONCURRENT_STREAMS: u32 = 100;
 
 /// The names `grpc.health.v1` reports on: the server as a whole, and the
 /// gateway's service.
@@ -62,6 +66,7 @@ pub async fn serve(
     gate: Arc<Gatekeeper>,
     max_message_bytes: usize,
     request_timeout: Duration,
+    auth: Authenticator,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -75,7 +80,7 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .expect("the descriptor sets are built into the binary and valid");
-    let front = service::GrpcFront::new(gate, max_message_bytes);
+    let front = service::GrpcFront::new(gate, max_message_bytes, auth);
     let stopper = front.stopper();
     let shutdown = async move {
         shutdown.await;
@@ -98,6 +103,11 @@ pub async fn serve(
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
         .timeout(request_timeout)
+        // An unauthenticated connection may not hold more streams than this
+        // (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS), nor run more calls at
+        // once: each held stream costs memory until request_timeout.
+        .max_concurrent_streams(Some(MAX_CONCURRENT_STREAMS))
+        .concurrency_limit_per_connection(MAX_CONCURRENT_STREAMS as usize)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(gateway)

@@ -16,6 +16,7 @@ use super::pb::delegation_gateway_server::DelegationGateway;
 use super::pb::{self, DecisionOutcome};
 use super::{convert, status};
 use crate::budget::OnExpiry;
+use crate::caller::{Authenticator, Caller};
 use crate::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
 use crate::telemetry::{Outcome, RequestRecord};
 
@@ -26,6 +27,8 @@ const WATCH_BUFFER: usize = 256;
 pub struct GrpcFront {
     gate: Arc<Gatekeeper>,
     max_message_bytes: usize,
+    /// Who is calling, from the `authorization` metadata.
+    auth: Authenticator,
     /// Becomes true at shutdown, ending every watch stream so the server
     /// can drain.
     stopping: watch::Receiver<bool>,
@@ -33,11 +36,12 @@ pub struct GrpcFront {
 }
 
 impl GrpcFront {
-    pub fn new(gate: Arc<Gatekeeper>, max_message_bytes: usize) -> Self {
+    pub fn new(gate: Arc<Gatekeeper>, max_message_bytes: usize, auth: Authenticator) -> Self {
         let (stop, stopping) = watch::channel(false);
         Self {
             gate,
             max_message_bytes,
+            auth,
             stopping,
             stop: Arc::new(stop),
         }
@@ -46,6 +50,17 @@ impl GrpcFront {
     /// Ends every watch stream (called when the server shuts down).
     pub fn stopper(&self) -> Arc<watch::Sender<bool>> {
         self.stop.clone()
+    }
+
+    /// The caller behind a request's `authorization` metadata.
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Failure> {
+        let value = request
+            .metadata()
+            .get("authorization")
+            .map(|v| v.as_bytes());
+        self.auth
+            .caller(value)
+            .map_err(|e| (status::unauthenticated(&e), Outcome::Denied))
     }
 
     /// A signed artifact from its exact JSON bytes.
@@ -216,13 +231,14 @@ impl DelegationGateway for GrpcFront {
         request: Request<pb::RevokeRequest>,
     ) -> Result<Response<pb::RevokeResponse>, Status> {
         counted("Revoke", async {
+            let caller = self.caller(&request)?;
             let r = request.into_inner();
             let params = RevokeParams {
                 revocation: self.signed("revocation_json", &r.revocation_json)?,
             };
             let rev = self
                 .gate
-                .revoke(params)
+                .revoke(&caller, params)
                 .await
                 .map_err(|e| gate_failure(&e))?;
             Ok((convert::revocation(&rev), Outcome::Ok))
@@ -265,10 +281,11 @@ impl DelegationGateway for GrpcFront {
         request: Request<pb::SettleRequest>,
     ) -> Result<Response<pb::SettleResponse>, Status> {
         counted("Settle", async {
+            let caller = self.caller(&request)?;
             let r = request.into_inner();
             let s = self
                 .gate
-                .settle(&r.reservation_id, r.actual_microcents)
+                .settle(&caller, &r.reservation_id, r.actual_microcents)
                 .await
                 .map_err(|e| gate_failure(&e))?;
             Ok((convert::settlement(&s), Outcome::Ok))
@@ -281,10 +298,11 @@ impl DelegationGateway for GrpcFront {
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
         counted("Release", async {
+            let caller = self.caller(&request)?;
             let r = request.into_inner();
             let released = self
                 .gate
-                .release(&r.reservation_id)
+                .release(&caller, &r.reservation_id)
                 .map_err(|e| gate_failure(&e))?;
             let message = pb::ReleaseResponse {
                 reservation_id: r.reservation_id,
@@ -300,8 +318,12 @@ impl DelegationGateway for GrpcFront {
         request: Request<pb::GetBudgetRequest>,
     ) -> Result<Response<pb::GetBudgetResponse>, Status> {
         counted("GetBudget", async {
+            let caller = self.caller(&request)?;
             let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
-            let report = self.gate.budget(&id).map_err(|e| gate_failure(&e))?;
+            let report = self
+                .gate
+                .budget(&caller, &id)
+                .map_err(|e| gate_failure(&e))?;
             Ok((convert::budget(&report), Outcome::Ok))
         })
         .await
@@ -312,8 +334,12 @@ impl DelegationGateway for GrpcFront {
         request: Request<pb::GetDelegationRequest>,
     ) -> Result<Response<pb::GetDelegationResponse>, Status> {
         counted("GetDelegation", async {
+            let caller = self.caller(&request)?;
             let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
-            let d = self.gate.delegation(&id).map_err(|e| gate_failure(&e))?;
+            let d = self
+                .gate
+                .delegation(&caller, &id)
+                .map_err(|e| gate_failure(&e))?;
             let message = pb::GetDelegationResponse {
                 delegation: Some(convert::delegation(&d)),
             };
@@ -331,6 +357,12 @@ impl DelegationGateway for GrpcFront {
         // Counted when the stream opens; its decisions are counted where
         // they are made.
         counted("WatchDecisions", async {
+            if !self.caller(&request)?.is_admin() {
+                return Err(gate_failure(&GateError::Forbidden {
+                    kind: "admin_required",
+                    detail: "WatchDecisions needs an admin token".into(),
+                }));
+            }
             let r = request.into_inner();
             let filter = Filter {
                 tenant: r.tenant,

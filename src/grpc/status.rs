@@ -52,6 +52,15 @@ pub fn bad_field(field: &str, description: impl Into<String>) -> Status {
     )
 }
 
+/// A caller that could not be established: `UNAUTHENTICATED`.
+pub fn unauthenticated(e: &crate::caller::AuthError) -> Status {
+    Status::with_error_details(
+        Code::Unauthenticated,
+        e.to_string(),
+        ErrorDetails::with_error_info(reason(e.kind()), GATEWAY_DOMAIN, HashMap::new()),
+    )
+}
+
 /// Every other gatekeeper failure.
 pub fn gate_error(e: &GateError) -> Status {
     match e {
@@ -67,6 +76,11 @@ pub fn gate_error(e: &GateError) -> Status {
             } else {
                 Code::FailedPrecondition
             },
+            detail.clone(),
+            ErrorDetails::with_error_info(reason(kind), GATEWAY_DOMAIN, HashMap::new()),
+        ),
+        GateError::Forbidden { kind, detail } => Status::with_error_details(
+            Code::PermissionDenied,
             detail.clone(),
             ErrorDetails::with_error_info(reason(kind), GATEWAY_DOMAIN, HashMap::new()),
         ),

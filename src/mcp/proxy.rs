@@ -16,6 +16,7 @@ use super::message::{Id, Message, Reply};
 use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
 use crate::budget::OnExpiry;
+use crate::caller;
 use crate::gatekeeper::{Authorization, Gatekeeper};
 use crate::jsonrpc::{
     denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
@@ -679,7 +680,7 @@ impl McpProxy {
             if let Some(reservation) = &reservation {
                 match &reply {
                     Err(e) if !e.reached() => {
-                        if let Err(r) = gate.release(reservation) {
+                        if let Err(r) = gate.release(&caller::Caller::gateway(), reservation) {
                             tracing::error!(error = %r, "releasing a reservation failed");
                         }
                     }
@@ -743,7 +744,9 @@ impl McpProxy {
             _ => None,
         };
         if let Some(m) = mismatch {
-            let _ = self.gate.release(&a.reservation.reservation_id);
+            let _ = self
+                .gate
+                .release(&caller::Caller::gateway(), &a.reservation.reservation_id);
             return Err(invalid_params("delegation_mismatch", m));
         }
         Ok(a)

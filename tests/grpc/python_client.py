@@ -37,8 +37,11 @@ with grpc.insecure_channel(addr) as channel:
         "scope_delegation_id": allowed.scope.delegation_id,
         "deadline_seconds": allowed.deadline_time.seconds,
     }
+    # The holder proves it made the reservation with its DCT.
     settled = stub.Settle(
-        pb.SettleRequest(reservation_id=allowed.reservation_id, actual_microcents=120), timeout=10
+        pb.SettleRequest(reservation_id=allowed.reservation_id, actual_microcents=120),
+        timeout=10,
+        metadata=[("authorization", "DCT " + token)],
     )
     out["settled"] = {"charged": settled.charged_microcents, "released": settled.released_microcents}
     budget = stub.GetBudget(

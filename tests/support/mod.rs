@@ -153,7 +153,8 @@ pub fn root_token_for(
             max_chain_depth: 3,
             max_budget_microcents: budget,
             expires_at: at(expires_in),
-            issued_at: at(0),
+            // An expired token was issued a minute before it expired.
+            issued_at: at(expires_in.min(0) - 60),
         },
     )
     .unwrap()
@@ -346,6 +347,21 @@ impl Gateway {
         let (status, bytes) = self.http("POST", "/rpc", body.to_string().as_bytes());
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
         serde_json::from_slice(&bytes).unwrap()
+    }
+
+    /// Sends one JSON-RPC request with an `Authorization` header and
+    /// returns (HTTP status, response object).
+    pub fn call_as(&self, authorization: &str, method: &str, params: Value) -> (u16, Value) {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let (status, _, bytes) = http_exchange(
+            &self.addr,
+            "POST",
+            "/rpc",
+            &[("Authorization", authorization)],
+            body.to_string().as_bytes(),
+        );
+        (status, serde_json::from_slice(&bytes).unwrap())
     }
 
     /// The `result` of a call that must succeed.

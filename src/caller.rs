@@ -1,0 +1,279 @@
+//! Who is calling: an administrator or not, and the credential presented
+//! with the call. Every front builds a [`Caller`] from its transport (the
+//! `Authorization` header or gRPC metadata, and which listener took the
+//! connection) before it reads the request; the gatekeeper decides with it.
+//!
+//! Administrators present `Authorization: Bearer <secret>`; the config holds
+//! only the SHA-256 of each secret (`[[admin.tokens]]`), compared in
+//! constant time. A gateway with no admin tokens treats callers on a
+//! loopback listener as administrators for the admin methods (the default
+//! configuration), but never for ending someone else's reservation
+//! (decisions.md).
+
+use blake2::digest::consts::U32;
+use blake2::{Blake2b, Digest};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+/// One configured admin token: a name for logs and the SHA-256 of its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminToken {
+    pub name: String,
+    pub sha256: [u8; 32],
+}
+
+impl AdminToken {
+    /// The SHA-256 of `secret`, as the config stores it.
+    pub fn digest(secret: &str) -> [u8; 32] {
+        Sha256::digest(secret.as_bytes()).into()
+    }
+}
+
+/// How an administrator was recognised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admin {
+    /// By the named `[[admin.tokens]]` entry.
+    Token(String),
+    /// No admin tokens are configured and the call came in on a loopback
+    /// listener.
+    Loopback,
+    /// The gateway itself, ending reservations it made (never from a front).
+    Gateway,
+}
+
+/// The digest a reservation's holder is known by: BLAKE2b-256 of the
+/// credential that made it. The credential itself is never stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HolderDigest(pub [u8; 32]);
+
+impl HolderDigest {
+    /// The digest of a presented credential (a serialized DCT).
+    pub fn of(credential: &str) -> Self {
+        Self(Blake2b::<U32>::digest(credential.as_bytes()).into())
+    }
+
+    /// Constant-time equality, so a probe learns nothing from timing.
+    pub fn matches(&self, other: &HolderDigest) -> bool {
+        self.0.ct_eq(&other.0).into()
+    }
+}
+
+/// Stored as base64url text.
+impl serde::Serialize for HolderDigest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&delegateos::base64url::encode(&self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for HolderDigest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        delegateos::base64url::decode_array(&text)
+            .map(Self)
+            .map_err(|_| serde::de::Error::custom("a holder digest is 32 bytes of base64url"))
+    }
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    admin: Option<Admin>,
+    /// A DCT presented as `Authorization: DCT <token>`.
+    credential: Option<String>,
+}
+
+impl Caller {
+    /// A caller with no admin standing and no credential.
+    pub fn anonymous() -> Self {
+        Self::default()
+    }
+
+    /// The gateway acting for itself.
+    pub fn gateway() -> Self {
+        Self {
+            admin: Some(Admin::Gateway),
+            credential: None,
+        }
+    }
+
+    /// Whether this caller may use the admin methods.
+    pub fn is_admin(&self) -> bool {
+        self.admin.is_some()
+    }
+
+    /// Whether this caller proved itself an administrator with a secret,
+    /// which ending another holder's reservation requires.
+    pub fn is_authenticated_admin(&self) -> bool {
+        matches!(self.admin, Some(Admin::Token(_) | Admin::Gateway))
+    }
+
+    /// The credential from the transport, if any.
+    pub fn credential(&self) -> Option<&str> {
+        self.credential.as_deref()
+    }
+
+    /// `self` with the credential a request carried in its params when the
+    /// transport carried none; a different one in each is refused.
+    pub fn with_param_credential(mut self, param: Option<String>) -> Result<Self, AuthError> {
+        match (&self.credential, param) {
+            (_, None) => {}
+            (None, Some(p)) => self.credential = Some(p),
+            (Some(h), Some(p)) if *h == p => {}
+            (Some(_), Some(_)) => return Err(AuthError::TwoCredentials),
+        }
+        Ok(self)
+    }
+}
+
+/// Why a caller could not be established.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// A bearer secret that matches no configured admin token.
+    #[error("the bearer token is not a configured admin token")]
+    InvalidAdminToken,
+    /// An `Authorization` header of a scheme dgw does not take.
+    #[error("the Authorization header must be `Bearer <admin secret>` or `DCT <token>`")]
+    UnknownScheme,
+    /// The header and the params name different credentials.
+    #[error("the Authorization header and the params carry different credentials")]
+    TwoCredentials,
+}
+
+impl AuthError {
+    /// The stable wire name (`data.type`, gRPC reason).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AuthError::InvalidAdminToken => "invalid_admin_token",
+            AuthError::UnknownScheme => "invalid_authorization",
+            AuthError::TwoCredentials => "conflicting_credentials",
+        }
+    }
+}
+
+/// Recognises callers for one listener.
+#[derive(Debug, Clone)]
+pub struct Authenticator {
+    tokens: Vec<AdminToken>,
+    /// No tokens are configured and the listener is on loopback.
+    loopback_admin: bool,
+}
+
+impl Authenticator {
+    /// An authenticator for a listener bound to `listener`.
+    pub fn new(tokens: Vec<AdminToken>, listener: std::net::SocketAddr) -> Self {
+        let loopback_admin = tokens.is_empty() && listener.ip().is_loopback();
+        Self {
+            tokens,
+            loopback_admin,
+        }
+    }
+
+    /// The caller behind an `Authorization` header value (absent: none).
+    pub fn caller(&self, authorization: Option<&[u8]>) -> Result<Caller, AuthError> {
+        let mut caller = Caller {
+            admin: self.loopback_admin.then_some(Admin::Loopback),
+            credential: None,
+        };
+        let Some(value) = authorization else {
+            return Ok(caller);
+        };
+        let value = std::str::from_utf8(value).map_err(|_| AuthError::UnknownScheme)?;
+        let (scheme, rest) = value
+            .trim()
+            .split_once(' ')
+            .ok_or(AuthError::UnknownScheme)?;
+        let rest = rest.trim();
+        if scheme.eq_ignore_ascii_case("bearer") {
+            caller.admin = Some(self.admin_token(rest).ok_or(AuthError::InvalidAdminToken)?);
+        } else if scheme.eq_ignore_ascii_case("dct") {
+            caller.credential = Some(rest.to_owned());
+        } else {
+            return Err(AuthError::UnknownScheme);
+        }
+        Ok(caller)
+    }
+
+    /// The admin token `secret` is, comparing every configured digest in
+    /// constant time (no early exit, so timing does not tell which).
+    fn admin_token(&self, secret: &str) -> Option<Admin> {
+        let digest = AdminToken::digest(secret);
+        let mut found = None;
+        for t in &self.tokens {
+            if bool::from(t.sha256.ct_eq(&digest)) {
+                found = Some(Admin::Token(t.name.clone()));
+            }
+        }
+        found
+    }
+}
+
+/// A fresh admin secret: 256 random bits, base64url.
+pub fn new_admin_secret() -> Result<String, crate::random::RandomError> {
+    Ok(delegateos::base64url::encode(&crate::random::bytes::<32>()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(name: &str, secret: &str) -> AdminToken {
+        AdminToken {
+            name: name.into(),
+            sha256: AdminToken::digest(secret),
+        }
+    }
+
+    #[test]
+    fn bearer_secrets_are_checked_against_digests() {
+        let auth = Authenticator::new(
+            vec![token("ops", "s3cret"), token("ci", "other")],
+            "127.0.0.1:1".parse().unwrap(),
+        );
+        let c = auth.caller(Some(b"Bearer s3cret")).unwrap();
+        assert_eq!(c.admin, Some(Admin::Token("ops".into())));
+        assert!(c.is_authenticated_admin());
+        assert_eq!(
+            auth.caller(Some(b"Bearer wrong")).unwrap_err(),
+            AuthError::InvalidAdminToken
+        );
+        // With tokens configured, loopback alone is no longer admin.
+        assert!(!auth.caller(None).unwrap().is_admin());
+        assert_eq!(
+            auth.caller(Some(b"Basic abc")).unwrap_err(),
+            AuthError::UnknownScheme
+        );
+    }
+
+    #[test]
+    fn loopback_is_admin_only_without_tokens_and_never_authenticated() {
+        let local = Authenticator::new(vec![], "127.0.0.1:1".parse().unwrap());
+        let c = local.caller(None).unwrap();
+        assert!(c.is_admin() && !c.is_authenticated_admin());
+        let public = Authenticator::new(vec![], "0.0.0.0:1".parse().unwrap());
+        assert!(!public.caller(None).unwrap().is_admin());
+        // Bearer secrets are refused when none are configured.
+        assert_eq!(
+            local.caller(Some(b"Bearer x")).unwrap_err(),
+            AuthError::InvalidAdminToken
+        );
+    }
+
+    #[test]
+    fn credentials_come_from_the_header_or_the_params_not_both() {
+        let auth = Authenticator::new(vec![], "10.0.0.1:1".parse().unwrap());
+        let c = auth.caller(Some(b"DCT abc")).unwrap();
+        assert_eq!(c.credential(), Some("abc"));
+        let same = c.clone().with_param_credential(Some("abc".into())).unwrap();
+        assert_eq!(same.credential(), Some("abc"));
+        assert_eq!(
+            c.with_param_credential(Some("xyz".into())).unwrap_err(),
+            AuthError::TwoCredentials
+        );
+        let from_params = Caller::anonymous()
+            .with_param_credential(Some("p".into()))
+            .unwrap();
+        assert_eq!(from_params.credential(), Some("p"));
+        assert!(HolderDigest::of("a").matches(&HolderDigest::of("a")));
+        assert!(!HolderDigest::of("a").matches(&HolderDigest::of("b")));
+    }
+}

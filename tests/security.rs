@@ -1,0 +1,395 @@
+//! Attacks on the gateway (issue 15), each reproduced against the real
+//! binary and shown refused with nothing changed. docs/security.md names
+//! the threat each test holds.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+
+use delegateos::{RevocationEntry, RevocationScope};
+use serde_json::{json, Value};
+use support::*;
+
+/// An admin secret and its `[[admin.tokens]]` entry.
+const ADMIN_SECRET: &str = "test-admin-secret-0123456789abcdef";
+
+fn admin_config() -> String {
+    let digest: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(ADMIN_SECRET.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    format!("[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n")
+}
+
+fn admin() -> String {
+    format!("Bearer {ADMIN_SECRET}")
+}
+
+fn authorize(token: &str, resource: &str, cost: u64) -> Value {
+    json!({"dct": token, "namespace": "docs", "action": "read", "resource": resource, "costMicrocents": cost})
+}
+
+/// A gateway for tenant `acme` (root seed 1) with `extra` config.
+fn start(extra: &str) -> (tempfile::TempDir, Gateway) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = gateway_config(dir.path(), &[("acme", seed(1).principal_id())], extra);
+    let gw = Gateway::start(&config);
+    (dir, gw)
+}
+
+fn error_type(response: &Value) -> &str {
+    response["error"]["data"]["type"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// Threat 1: a caller who learns a reservation ID settles or releases it.
+#[test]
+fn only_the_holder_or_an_admin_ends_a_reservation() {
+    let (_dir, gw) = start(&admin_config());
+    let alice = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let mallory = root_token_for(
+        &seed(1),
+        &seed(3),
+        &["docs:read:/project/**"],
+        1000,
+        3600,
+        del(7),
+    )
+    .encode();
+    let ids: Vec<String> = (0..2)
+        .map(|_| {
+            gw.ok("delegateos/authorize", authorize(&alice, "/project/a", 500))["reservationId"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    // 128 random bits, base64url: no shared prefix to guess from.
+    for id in &ids {
+        let body = id.strip_prefix("res_").expect("res_ prefix");
+        assert_eq!(body.len(), 22, "{id}");
+    }
+    assert_ne!(ids[0][..12], ids[1][..12]);
+
+    for id in &ids {
+        // No credential, another holder's token, or a forged admin secret.
+        let e = gw.err("delegateos/release", json!({"reservationId": id}));
+        assert_eq!(e["data"]["type"], "not_reservation_holder", "{e}");
+        assert_eq!(e["code"], -32001);
+        let e = gw.err(
+            "delegateos/settle",
+            json!({"reservationId": id, "actualMicrocents": 0, "dct": mallory}),
+        );
+        assert_eq!(e["data"]["type"], "not_reservation_holder", "{e}");
+        let (_, r) = gw.call_as(
+            &format!("DCT {mallory}"),
+            "delegateos/release",
+            json!({"reservationId": id}),
+        );
+        assert_eq!(error_type(&r), "not_reservation_holder", "{r}");
+        let (status, r) = gw.call_as(
+            "Bearer not-the-secret",
+            "delegateos/release",
+            json!({"reservationId": id}),
+        );
+        assert_eq!((status, error_type(&r)), (401, "invalid_admin_token"));
+    }
+    // Nothing changed: both reservations still hold the whole budget.
+    let budget = gw.call_as(
+        &admin(),
+        "delegateos/budget",
+        json!({"delegationId": del(1)}),
+    );
+    assert_eq!(
+        budget.1["result"]["chains"][0][0]["reservedMicrocents"],
+        1000
+    );
+    // The holder settles its own (header or params); an admin releases any.
+    let (_, r) = gw.call_as(
+        &format!("DCT {alice}"),
+        "delegateos/settle",
+        json!({"reservationId": ids[0], "actualMicrocents": 300}),
+    );
+    assert_eq!(r["result"]["chargedMicrocents"], 300, "{r}");
+    let (_, r) = gw.call_as(
+        &admin(),
+        "delegateos/release",
+        json!({"reservationId": ids[1]}),
+    );
+    assert_eq!(r["result"]["releasedMicrocents"], 500, "{r}");
+    let budget = gw.call_as(
+        &admin(),
+        "delegateos/budget",
+        json!({"delegationId": del(1)}),
+    );
+    let level = &budget.1["result"]["chains"][0][0];
+    assert_eq!(
+        (
+            level["spentMicrocents"].as_u64(),
+            level["reservedMicrocents"].as_u64()
+        ),
+        (Some(300), Some(0))
+    );
+}
+
+/// Without admin tokens, loopback callers may read, but never end another
+/// holder's reservation.
+#[test]
+fn loopback_without_admin_tokens_still_cannot_end_reservations() {
+    let (_dir, gw) = start("");
+    let alice = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let id = gw.ok("delegateos/authorize", authorize(&alice, "/project/a", 500))["reservationId"]
+        .clone();
+    let e = gw.err("delegateos/release", json!({"reservationId": id}));
+    assert_eq!(e["data"]["type"], "not_reservation_holder");
+    gw.ok("dgw/audit", json!({}));
+    let b = gw.ok("delegateos/budget", json!({"delegationId": del(1)}));
+    assert_eq!(b["chains"][0][0]["reservedMicrocents"], 500);
+}
+
+/// Threats 2 and 5: delegation lookups hand out bearer tokens, state-reading
+/// and admin methods answer anyone, and state files are world-readable.
+#[test]
+fn lookups_need_the_holder_or_an_admin_and_never_return_tokens() {
+    let (dir, gw) = start(&admin_config());
+    let root = seed(1);
+    let t0 = root_token(&root, &seed(2), &["docs:read:/project/**"], 1000, 3600);
+    let other = root_token_for(&root, &seed(3), &["docs:read:/x/**"], 10, 3600, del(9));
+    let c = contract(&root, ct(1), &[]);
+    let d = gw.ok(
+        "delegateos/delegate",
+        json!({"contract": c, "dct": t0.encode(), "dctFormat": "delegateos-sjt-v1",
+               "delegationId": del(1), "parentDelegationId": delegateos::DelegationId::root_parent()}),
+    );
+    assert_eq!(d["accepted"], true, "{d}");
+    for method in ["delegateos/delegation", "delegateos/budget"] {
+        let e = gw.err(method, json!({"delegationId": del(1)}));
+        assert_eq!(e["data"]["type"], "admin_required", "{method}: {e}");
+        let e = gw.err(
+            method,
+            json!({"delegationId": del(1), "dct": other.encode()}),
+        );
+        assert_eq!(e["data"]["type"], "admin_required", "{method}: {e}");
+    }
+    for e in [
+        gw.err("dgw/audit", json!({})),
+        gw.err("delegateos/delegation", json!({"delegationId": del(1)})),
+    ] {
+        assert_eq!(e["code"], -32001);
+    }
+    // The holder reads its own; an admin reads any. Neither sees a token.
+    let own = gw.ok(
+        "delegateos/delegation",
+        json!({"delegationId": del(1), "dct": t0.encode()}),
+    );
+    let (_, by_admin) = gw.call_as(
+        &admin(),
+        "delegateos/delegation",
+        json!({"delegationId": del(1)}),
+    );
+    for view in [&own, &by_admin["result"]] {
+        assert_eq!(view["id"], json!(del(1)));
+        assert_eq!(view["capabilities"][0]["resource"], "/project/**");
+        assert_eq!(view["budgetMicrocents"], 1000);
+        let text = view.to_string();
+        assert!(!text.contains(&t0.encode()[..40]), "{text}");
+        assert!(
+            view.get("dct").is_none() && !text.contains("signature"),
+            "{text}"
+        );
+    }
+    let (_, audit) = gw.call_as(&admin(), "dgw/audit", json!({}));
+    assert!(audit["result"]["events"].is_array(), "{audit}");
+
+    // Every file and directory under data_dir is private.
+    let data = dir.path().join("data");
+    let mut seen = 0;
+    let mut stack = vec![data.clone()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is mode {mode:03o}", p.display());
+        seen += 1;
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    assert!(seen > 5, "only {seen} entries under data_dir");
+}
+
+/// An older data_dir with readable files is tightened at start.
+#[test]
+fn a_readable_data_dir_is_made_private_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(data.join("old"), b"x").unwrap();
+    std::fs::set_permissions(data.join("old"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = gateway_config(dir.path(), &[("acme", seed(1).principal_id())], "");
+    let _gw = Gateway::start(&config);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&data.join("old")), 0o600);
+}
+
+/// Threat 4: other spellings of a resource outside the grant.
+#[test]
+fn non_canonical_resources_are_invalid() {
+    let (_dir, gw) = start("");
+    let t = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    for resource in [
+        "/project/%2e%2e/secret",
+        "/project//x",
+        "/project/./x",
+        "/project/../etc/passwd",
+        "/project/cafe\u{301}.txt",
+        "/project/a\\..\\b",
+        "/project/a\u{0}",
+    ] {
+        let e = gw.err("delegateos/authorize", authorize(&t, resource, 100));
+        assert_eq!(e["data"]["type"], "invalid_resource", "{resource:?}: {e}");
+    }
+    // Nothing was ever reserved under the delegation.
+    let e = gw.err("delegateos/budget", json!({"delegationId": del(1)}));
+    assert_eq!(e["data"]["type"], "not_found");
+    gw.ok(
+        "delegateos/authorize",
+        authorize(&t, "/project/caf\u{e9}.txt", 1),
+    );
+}
+
+/// Threat 10: a huge request earns no larger an answer.
+#[test]
+fn denials_echo_at_most_a_little_of_the_request() {
+    let (_dir, gw) = start("");
+    let t = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let huge = "n".repeat(900_000);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize",
+        "params": {"dct": t, "namespace": huge, "action": "read", "resource": "/project/a"}});
+    let (status, answer) = gw.http("POST", "/rpc", body.to_string().as_bytes());
+    assert_eq!(status, 200);
+    assert!(answer.len() < 4096, "a {}-byte answer", answer.len());
+    let r: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(error_type(&r), "invalid_resource");
+}
+
+/// Threat 5: revocations signed by keys nobody trusts.
+#[test]
+fn untrusted_revocations_are_refused_and_not_stored() {
+    let (_dir, gw) = start("");
+    let (root, alice, bob, stranger) = (seed(1), seed(2), seed(3), seed(66));
+    let t0 = root_token(&root, &alice, &["docs:read:/project/**"], 1000, 3600);
+    let t1 = attenuate(&t0, &alice, &bob, 2, None, None);
+    let ids = t1.revocation_ids();
+    let revoke = |by: &delegateos::Keypair, block: &str, dct: Option<&str>| {
+        let rev = RevocationEntry::sign(by, block, at(0), RevocationScope::Block).unwrap();
+        let mut params = json!({"revocation": rev});
+        if let Some(d) = dct {
+            params["dct"] = json!(d);
+        }
+        gw.call("delegateos/revoke", params)
+    };
+    for i in 0..30 {
+        let junk = delegateos::base64url::encode(&[i; 32]);
+        let r = revoke(&stranger, &junk, None);
+        assert_eq!(error_type(&r), "untrusted_revoker", "{r}");
+    }
+    // A stranger with a token that does not carry the block, and bob
+    // revoking alice's block above his own: both refused.
+    let r = revoke(&stranger, &ids[0], Some(&t1.encode()));
+    assert_eq!(error_type(&r), "untrusted_revoker", "{r}");
+    let r = revoke(&bob, &ids[0], Some(&t1.encode()));
+    assert_eq!(error_type(&r), "untrusted_revoker", "{r}");
+    assert!(
+        !gw.metrics().contains("dgw_revocations_total"),
+        "nothing was recorded"
+    );
+    gw.ok(
+        "delegateos/authorize",
+        authorize(&t1.encode(), "/project/a", 1),
+    );
+    // Alice revokes her own attenuation, proving it with the token.
+    let r = revoke(&alice, &ids[1], Some(&t1.encode()));
+    assert_eq!(r["result"]["newlyRecorded"], true, "{r}");
+    let e = gw.err(
+        "delegateos/authorize",
+        authorize(&t1.encode(), "/project/a", 1),
+    );
+    assert_eq!(e["data"]["type"], "revoked");
+    // The root revokes anything without proof.
+    let r = revoke(&root, &ids[0], None);
+    assert_eq!(r["result"]["newlyRecorded"], true, "{r}");
+}
+
+/// Threat 8: a token from the future, or one that expires before it is issued.
+#[test]
+fn tokens_from_the_future_are_not_yet_valid() {
+    let (_dir, gw) = start("");
+    let root = seed(1);
+    let future = delegateos::Dct::create(
+        &root,
+        delegateos::dct::CreateParams {
+            delegatee: seed(2).principal_id().clone(),
+            capabilities: vec!["docs:read:/project/**".parse().unwrap()],
+            contract_id: ct(1),
+            delegation_id: del(1),
+            parent_delegation_id: delegateos::DelegationId::root_parent(),
+            chain_depth: 0,
+            max_chain_depth: 3,
+            max_budget_microcents: 100,
+            expires_at: at(7200),
+            issued_at: at(3600),
+        },
+    )
+    .unwrap();
+    let e = gw.err(
+        "delegateos/authorize",
+        authorize(&future.encode(), "/project/a", 1),
+    );
+    assert_eq!(e["data"]["type"], "token_not_yet_valid", "{e}");
+    // Within the 60 s skew it is accepted.
+    let skewed = delegateos::Dct::create(
+        &root,
+        delegateos::dct::CreateParams {
+            delegatee: seed(2).principal_id().clone(),
+            capabilities: vec!["docs:read:/project/**".parse().unwrap()],
+            contract_id: ct(1),
+            delegation_id: del(2),
+            parent_delegation_id: delegateos::DelegationId::root_parent(),
+            chain_depth: 0,
+            max_chain_depth: 3,
+            max_budget_microcents: 100,
+            expires_at: at(7200),
+            issued_at: at(30),
+        },
+    )
+    .unwrap();
+    gw.ok(
+        "delegateos/authorize",
+        authorize(&skewed.encode(), "/project/a", 1),
+    );
+}
+
+/// Threat 10: one credential fills the ledger with open reservations.
+#[test]
+fn open_reservations_are_capped_per_delegation() {
+    let (_dir, gw) = start("[budget]\nmax_open_reservations = 5\n");
+    let t = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    for _ in 0..5 {
+        gw.ok("delegateos/authorize", authorize(&t, "/project/a", 0));
+    }
+    let e = gw.err("delegateos/authorize", authorize(&t, "/project/a", 0));
+    assert_eq!(e["data"]["type"], "budget_exceeded", "{e}");
+    assert!(
+        e["data"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("max_open_reservations"),
+        "{e}"
+    );
+}
