@@ -682,3 +682,33 @@ fn revocation_entries_round_trip_with_the_block_signer() {
         "revoked"
     );
 }
+
+/// `dgw admin-token new` prints a secret and the config entry holding only
+/// its SHA-256.
+#[test]
+fn admin_token_new_prints_a_secret_and_its_digest() {
+    use sha2::Digest;
+    let out = run(&["admin-token", "new", "--name", "ops"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    let secret = lines.next().unwrap();
+    assert_eq!(secret.len(), 43, "256 bits of base64url: {secret}");
+    let digest: String = sha2::Sha256::digest(secret.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let rest: Vec<&str> = lines.collect();
+    assert_eq!(
+        rest,
+        [
+            "[[admin.tokens]]",
+            "name = \"ops\"",
+            &format!("sha256 = \"{digest}\""),
+        ]
+    );
+    let again = run(&["admin-token", "new", "--name", "ops"]);
+    assert_ne!(stdout(&again).lines().next().unwrap(), secret);
+    let bad = run(&["admin-token", "new", "--name", "a\"b"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -1012,3 +1012,110 @@ async fn health_turns_not_serving_at_shutdown_and_watchers_do_not_hold_it_up() {
         started.elapsed()
     );
 }
+
+/// Issue 15: with admin tokens configured, the decision stream and
+/// reservations of others need credentials over gRPC too.
+#[tokio::test(flavor = "multi_thread")]
+async fn grpc_callers_need_the_holder_token_or_an_admin_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    // sha256("grpc-admin-secret")
+    let digest: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(b"grpc-admin-secret")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let config = gateway_config(
+        dir.path(),
+        &[("acme", root.principal_id())],
+        &format!(
+            "grpc = \"127.0.0.1:0\"\n[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n"
+        ),
+    );
+    let gw = Gateway::start(&config);
+    let mut c = client(&gw).await;
+    let token = root_token(&root, &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let stranger = root_token_for(&root, &seed(3), &["docs:read:/**"], 10, 3600, del(5)).encode();
+    let a = c
+        .authorize(ask(&token, "/project/a", 400))
+        .await
+        .unwrap()
+        .into_inner();
+
+    let e = c
+        .watch_decisions(pb::WatchDecisionsRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert_eq!(error_info(&e).0, "ADMIN_REQUIRED");
+    for caller in [None, Some(stranger.as_str())] {
+        let release = pb::ReleaseRequest {
+            reservation_id: a.reservation_id.clone(),
+        };
+        let request = match caller {
+            Some(t) => held(release, t),
+            None => tonic::Request::new(release),
+        };
+        let e = c.release(request).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        assert_eq!(error_info(&e).0, "NOT_RESERVATION_HOLDER");
+    }
+    let e = c
+        .get_delegation(pb::GetDelegationRequest {
+            delegation_id: del(1).to_string(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error_info(&e).0, "ADMIN_REQUIRED");
+    let mut wrong = tonic::Request::new(pb::GetBudgetRequest {
+        delegation_id: del(1).to_string(),
+    });
+    wrong
+        .metadata_mut()
+        .insert("authorization", "Bearer nope".parse().unwrap());
+    let e = c.get_budget(wrong).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+    assert_eq!(error_info(&e).0, "INVALID_ADMIN_TOKEN");
+
+    // The admin sees the budget (still reserved: nothing above changed it)
+    // and the decision stream.
+    let mut by_admin = tonic::Request::new(pb::GetBudgetRequest {
+        delegation_id: del(1).to_string(),
+    });
+    by_admin
+        .metadata_mut()
+        .insert("authorization", "Bearer grpc-admin-secret".parse().unwrap());
+    let budget = c.get_budget(by_admin).await.unwrap().into_inner();
+    assert_eq!(budget.chains[0].levels[0].reserved_microcents, 400);
+    let mut watch = tonic::Request::new(pb::WatchDecisionsRequest::default());
+    watch
+        .metadata_mut()
+        .insert("authorization", "Bearer grpc-admin-secret".parse().unwrap());
+    c.watch_decisions(watch).await.unwrap();
+}
+
+/// Issue 15: one connection may not open unbounded streams (each held
+/// stream costs memory until request_timeout).
+#[tokio::test(flavor = "multi_thread")]
+async fn grpc_advertises_a_stream_limit_per_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path(), &seed(1));
+    let tcp = tokio::net::TcpStream::connect(gw.grpc.as_ref().unwrap())
+        .await
+        .unwrap();
+    let (send, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut send = send.ready().await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while send.current_max_send_streams() != 100 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server's SETTINGS allow {} streams",
+            send.current_max_send_streams()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        send = send.ready().await.unwrap();
+    }
+}

@@ -64,6 +64,21 @@ enum Command {
     /// Sign and verify attestations.
     #[command(subcommand)]
     Attestation(attestation::AttestationCommand),
+    /// Create admin tokens for `[[admin.tokens]]`.
+    #[command(name = "admin-token", subcommand)]
+    AdminToken(AdminTokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminTokenCommand {
+    /// Print a fresh 256-bit admin secret (first line, for the caller's
+    /// `Authorization: Bearer`), then the config lines that admit it (only
+    /// its SHA-256 is stored).
+    New {
+        /// The token's name, as logs show it.
+        #[arg(long)]
+        name: String,
+    },
 }
 
 /// `dgw serve`, or `dgw mcp` when `stdio`.
@@ -152,6 +167,23 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Contract(cmd) => contract::run(cmd),
         Command::Check(args) => contract::check(args),
         Command::Attestation(cmd) => attestation::run(cmd),
+        Command::AdminToken(AdminTokenCommand::New { name }) => {
+            if name.is_empty() || name.contains(['"', '\\', '\n']) {
+                return Err(CliError::Usage(
+                    "--name must be a non-empty name without quotes, backslashes or newlines"
+                        .into(),
+                ));
+            }
+            let secret = crate::caller::new_admin_secret()?;
+            let digest: String = crate::caller::AdminToken::digest(&secret)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            println!("{secret}");
+            println!("[[admin.tokens]]\nname = \"{name}\"\nsha256 = \"{digest}\"");
+            eprintln!("the first line is the secret: give it to the admin client; the rest goes in the config");
+            Ok(Outcome::Success)
+        }
     }
 }
 
