@@ -75,6 +75,12 @@ pub struct McpConfig {
     pub unchecked_methods: Vec<String>,
     /// How long start-up waits for each upstream's first initialization.
     pub ready_timeout: Duration,
+    /// Whether `initialize` may open a session without a credential.
+    pub anonymous_sessions: bool,
+    /// Idle anonymous sessions end after this long.
+    pub anonymous_session_ttl: Duration,
+    /// Most sessions one credential may hold open.
+    pub max_sessions_per_credential: usize,
 }
 
 /// Listeners and request limits.
@@ -91,6 +97,17 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Runtime worker threads; `None`: one per core (or `TOKIO_WORKER_THREADS`).
     pub workers: Option<usize>,
+    /// `Origin` values the HTTP listener accepts (absent `Origin`: always).
+    pub allowed_origins: Vec<String>,
+    /// `Host` values the HTTP listener accepts; empty: the default of
+    /// [`crate::http_guard::HttpGuard::new`].
+    pub allowed_hosts: Vec<String>,
+    /// How long a client may take to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// How long a connection may sit idle between requests.
+    pub idle_timeout: Duration,
+    /// Most connections open at once, per listener.
+    pub max_connections: usize,
 }
 
 /// Budget reservations.
@@ -188,6 +205,12 @@ struct RawMcp {
     unchecked_methods: Vec<String>,
     #[serde(default = "default_ready_timeout")]
     ready_timeout: String,
+    #[serde(default)]
+    anonymous_sessions: bool,
+    #[serde(default = "default_anonymous_session_ttl")]
+    anonymous_session_ttl: String,
+    #[serde(default = "default_max_sessions_per_credential")]
+    max_sessions_per_credential: usize,
 }
 
 impl Default for RawMcp {
@@ -197,6 +220,9 @@ impl Default for RawMcp {
             max_sessions: default_max_sessions(),
             unchecked_methods: Vec::new(),
             ready_timeout: default_ready_timeout(),
+            anonymous_sessions: false,
+            anonymous_session_ttl: default_anonymous_session_ttl(),
+            max_sessions_per_credential: default_max_sessions_per_credential(),
         }
     }
 }
@@ -253,6 +279,16 @@ struct RawServer {
     shutdown_grace: String,
     #[serde(default)]
     workers: Option<usize>,
+    #[serde(default)]
+    allowed_origins: Vec<String>,
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
+    #[serde(default = "default_header_read_timeout")]
+    header_read_timeout: String,
+    #[serde(default = "default_idle_timeout")]
+    idle_timeout: String,
+    #[serde(default = "default_max_connections")]
+    max_connections: usize,
 }
 
 #[derive(Deserialize)]
@@ -314,6 +350,21 @@ fn default_snapshot_interval() -> String {
 /// budget worth 10,000 calls then needs about one sync per 100 calls.
 fn default_lease_fraction() -> f64 {
     0.01
+}
+fn default_header_read_timeout() -> String {
+    "10s".into()
+}
+fn default_idle_timeout() -> String {
+    "60s".into()
+}
+fn default_max_connections() -> usize {
+    10_000
+}
+fn default_anonymous_session_ttl() -> String {
+    "60s".into()
+}
+fn default_max_sessions_per_credential() -> usize {
+    64
 }
 fn default_max_open_reservations() -> usize {
     10_000
@@ -625,6 +676,20 @@ impl Config {
             max_sessions: raw.mcp.max_sessions,
             unchecked_methods: raw.mcp.unchecked_methods,
             ready_timeout: duration("mcp.ready_timeout", &raw.mcp.ready_timeout)?,
+            anonymous_sessions: raw.mcp.anonymous_sessions,
+            anonymous_session_ttl: duration(
+                "mcp.anonymous_session_ttl",
+                &raw.mcp.anonymous_session_ttl,
+            )?,
+            max_sessions_per_credential: match raw.mcp.max_sessions_per_credential {
+                0 => {
+                    return Err(invalid(
+                        "mcp.max_sessions_per_credential",
+                        "must be at least 1".into(),
+                    ))
+                }
+                n => n,
+            },
         };
         Ok(Config {
             server: ServerConfig {
@@ -642,6 +707,22 @@ impl Config {
                 },
                 request_timeout: duration("server.request_timeout", &raw.server.request_timeout)?,
                 shutdown_grace: duration("server.shutdown_grace", &raw.server.shutdown_grace)?,
+                allowed_origins: raw.server.allowed_origins,
+                allowed_hosts: raw.server.allowed_hosts,
+                header_read_timeout: duration(
+                    "server.header_read_timeout",
+                    &raw.server.header_read_timeout,
+                )?,
+                idle_timeout: duration("server.idle_timeout", &raw.server.idle_timeout)?,
+                max_connections: match raw.server.max_connections {
+                    0 => {
+                        return Err(invalid(
+                            "server.max_connections",
+                            "must be at least 1".into(),
+                        ))
+                    }
+                    n => n,
+                },
             },
             data_dir: raw.data_dir,
             key_file: raw.key_file,

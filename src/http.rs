@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 
 use crate::caller::Authenticator;
 use crate::gatekeeper::Gatekeeper;
+use crate::http_guard::HttpGuard;
 use crate::jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
 use crate::mcp::streamable::{answer_headers, StreamableHttp};
 
@@ -38,6 +39,8 @@ pub struct HttpFront {
     pub ready: AtomicBool,
     /// Who is calling, from the `Authorization` header.
     pub auth: Authenticator,
+    /// Which `Host` and `Origin` headers are answered.
+    pub guard: HttpGuard,
 }
 
 type Body = Full<Bytes>;
@@ -60,6 +63,20 @@ fn text_response(status: StatusCode, text: String, content_type: &'static str) -
 
 impl HttpFront {
     async fn route(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        let headers = req.headers();
+        let host = headers
+            .get(HOST)
+            .map(|v| v.as_bytes())
+            .or_else(|| req.uri().authority().map(|a| a.as_str().as_bytes()));
+        if let Err(e) = self
+            .guard
+            .check(host, headers.get(ORIGIN).map(|v| v.as_bytes()))
+        {
+            return json_response(
+                StatusCode::FORBIDDEN,
+                &RpcError::new(INVALID_REQUEST, e.kind(), e.to_string()).response(Value::Null),
+            );
+        }
         match (req.method(), req.uri().path()) {
             (&Method::POST, "/rpc") => self.rpc(req).await,
             (&Method::POST, "/mcp") => self.mcp_post(req).await,

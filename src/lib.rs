@@ -12,6 +12,7 @@ pub mod delegations;
 pub mod gatekeeper;
 pub mod grpc;
 pub mod http;
+pub mod http_guard;
 pub mod journal;
 pub mod jsonrpc;
 pub mod keyfile;

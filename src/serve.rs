@@ -16,9 +16,10 @@ use crate::config::{Config, TenantRoot};
 use crate::delegations::DelegationStore;
 use crate::gatekeeper::{now, Gatekeeper};
 use crate::http::{self, HttpFront};
+use crate::http_guard::HttpGuard;
 use crate::jsonrpc::JsonRpc;
 use crate::keyfile::{self, KeyFileError};
-use crate::mcp::streamable::{Sessions, StreamableHttp};
+use crate::mcp::streamable::{SessionPolicy, Sessions, StreamableHttp};
 use crate::mcp::{McpProxy, Upstream};
 use crate::replay::ReplayStore;
 use crate::revocations::{RevocationStore, RevokeError};
@@ -223,7 +224,13 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         ),
         mcp: StreamableHttp {
             proxy,
-            sessions: Sessions::new(config.mcp.session_ttl, config.mcp.max_sessions),
+            sessions: Sessions::new(SessionPolicy {
+                ttl: config.mcp.session_ttl,
+                max: config.mcp.max_sessions,
+                anonymous: config.mcp.anonymous_sessions,
+                anonymous_ttl: config.mcp.anonymous_session_ttl,
+                per_credential: config.mcp.max_sessions_per_credential,
+            }),
             max_body_bytes: config.server.max_body_bytes,
         },
         gate: gate.clone(),
@@ -232,6 +239,11 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
         auth: Authenticator::new(config.admin_tokens.clone(), http_addr),
+        guard: HttpGuard::new(
+            http_addr,
+            config.server.allowed_origins.clone(),
+            config.server.allowed_hosts.clone(),
+        ),
     });
     let grpc_listener = match config.server.grpc {
         Some(addr) => Some(

@@ -195,6 +195,7 @@ fn a_dct_presented_once_per_session_is_enforced_and_charged_like_a_per_call_one(
         addr: &gw.addr,
         session,
         next_id: 10,
+        opened_with: None,
     };
     assert!(!a.tool_names(None).contains(&"write_file".to_owned()));
     for _ in 0..2 {
@@ -264,6 +265,7 @@ fn concurrent_calls_at_a_small_budget_reach_the_upstream_exactly_as_often_as_it_
                         addr,
                         session: session.clone(),
                         next_id: 100 * i,
+                        opened_with: None,
                     };
                     c.request(
                         "tools/call",
@@ -295,7 +297,7 @@ fn concurrent_calls_at_a_small_budget_reach_the_upstream_exactly_as_often_as_it_
 fn a_crash_after_leased_calls_charges_every_call_the_upstream_saw() {
     let files = Files::new();
     let root = seed(1);
-    let config = gateway_config(
+    let config = mcp_gateway_config(
         &files.dir,
         &[("acme", root.principal_id())],
         // No snapshot during the test: one would void the lease.
@@ -447,7 +449,7 @@ impl StdioClient {
 fn a_rust_client_over_dgw_mcp_stdio() {
     let files = Files::new();
     let root = seed(1);
-    let config = gateway_config(
+    let config = mcp_gateway_config(
         &files.dir,
         &[("acme", root.principal_id())],
         &files.upstream_toml(),
@@ -546,7 +548,7 @@ open = true
     let extra = format!(
         "[[upstreams]]\nname = \"web\"\nurl = {url:?}\n{rules}\n[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\n{rules}"
     );
-    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let config = mcp_gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
     let gw = Gateway::start(&config);
     let token = root_token(&root, &seed(2), &["demo:echo:*"], 1000, 3600).encode();
     let mut mcp = McpHttp::connect(&gw.addr, Some(&token));
@@ -601,7 +603,7 @@ open = true
 fn the_mcp_endpoint_refuses_bad_sessions_and_bad_messages() {
     let dir = tempfile::tempdir().unwrap();
     let root = seed(1);
-    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], "");
+    let config = mcp_gateway_config(dir.path(), &[("acme", root.principal_id())], "");
     let gw = Gateway::start(&config);
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
     let (status, _, body) = http_exchange(&gw.addr, "POST", "/mcp", &[], list.as_bytes());
@@ -696,7 +698,7 @@ fn a_call_the_typescript_sdk_client_cancels_is_cancelled_upstream_and_charged() 
     let root = seed(1);
     let (_web, url) = echo_http_server();
     let extra = format!("[[upstreams]]\nname = \"web\"\nurl = {url:?}\n{WAIT_RULES}");
-    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let config = mcp_gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
     let gw = Gateway::start(&config);
     let token = root_token(&root, &seed(2), &["demo:wait:*"], 1000, 3600).encode();
     let calls = json!([{"name": "wait", "arguments": {"ms": 60_000}, "abortAfterMs": 300}]);
@@ -741,7 +743,7 @@ fn a_call_cancelled_over_dgw_mcp_stdio_gets_no_answer_and_stops_upstream() {
     let echo = tests_dir().join("mcp/echo-server.mjs");
     let extra =
         format!("[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\n{WAIT_RULES}");
-    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let config = mcp_gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
     let token = root_token(&root, &seed(2), &["demo:wait:*"], 1000, 3600).encode();
     let mut c = StdioClient::start(&config);
     c.request(

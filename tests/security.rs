@@ -393,3 +393,162 @@ fn open_reservations_are_capped_per_delegation() {
         "{e}"
     );
 }
+
+fn initialize(gw: &Gateway, headers: &[(&str, &str)]) -> HttpResponse {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    http_exchange(
+        &gw.addr,
+        "POST",
+        "/mcp",
+        headers,
+        init.to_string().as_bytes(),
+    )
+}
+
+fn session_of(response: &HttpResponse) -> String {
+    response
+        .1
+        .iter()
+        .find(|(k, _)| k == "mcp-session-id")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("no session: {}", String::from_utf8_lossy(&response.2)))
+}
+
+fn body_type(response: &HttpResponse) -> String {
+    let v: Value = serde_json::from_slice(&response.2).unwrap();
+    v["error"]["data"]["type"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Threat 6: DNS rebinding. A page on another origin, or a request naming
+/// another host, is refused before anything runs.
+#[test]
+fn foreign_origins_and_hosts_are_refused() {
+    let (_dir, gw) = start("");
+    let t = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let dct = format!("DCT {t}");
+    for path in ["/mcp", "/rpc"] {
+        let r = http_exchange(
+            &gw.addr,
+            "POST",
+            path,
+            &[("Origin", "http://evil.example"), ("Authorization", &dct)],
+            b"{}",
+        );
+        assert_eq!((r.0, body_type(&r).as_str()), (403, "origin_not_allowed"));
+    }
+    // A rebinding page's Host is its own name, not ours.
+    use std::io::{Read, Write};
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize",
+        "params": authorize(&t, "/project/a", 1)})
+    .to_string();
+    let mut s = std::net::TcpStream::connect(&gw.addr).unwrap();
+    write!(
+        s,
+        "POST /rpc HTTP/1.1\r\nHost: evil.example\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("host_not_allowed"), "{answer}");
+    let e = gw.err("delegateos/budget", json!({"delegationId": del(1)}));
+    assert_eq!(e["data"]["type"], "not_found", "nothing was reserved");
+    // Our own names and an allowed origin work.
+    let mut s = std::net::TcpStream::connect(&gw.addr).unwrap();
+    let port = gw.addr.rsplit(':').next().unwrap();
+    write!(
+        s,
+        "POST /rpc HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (_dir2, gw2) = start("allowed_origins = [\"https://console.example.com\"]\n");
+    let r = initialize(
+        &gw2,
+        &[
+            ("Origin", "https://console.example.com"),
+            ("Authorization", &dct),
+        ],
+    );
+    assert_eq!(r.0, 200, "{}", String::from_utf8_lossy(&r.2));
+}
+
+/// Threat 5: anyone who learns a session ID ends it or uses it.
+#[test]
+fn an_mcp_session_is_bound_to_the_credential_that_opened_it() {
+    let (_dir, gw) = start("");
+    let alice = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let mallory =
+        root_token_for(&seed(1), &seed(3), &["docs:read:/x/**"], 10, 3600, del(5)).encode();
+    let (a, m) = (format!("DCT {alice}"), format!("DCT {mallory}"));
+    let id = session_of(&initialize(&gw, &[("Authorization", &a)]));
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    for headers in [
+        vec![("Mcp-Session-Id", id.as_str())],
+        vec![
+            ("Mcp-Session-Id", id.as_str()),
+            ("Authorization", m.as_str()),
+        ],
+    ] {
+        let r = http_exchange(&gw.addr, "DELETE", "/mcp", &headers, b"");
+        assert_eq!(r.0, 403);
+        let r = http_exchange(&gw.addr, "POST", "/mcp", &headers, list.as_bytes());
+        assert_eq!(
+            (r.0, body_type(&r).as_str()),
+            (403, "session_credential_mismatch")
+        );
+    }
+    // Still alive for its owner, who ends it.
+    let owner = [
+        ("Mcp-Session-Id", id.as_str()),
+        ("Authorization", a.as_str()),
+    ];
+    let r = http_exchange(&gw.addr, "POST", "/mcp", &owner, list.as_bytes());
+    assert_eq!(r.0, 200, "{}", String::from_utf8_lossy(&r.2));
+    assert_eq!(
+        http_exchange(&gw.addr, "DELETE", "/mcp", &owner, b"").0,
+        204
+    );
+}
+
+/// Threat 10: a flood of anonymous initializes locks every client out.
+#[test]
+fn anonymous_sessions_are_off_by_default_and_cannot_take_every_slot() {
+    let (_dir, gw) = start("");
+    let r = initialize(&gw, &[]);
+    assert_eq!((r.0, body_type(&r).as_str()), (401, "credential_required"));
+
+    let (_dir, gw) = start(
+        "[mcp]\nanonymous_sessions = true\nmax_sessions = 50\nmax_sessions_per_credential = 3\nanonymous_session_ttl = \"1s\"\n",
+    );
+    // A tenth of the slots for anonymous sessions.
+    for _ in 0..5 {
+        session_of(&initialize(&gw, &[]));
+    }
+    let r = initialize(&gw, &[]);
+    assert_eq!((r.0, body_type(&r).as_str()), (503, "too_many_sessions"));
+    // A credential still gets in, up to its own limit.
+    let t = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let dct = format!("DCT {t}");
+    for _ in 0..3 {
+        session_of(&initialize(&gw, &[("Authorization", &dct)]));
+    }
+    let r = initialize(&gw, &[("Authorization", &dct)]);
+    assert_eq!((r.0, body_type(&r).as_str()), (429, "too_many_sessions"));
+    // Anonymous sessions idle out after their short TTL.
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    session_of(&initialize(&gw, &[]));
+    // A credential that could never authorize anything opens nothing.
+    let r = initialize(&gw, &[("Authorization", "DCT garbage")]);
+    assert_eq!(r.0, 200);
+    assert!(r.1.iter().all(|(k, _)| k != "mcp-session-id"));
+    assert_eq!(body_type(&r), "malformed_token");
+}

@@ -61,7 +61,7 @@ fn a_talos_capability_through_dgw_is_allowed_charged_audited_and_never_replayed(
         did(&issuer),
         hex::encode(issuer.public_key().to_bytes())
     );
-    let config = gateway_config(
+    let config = mcp_gateway_config(
         &files.dir,
         &[("acme", root.principal_id())],
         &format!("{}{talos_toml}", files.upstream_toml()),

@@ -254,6 +254,11 @@ fn take_delegateos(params: &mut Map<String, Value>) -> Result<Option<McpDelegate
 }
 
 impl McpProxy {
+    /// The gatekeeper every call goes through.
+    pub fn gate(&self) -> &Gatekeeper {
+        &self.gate
+    }
+
     pub fn new(
         gate: Arc<Gatekeeper>,
         talos: Arc<TalosGate>,

@@ -15,70 +15,191 @@ use serde_json::Value;
 use super::message::Message;
 use super::proxy::{Caller, McpProxy, Session};
 use super::upstream::SUPPORTED_VERSIONS;
-use crate::jsonrpc::{RpcError, INVALID_REQUEST, MAX_BATCH, PARSE_ERROR};
+use crate::caller::HolderDigest;
+use crate::jsonrpc::{denial_error, RpcError, INVALID_REQUEST, MAX_BATCH, PARSE_ERROR};
+use delegateos::messages::MCP_FIELD;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 
-/// Open sessions, ended after `ttl` idle.
+/// How sessions are opened and kept (`[mcp]`).
+#[derive(Debug, Clone)]
+pub struct SessionPolicy {
+    /// Idle sessions end after this long.
+    pub ttl: Duration,
+    /// Most sessions open at once.
+    pub max: usize,
+    /// Whether `initialize` may open a session without a credential.
+    pub anonymous: bool,
+    /// Idle anonymous sessions end after this long.
+    pub anonymous_ttl: Duration,
+    /// Most sessions one credential may hold.
+    pub per_credential: usize,
+}
+
+impl SessionPolicy {
+    /// Anonymous sessions may take at most a tenth of the slots, so a flood
+    /// of them never locks out clients that present a credential.
+    fn anonymous_max(&self) -> usize {
+        (self.max / 10).max(1)
+    }
+}
+
+/// One open session and what it is bound to.
+struct Entry {
+    session: Arc<Session>,
+    used: Instant,
+    /// The digest of the credential that opened it (`None`: anonymous).
+    owner: Option<HolderDigest>,
+    /// The digest of the `Authorization` header it was opened with: every
+    /// later request on it must carry the same one.
+    header: Option<HolderDigest>,
+}
+
+/// Why a session could not be opened or used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionRefusal {
+    Full,
+    AnonymousFull,
+    CredentialFull,
+    NotFound,
+    CredentialMismatch,
+}
+
+impl SessionRefusal {
+    fn answer(self) -> HttpAnswer {
+        let (status, kind, message) = match self {
+            SessionRefusal::Full => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_sessions",
+                "every MCP session slot is in use; try again later",
+            ),
+            SessionRefusal::AnonymousFull => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_sessions",
+                "every slot for sessions without a credential is in use; present a DCT",
+            ),
+            SessionRefusal::CredentialFull => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_sessions",
+                "this credential holds mcp.max_sessions_per_credential sessions already",
+            ),
+            SessionRefusal::NotFound => (
+                StatusCode::NOT_FOUND,
+                "session_not_found",
+                "no such session (it ended or expired); initialize again",
+            ),
+            SessionRefusal::CredentialMismatch => (
+                StatusCode::FORBIDDEN,
+                "session_credential_mismatch",
+                "this session was opened with another Authorization header",
+            ),
+        };
+        HttpAnswer::error(status, RpcError::new(INVALID_REQUEST, kind, message))
+    }
+}
+
+/// Open sessions, ended after their TTL idle.
 pub struct Sessions {
-    map: Mutex<HashMap<String, (Arc<Session>, Instant)>>,
-    ttl: Duration,
-    max: usize,
+    map: Mutex<HashMap<String, Entry>>,
+    policy: SessionPolicy,
 }
 
 impl Sessions {
-    pub fn new(ttl: Duration, max: usize) -> Self {
+    pub fn new(policy: SessionPolicy) -> Self {
         Self {
             map: Mutex::new(HashMap::new()),
-            ttl,
-            max,
+            policy,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Session>, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A new session; `None` when the table is full of live sessions.
-    fn create(&self) -> Option<(String, Arc<Session>)> {
-        let id = crate::random::session_id().ok()?;
-        let mut map = self.lock();
-        if map.len() >= self.max {
-            let ttl = self.ttl;
-            map.retain(|_, (_, used)| used.elapsed() < ttl);
+    fn ttl(&self, e: &Entry) -> Duration {
+        if e.owner.is_some() {
+            self.policy.ttl
+        } else {
+            self.policy.anonymous_ttl
         }
-        if map.len() >= self.max {
-            return None;
-        }
-        let session = Arc::new(Session::default());
-        map.insert(id.clone(), (session.clone(), Instant::now()));
-        Some((id, session))
     }
 
-    fn get(&self, id: &str) -> Option<Arc<Session>> {
+    /// A new session for `owner`, opened with `header`.
+    fn create(
+        &self,
+        owner: Option<HolderDigest>,
+        header: Option<HolderDigest>,
+    ) -> Result<(String, Arc<Session>), SessionRefusal> {
+        let id = crate::random::session_id().map_err(|_| SessionRefusal::Full)?;
         let mut map = self.lock();
-        let ttl = self.ttl;
-        match map.get_mut(id) {
-            Some((s, used)) if used.elapsed() < ttl => {
-                *used = Instant::now();
-                Some(s.clone())
-            }
-            Some(_) => {
-                map.remove(id);
+        let full = |map: &HashMap<String, Entry>| {
+            let anonymous = map.values().filter(|e| e.owner.is_none()).count();
+            let same = map
+                .values()
+                .filter(|e| owner.is_some() && e.owner == owner)
+                .count();
+            if map.len() >= self.policy.max {
+                Some(SessionRefusal::Full)
+            } else if owner.is_none() && anonymous >= self.policy.anonymous_max() {
+                Some(SessionRefusal::AnonymousFull)
+            } else if owner.is_some() && same >= self.policy.per_credential {
+                Some(SessionRefusal::CredentialFull)
+            } else {
                 None
             }
-            None => None,
+        };
+        if full(&map).is_some() {
+            map.retain(|_, e| e.used.elapsed() < self.ttl(e));
         }
+        if let Some(refusal) = full(&map) {
+            return Err(refusal);
+        }
+        let session = Arc::new(Session::default());
+        map.insert(
+            id.clone(),
+            Entry {
+                session: session.clone(),
+                used: Instant::now(),
+                owner,
+                header,
+            },
+        );
+        Ok((id, session))
     }
 
-    /// Ends a session (see [`Session::end`]); false when there is none.
-    fn remove(&self, id: &str) -> bool {
-        let Some((session, _)) = self.lock().remove(id) else {
-            return false;
+    /// The live session `id`, if `header` is what it was opened with.
+    fn get(&self, id: &str, header: Option<HolderDigest>) -> Result<Arc<Session>, SessionRefusal> {
+        let mut map = self.lock();
+        let Some(e) = map.get_mut(id) else {
+            return Err(SessionRefusal::NotFound);
         };
-        session.end();
-        true
+        if e.used.elapsed() >= self.ttl(e) {
+            map.remove(id);
+            return Err(SessionRefusal::NotFound);
+        }
+        check_header(e, header)?;
+        e.used = Instant::now();
+        Ok(e.session.clone())
+    }
+
+    /// Ends a session (see [`Session::end`]) if `header` may.
+    fn remove(&self, id: &str, header: Option<HolderDigest>) -> Result<(), SessionRefusal> {
+        let entry = {
+            let mut map = self.lock();
+            check_header(map.get(id).ok_or(SessionRefusal::NotFound)?, header)?;
+            map.remove(id).ok_or(SessionRefusal::NotFound)?
+        };
+        entry.session.end();
+        Ok(())
+    }
+}
+
+fn check_header(e: &Entry, header: Option<HolderDigest>) -> Result<(), SessionRefusal> {
+    match (&e.header, header) {
+        (None, _) => Ok(()),
+        (Some(bound), Some(h)) if bound.matches(&h) => Ok(()),
+        _ => Err(SessionRefusal::CredentialMismatch),
     }
 }
 
@@ -99,6 +220,25 @@ impl HttpAnswer {
     }
 }
 
+/// The digest of the request's `Authorization` header, if it has one.
+fn header_digest(headers: &HeaderMap) -> Option<HolderDigest> {
+    headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| HolderDigest::of(v.trim()))
+}
+
+/// The DCT a session is opened with: the `Authorization: DCT` header's, else
+/// the one in `initialize`'s `_delegateos` params.
+fn initialize_credential<'m>(headers: &'m HeaderMap, message: &'m Message) -> Option<&'m str> {
+    header_dct(headers).or_else(|| match message {
+        Message::Request {
+            params: Some(p), ..
+        } => p.get(MCP_FIELD)?.get("dct")?.as_str(),
+        _ => None,
+    })
+}
+
 /// The DCT in `Authorization: DCT <token>`, if that is the scheme used.
 pub fn header_dct(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()?;
@@ -114,12 +254,15 @@ pub struct StreamableHttp {
 }
 
 impl StreamableHttp {
-    /// `DELETE /mcp`: ends the session.
+    /// `DELETE /mcp`: ends the session, when asked with the credential
+    /// that opened it.
     pub fn delete(&self, headers: &HeaderMap) -> StatusCode {
-        match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
-            Some(id) if self.sessions.remove(id) => StatusCode::NO_CONTENT,
-            Some(_) => StatusCode::NOT_FOUND,
-            None => StatusCode::BAD_REQUEST,
+        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+            return StatusCode::BAD_REQUEST;
+        };
+        match self.sessions.remove(id, header_digest(headers)) {
+            Ok(()) => StatusCode::NO_CONTENT,
+            Err(refusal) => refusal.answer().status,
         }
     }
 
@@ -182,21 +325,46 @@ impl StreamableHttp {
                     ),
                 );
             }
-            match self.sessions.create() {
-                Some((id, s)) => {
-                    new_session = Some(id);
-                    s
+            let credential = messages
+                .iter()
+                .find(|m| m.is_initialize())
+                .and_then(|m| initialize_credential(headers, m));
+            let owner = match credential {
+                Some(dct) => {
+                    // Only a credential in good standing holds a slot.
+                    if let Err(d) = self.proxy.gate().standing(dct) {
+                        // Answered as the proxy answers a refused session
+                        // DCT: a JSON-RPC error for the request, no session.
+                        let id = match &messages[0] {
+                            Message::Request { id, .. } => id.clone(),
+                            _ => Value::Null,
+                        };
+                        return HttpAnswer {
+                            status: StatusCode::OK,
+                            session_id: None,
+                            body: Some(denial_error(&d).response(id)),
+                        };
+                    }
+                    Some(HolderDigest::of(dct))
                 }
+                None if self.sessions.policy.anonymous => None,
                 None => {
                     return HttpAnswer::error(
-                        StatusCode::SERVICE_UNAVAILABLE,
+                        StatusCode::UNAUTHORIZED,
                         RpcError::new(
                             INVALID_REQUEST,
-                            "too_many_sessions",
-                            "every MCP session slot is in use; try again later",
+                            "credential_required",
+                            "initialize needs a DCT (Authorization: DCT … or _delegateos); this gateway opens no anonymous sessions",
                         ),
                     )
                 }
+            };
+            match self.sessions.create(owner, header_digest(headers)) {
+                Ok((id, s)) => {
+                    new_session = Some(id);
+                    s
+                }
+                Err(refusal) => return refusal.answer(),
             }
         } else {
             match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
@@ -210,18 +378,9 @@ impl StreamableHttp {
                         ),
                     )
                 }
-                Some(id) => match self.sessions.get(id) {
-                    Some(s) => s,
-                    None => {
-                        return HttpAnswer::error(
-                            StatusCode::NOT_FOUND,
-                            RpcError::new(
-                                INVALID_REQUEST,
-                                "session_not_found",
-                                "no such session (it ended or expired); initialize again",
-                            ),
-                        )
-                    }
+                Some(id) => match self.sessions.get(id, header_digest(headers)) {
+                    Ok(s) => s,
+                    Err(refusal) => return refusal.answer(),
                 },
             }
         };
@@ -237,7 +396,7 @@ impl StreamableHttp {
         if let (Some(id), Some(first)) = (&new_session, answers.first()) {
             // An initialize that failed starts no session.
             if first.get("error").is_some() {
-                self.sessions.remove(id);
+                let _ = self.sessions.remove(id, header_digest(headers));
                 new_session = None;
             }
         }

@@ -97,7 +97,7 @@ open = true
     }
 
     pub fn gateway(&self, root: &Keypair) -> Gateway {
-        let config = gateway_config(
+        let config = mcp_gateway_config(
             &self.dir,
             &[("acme", root.principal_id())],
             &self.upstream_toml(),
@@ -116,6 +116,9 @@ pub struct McpHttp<'a> {
     pub addr: &'a str,
     pub session: String,
     pub next_id: u64,
+    /// The DCT the session was opened with in the header, sent with every
+    /// request that names no other (the session is bound to it).
+    pub opened_with: Option<String>,
 }
 
 impl<'a> McpHttp<'a> {
@@ -143,6 +146,7 @@ impl<'a> McpHttp<'a> {
             addr,
             session,
             next_id: 1,
+            opened_with: dct.map(str::to_owned),
         };
         let (status, _) = c.post(
             &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
@@ -153,7 +157,9 @@ impl<'a> McpHttp<'a> {
     }
 
     pub fn post(&mut self, message: &Value, dct: Option<&str>) -> (u16, Value) {
-        let auth = dct.map(|d| format!("DCT {d}"));
+        let auth = dct
+            .or(self.opened_with.as_deref())
+            .map(|d| format!("DCT {d}"));
         let mut headers = vec![("Mcp-Session-Id", self.session.as_str())];
         if let Some(a) = &auth {
             headers.push(("Authorization", a.as_str()));

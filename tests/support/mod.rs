@@ -287,6 +287,21 @@ pub fn gateway_config(
     path
 }
 
+/// [`gateway_config`] for MCP clients that present their DCT per call (in
+/// `_delegateos` or a header on each request), not at `initialize`: their
+/// sessions are anonymous, which a gateway allows only when told to.
+pub fn mcp_gateway_config(
+    dir: &Path,
+    roots: &[(&str, &delegateos::PrincipalId)],
+    extra: &str,
+) -> PathBuf {
+    gateway_config(
+        dir,
+        roots,
+        &format!("{extra}\n[mcp]\nanonymous_sessions = true\n"),
+    )
+}
+
 impl Gateway {
     /// Starts `dgw serve --config CONFIG` and waits for it to listen.
     pub fn start(config: &Path) -> Gateway {
