@@ -263,6 +263,8 @@ struct RawTool {
     cost_microcents: Option<u64>,
     #[serde(default)]
     open: bool,
+    #[serde(default)]
+    resolve_path: bool,
 }
 
 #[derive(Deserialize)]
@@ -456,6 +458,7 @@ fn parse_upstreams(
                     || t.resource.is_some()
                     || t.fixed_resource.is_some()
                     || t.cost_microcents.is_some()
+                    || t.resolve_path
                 {
                     return Err(invalid(
                         &key("open"),
@@ -498,11 +501,18 @@ fn parse_upstreams(
                         ))
                     }
                 };
+                if t.resolve_path && !matches!(resource, ResourceSource::Pointers(_)) {
+                    return Err(invalid(
+                        &key("resolve_path"),
+                        "resolves path arguments, so it needs `resource` (JSON Pointers)".into(),
+                    ));
+                }
                 ToolPolicy::Enforced {
                     namespace: namespace.to_owned(),
                     action: action.to_owned(),
                     resource,
                     cost_microcents: t.cost_microcents.unwrap_or(0),
+                    resolve_path: t.resolve_path,
                 }
             };
             rules.push(ToolRule {
@@ -874,6 +884,7 @@ fixed_resource = "*"
                 action: "read".into(),
                 resource: ResourceSource::Pointers(vec!["/path".into()]),
                 cost_microcents: 100,
+                resolve_path: false,
             })
         );
         assert!(matches!(

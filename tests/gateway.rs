@@ -535,7 +535,7 @@ fn kill_and_restart_never_overspends_or_forgets() {
                                               "params": authorize(token, "/project/x", 5)});
                             let Ok(mut stream) = std::net::TcpStream::connect(&addr) else { return };
                             use std::io::{Read, Write};
-                            let req = format!("POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}", body.to_string().len(), body);
+                            let req = format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}", body.to_string().len(), body);
                             if stream.write_all(req.as_bytes()).is_err() { return; }
                             let mut resp = String::new();
                             if stream.read_to_string(&mut resp).is_err() { return; }

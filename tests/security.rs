@@ -552,3 +552,105 @@ fn anonymous_sessions_are_off_by_default_and_cannot_take_every_slot() {
     assert!(r.1.iter().all(|(k, _)| k != "mcp-session-id"));
     assert_eq!(body_type(&r), "malformed_token");
 }
+
+/// Threat 3: symlinks lead out of a resource grant. With `resolve_path`,
+/// the real filesystem server behind dgw never sees a path outside the
+/// grant, whatever links lie on the way.
+#[test]
+fn links_never_lead_out_of_a_grant_with_resolve_path() {
+    use std::os::unix::fs::symlink;
+    use support::mcp::*;
+    let files = Files::new();
+    std::fs::write(files.root.join("secret.txt"), "top secret\n").unwrap();
+    symlink("../secret.txt", files.root.join("sub/link")).unwrap();
+    symlink("..", files.root.join("sub/dirlink")).unwrap();
+    symlink("b.txt", files.root.join("sub/inside")).unwrap();
+    let toml = files
+        .upstream_toml()
+        .replace(
+            "resource = \"/path\"\n",
+            "resource = \"/path\"\nresolve_path = true\n",
+        )
+        .replace(
+            "resource = \"/paths\"\n",
+            "resource = \"/paths\"\nresolve_path = true\n",
+        );
+    assert_eq!(toml.matches("resolve_path = true").count(), 3, "{toml}");
+    let root = seed(1);
+    let config = mcp_gateway_config(&files.dir, &[("acme", root.principal_id())], &toml);
+    let gw = Gateway::start(&config);
+    let sub = files.path("sub");
+    let read = format!("docs:read:{sub}/**");
+    let write = format!("docs:write:{sub}/**");
+    let token = root_token(
+        &root,
+        &seed(2),
+        &[read.as_str(), write.as_str()],
+        10_000,
+        3600,
+    )
+    .encode();
+    let mut mcp = McpHttp::connect(&gw.addr, Some(&token));
+
+    let through_link = mcp.call(
+        "read_text_file",
+        json!({"path": files.path("sub/link")}),
+        None,
+    );
+    assert_eq!(
+        denial_type(&through_link),
+        "capability_not_granted",
+        "{through_link}"
+    );
+    assert_eq!(
+        through_link["error"]["data"]["requested"]["resource"],
+        files.path("secret.txt"),
+        "the resolved path is what was checked"
+    );
+    let through_dir = mcp.call(
+        "read_multiple_files",
+        json!({"paths": [files.path("sub/b.txt"), files.path("sub/dirlink/secret.txt")]}),
+        None,
+    );
+    assert_eq!(denial_type(&through_dir), "capability_not_granted");
+    let write_out = mcp.call(
+        "write_file",
+        json!({"path": files.path("sub/dirlink/planted.txt"), "content": "x"}),
+        None,
+    );
+    assert_eq!(denial_type(&write_out), "capability_not_granted");
+    assert!(!files.root.join("planted.txt").exists());
+    assert!(
+        files.upstream_calls().is_empty(),
+        "nothing reached the upstream"
+    );
+
+    // A link that stays inside the grant works, and the upstream is given
+    // the resolved path, not the link.
+    let inside = mcp.call(
+        "read_text_file",
+        json!({"path": files.path("sub/inside")}),
+        None,
+    );
+    assert_eq!(text_of(&inside), "hello from b\n");
+    // A file created through a link-free path inside the grant.
+    let created = mcp.call(
+        "write_file",
+        json!({"path": files.path("sub/new.txt"), "content": "fresh"}),
+        None,
+    );
+    assert!(created.get("result").is_some(), "{created}");
+    let calls = files.upstream_calls();
+    assert_eq!(calls[0]["arguments"]["path"], files.path("sub/b.txt"));
+    assert_eq!(calls.len(), 2);
+    // A link created after that, out of the grant, is refused on the next call.
+    std::fs::remove_file(files.root.join("sub/new.txt")).unwrap();
+    symlink("../secret.txt", files.root.join("sub/new.txt")).unwrap();
+    let swapped = mcp.call(
+        "read_text_file",
+        json!({"path": files.path("sub/new.txt")}),
+        None,
+    );
+    assert_eq!(denial_type(&swapped), "capability_not_granted");
+    assert_eq!(files.upstream_calls().len(), 2);
+}

@@ -7,6 +7,7 @@ pub mod cancel;
 pub mod http_link;
 pub mod message;
 pub mod proxy;
+pub mod resolve;
 pub mod stdio_link;
 pub mod stdio_server;
 pub mod streamable;

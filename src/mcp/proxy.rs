@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::cancel::{Cancel, InFlight};
 use super::message::{Id, Message, Reply};
+use super::resolve;
 use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
 use crate::budget::OnExpiry;
@@ -579,17 +580,12 @@ impl McpProxy {
             .and_then(Value::as_str)
             .ok_or_else(|| invalid_params("invalid_params", "params.name must be a string"))?
             .to_owned();
-        let no_arguments = Map::new();
-        let arguments = match params.get("arguments") {
-            None => &no_arguments,
-            Some(Value::Object(a)) => a,
-            Some(_) => {
-                return Err(invalid_params(
-                    "invalid_params",
-                    "params.arguments must be an object",
-                ))
-            }
-        };
+        if !matches!(params.get("arguments"), None | Some(Value::Object(_))) {
+            return Err(invalid_params(
+                "invalid_params",
+                "params.arguments must be an object",
+            ));
+        }
         // Talos names an unknown or unmapped tool UNKNOWN_TOOL (§4.2 step 6).
         let unknown_to_talos = |detail: String| {
             let r = self
@@ -621,6 +617,27 @@ impl McpProxy {
                 "tool_not_mapped",
                 format!("tool {name:?} is not mapped to a capability, so it is denied"),
             ));
+        };
+        if let (
+            ToolPolicy::Enforced {
+                resource,
+                resolve_path: true,
+                ..
+            },
+            Some(Value::Object(arguments)),
+        ) = (policy, params.get_mut("arguments"))
+        {
+            // Checked and forwarded as the kernel will resolve it.
+            resource.rewrite(arguments, resolve::resolve).map_err(|e| {
+                let mut err = call_denied("invalid_resource", format!("tool {name:?}: {e}"));
+                err.data["tool"] = json!(name);
+                err
+            })?;
+        }
+        let no_arguments = Map::new();
+        let arguments = match params.get("arguments") {
+            Some(Value::Object(a)) => a,
+            _ => &no_arguments,
         };
         let requests = policy.requests(arguments).map_err(|e| {
             let mut err = call_denied("resource_missing", format!("tool {name:?}: {e}"));

@@ -68,6 +68,9 @@ pub enum ToolPolicy {
         action: String,
         resource: ResourceSource,
         cost_microcents: u64,
+        /// Resource arguments are filesystem paths: resolved (links
+        /// followed) before the check, and forwarded resolved.
+        resolve_path: bool,
     },
 }
 
@@ -141,6 +144,53 @@ impl ResourceSource {
             }
         }
         Ok(out)
+    }
+}
+
+impl ResourceSource {
+    /// Replaces every resource string in `arguments` with `map` of it, in
+    /// place (the same places [`ResourceSource::resources`] reads).
+    pub fn rewrite<E>(
+        &self,
+        arguments: &mut Map<String, Value>,
+        mut map: impl FnMut(&str) -> Result<String, E>,
+    ) -> Result<(), E> {
+        let ResourceSource::Pointers(pointers) = self else {
+            return Ok(());
+        };
+        for pointer in pointers {
+            match pointer_into_mut(arguments, pointer) {
+                Some(Value::String(s)) => *s = map(s)?,
+                Some(Value::Array(items)) => {
+                    for item in items.iter_mut().take(MAX_RESOURCES_PER_CALL + 1) {
+                        if let Value::String(s) = item {
+                            *s = map(s)?;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// [`pointer_into`], mutably.
+fn pointer_into_mut<'a>(
+    object: &'a mut Map<String, Value>,
+    pointer: &str,
+) -> Option<&'a mut Value> {
+    let rest = pointer.strip_prefix('/')?;
+    let (first, tail) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let key = first.replace("~1", "/").replace("~0", "~");
+    let value = object.get_mut(&key)?;
+    if tail.is_empty() {
+        Some(value)
+    } else {
+        value.pointer_mut(tail)
     }
 }
 
@@ -281,6 +331,16 @@ mod tests {
     }
 
     #[test]
+    fn rewrite_changes_every_resource_in_place() {
+        let mut args = json!({"path": "/a", "paths": ["/b", "/c"], "other": "/x"});
+        let args = args.as_object_mut().unwrap();
+        let src = ResourceSource::Pointers(vec!["/path".into(), "/paths".into()]);
+        src.rewrite(args, |s| Ok::<_, ()>(format!("/r{s}"))).unwrap();
+        assert_eq!(src.resources(args).unwrap(), vec!["/r/a", "/r/b", "/r/c"]);
+        assert_eq!(args["other"], "/x");
+    }
+
+    #[test]
     fn resources_from_pointers() {
         let args = json!({"path": "/a", "paths": ["/b", "/c"], "n": 3, "empty": [],
                           "deep": {"x": [{"y": "/d"}]}, "a/b": "/e", "m~n": "/f"});
@@ -327,6 +387,7 @@ mod tests {
             action: action.into(),
             resource: ResourceSource::Pointers(vec!["/path".into()]),
             cost_microcents: 1,
+            resolve_path: false,
         };
         let rules = ToolRules(vec![
             ToolRule {
