@@ -81,6 +81,9 @@ pub struct McpConfig {
     pub anonymous_session_ttl: Duration,
     /// Most sessions one credential may hold open.
     pub max_sessions_per_credential: usize,
+    /// Drop upstream tools whose names are not printable ASCII or hold the
+    /// `__` separator (default on).
+    pub strict_tool_names: bool,
 }
 
 /// Listeners and request limits.
@@ -211,6 +214,8 @@ struct RawMcp {
     anonymous_session_ttl: String,
     #[serde(default = "default_max_sessions_per_credential")]
     max_sessions_per_credential: usize,
+    #[serde(default = "default_true")]
+    strict_tool_names: bool,
 }
 
 impl Default for RawMcp {
@@ -223,6 +228,7 @@ impl Default for RawMcp {
             anonymous_sessions: false,
             anonymous_session_ttl: default_anonymous_session_ttl(),
             max_sessions_per_credential: default_max_sessions_per_credential(),
+            strict_tool_names: true,
         }
     }
 }
@@ -352,6 +358,9 @@ fn default_snapshot_interval() -> String {
 /// budget worth 10,000 calls then needs about one sync per 100 calls.
 fn default_lease_fraction() -> f64 {
     0.01
+}
+fn default_true() -> bool {
+    true
 }
 fn default_header_read_timeout() -> String {
     "10s".into()
@@ -700,6 +709,7 @@ impl Config {
                 }
                 n => n,
             },
+            strict_tool_names: raw.mcp.strict_tool_names,
         };
         Ok(Config {
             server: ServerConfig {

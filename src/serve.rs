@@ -156,6 +156,7 @@ async fn start_mcp(config: &Config, state: &State) -> Arc<McpProxy> {
         state.talos.clone(),
         upstreams,
         config.mcp.unchecked_methods.clone(),
+        config.mcp.strict_tool_names,
     ));
     proxy.rebuild_catalog();
     proxy

@@ -21,6 +21,7 @@ pub const JOURNAL_SYNC_DURATION: &str = "dgw_budget_journal_sync_duration_second
 pub const JOURNAL_SYNC_BATCH: &str = "dgw_budget_journal_sync_batch_size";
 pub const LEASES_TOTAL: &str = "dgw_budget_leases_total";
 pub const LEASE_CHARGED: &str = "dgw_budget_lease_charged_microcents_total";
+pub const STDERR_DROPPED: &str = "dgw_mcp_upstream_stderr_dropped_bytes_total";
 pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
 pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
 pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
@@ -112,6 +113,11 @@ fn describe() {
     describe_counter!(
         LEASE_CHARGED,
         "Leased budget (microcents) charged at start-up because an unclean stop may have used it."
+    );
+    describe_counter!(
+        STDERR_DROPPED,
+        Unit::Bytes,
+        "Bytes of an upstream's stderr not logged because a line was over 4 KiB."
     );
     describe_gauge!(
         MCP_UPSTREAM_UP,
@@ -244,6 +250,11 @@ pub fn record_lease() {
 /// Leased budget charged in recovery.
 pub fn record_lease_charged(microcents: u64) {
     counter!(LEASE_CHARGED).increment(microcents);
+}
+
+/// Bytes of an upstream's stderr dropped because a line was too long.
+pub fn record_stderr_dropped(upstream: &str, bytes: u64) {
+    counter!(STDERR_DROPPED, "upstream" => upstream.to_owned()).increment(bytes);
 }
 
 /// A revocation recorded.

@@ -905,7 +905,7 @@ async fn a_stalled_request_ends_after_the_request_timeout_on_both_fronts() {
     let started = Instant::now();
     let mut http = tokio::net::TcpStream::connect(&gw.addr).await.unwrap();
     http.write_all(
-        b"POST /rpc HTTP/1.1\r\nhost: dgw\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\"",
+        format!("POST /rpc HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"jsonrpc\"", gw.addr).as_bytes(),
     )
     .await
     .unwrap();

@@ -654,3 +654,55 @@ fn links_never_lead_out_of_a_grant_with_resolve_path() {
     assert_eq!(denial_type(&swapped), "capability_not_granted");
     assert_eq!(files.upstream_calls().len(), 2);
 }
+
+/// Threat 10: one client takes a shared stdio upstream down for everyone
+/// (a reply over the limit used to restart the child), or floods dgw's
+/// memory through the upstream's stderr.
+#[test]
+fn an_oversized_reply_fails_one_call_and_stderr_is_bounded() {
+    use support::mcp::*;
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let echo = tests_dir().join("mcp/echo-server.mjs");
+    let rules = "[[upstreams.tools]]\nname = \"*\"\ncapability = \"demo:call\"\nfixed_resource = \"/echo\"\ncost_microcents = 1\n";
+    let extra = format!("[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\n{rules}");
+    let config = mcp_gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let gw = Gateway::start(&config);
+    let token = root_token(&root, &seed(2), &["demo:call:*"], 1_000_000, 3600).encode();
+    let mut a = McpHttp::connect(&gw.addr, Some(&token));
+    let mut b = McpHttp::connect(&gw.addr, Some(&token));
+    let count = |c: &mut McpHttp| text_of(&c.call("count", json!({}), None));
+    let before: u64 = count(&mut b).parse().unwrap();
+
+    let big = a.call("big", json!({"bytes": 17 << 20}), None);
+    assert_eq!(
+        big["error"]["data"]["type"],
+        "upstream_reply_too_large",
+        "{}",
+        &big.to_string()[..200.min(big.to_string().len())]
+    );
+    // The child lives on (its own call counter kept counting) and serves
+    // every session.
+    assert_eq!(
+        text_of(&b.call("echo", json!({"text": "still here"}), None)),
+        "still here"
+    );
+    let after: u64 = count(&mut a).parse().unwrap();
+    assert_eq!(after, before + 3, "the same process served them all");
+
+    let rss_before = gw.rss_kib();
+    let shouted = b.call("shout", json!({"bytes": 200 << 20}), None);
+    assert_eq!(text_of(&shouted), "shouted");
+    let grown_mib = gw.rss_kib().saturating_sub(rss_before) / 1024;
+    assert!(
+        grown_mib < 64,
+        "dgw grew {grown_mib} MiB reading 200 MiB of stderr"
+    );
+    let dropped = gw
+        .metrics()
+        .lines()
+        .find(|l| l.starts_with("dgw_mcp_upstream_stderr_dropped_bytes_total"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .expect("the dropped bytes are counted");
+    assert!(dropped >= (200 << 20) as f64 - 8192.0, "{dropped}");
+}

@@ -99,18 +99,26 @@ struct Catalog {
 impl Catalog {
     /// Names clash when two upstreams offer the same one: then each of
     /// those tools is offered as `<upstream>__<tool>`.
-    fn build(upstreams: &[Arc<Upstream>]) -> Self {
-        let listed: Vec<(usize, Map<String, Value>)> = upstreams
-            .iter()
-            .enumerate()
-            .flat_map(|(i, u)| u.tools().into_iter().map(move |t| (i, t)))
-            .collect();
+    fn build(upstreams: &[Arc<Upstream>], strict_names: bool) -> Self {
         let name_of = |t: &Map<String, Value>| {
             t.get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned()
         };
+        let listed: Vec<(usize, Map<String, Value>)> = upstreams
+            .iter()
+            .enumerate()
+            .flat_map(|(i, u)| u.tools().into_iter().map(move |t| (i, t)))
+            .filter(|(i, t)| {
+                let name = name_of(t);
+                let ok = !strict_names || offerable_tool_name(&name);
+                if !ok {
+                    tracing::warn!(upstream = %upstreams[*i].name, tool = ?name.chars().take(128).collect::<String>(), "dropping a tool whose name is not 1-128 printable ASCII characters without {CLASH_SEPARATOR:?} (mcp.strict_tool_names)");
+                }
+                ok
+            })
+            .collect();
         let mut counts: HashMap<String, usize> = HashMap::new();
         for (_, t) in &listed {
             *counts.entry(name_of(t)).or_default() += 1;
@@ -138,6 +146,16 @@ impl Catalog {
         }
         catalog
     }
+}
+
+/// Whether an upstream's tool name may be offered: 1–128 printable ASCII
+/// characters (no look-alikes of another tool's name, which a rule for that
+/// name would miss) without the gateway's own `<upstream>__<tool>`
+/// separator (which would let one upstream's tool pass for another's).
+pub fn offerable_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_graphic())
+        && !name.contains(CLASH_SEPARATOR)
 }
 
 /// A `tools/call`'s metric labels.
@@ -216,6 +234,8 @@ pub struct McpProxy {
     talos: Arc<TalosGate>,
     upstreams: Vec<Arc<Upstream>>,
     unchecked_methods: Vec<String>,
+    /// Drop upstream tools whose names are not [`offerable_tool_name`].
+    strict_tool_names: bool,
     catalog: RwLock<Arc<Catalog>>,
 }
 
@@ -265,12 +285,14 @@ impl McpProxy {
         talos: Arc<TalosGate>,
         upstreams: Vec<Arc<Upstream>>,
         unchecked_methods: Vec<String>,
+        strict_tool_names: bool,
     ) -> Self {
         Self {
             gate,
             talos,
             upstreams,
             unchecked_methods,
+            strict_tool_names,
             catalog: RwLock::new(Arc::default()),
         }
     }
@@ -298,7 +320,7 @@ impl McpProxy {
 
     /// Rebuilds the catalog from the tools the upstreams last listed.
     pub fn rebuild_catalog(&self) {
-        let catalog = Arc::new(Catalog::build(&self.upstreams));
+        let catalog = Arc::new(Catalog::build(&self.upstreams, self.strict_tool_names));
         *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = catalog;
     }
 
@@ -811,5 +833,27 @@ impl McpProxy {
             .request(method, params, cancel)
             .await
             .map_err(|e| upstream_error(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::offerable_tool_name;
+
+    #[test]
+    fn look_alike_and_separator_names_are_not_offered() {
+        for ok in ["read_secret", "read-file.v2", "a", &"x".repeat(128)] {
+            assert!(offerable_tool_name(ok), "{ok}");
+        }
+        for bad in [
+            "r\u{435}ad_secret", // Cyrillic е
+            "files__read",
+            "with space",
+            "",
+            &"x".repeat(129),
+            "tab\t",
+        ] {
+            assert!(!offerable_tool_name(bad), "{bad:?}");
+        }
     }
 }

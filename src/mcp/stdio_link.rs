@@ -140,13 +140,7 @@ impl StdioLink {
                 }
             }
         });
-        let name = up.name.clone();
-        let stderr_logger = tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(target: "dgw::upstream", upstream = %name, "{line}");
-            }
-        });
+        let stderr_logger = tokio::spawn(log_stderr(up.name.clone(), stderr));
         let conn = Arc::new(Conn {
             tx,
             pending: Pending::default(),
@@ -184,7 +178,98 @@ impl StdioLink {
     }
 }
 
-/// Reads the child's stdout until it closes or sends something too large.
+/// Most bytes of one stderr line logged; the rest is dropped and counted.
+pub const MAX_STDERR_LINE: usize = 4096;
+
+/// How much of an oversized message's start and end is kept to find its ID.
+const ID_WINDOW: usize = 4096;
+
+/// Logs the child's stderr a line at a time, each line cut to
+/// [`MAX_STDERR_LINE`] bytes: a child that writes a gigabyte without a
+/// newline costs a bounded buffer, not the gateway's memory.
+async fn log_stderr(name: String, stderr: tokio::process::ChildStderr) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        let read = (&mut reader)
+            .take(MAX_STDERR_LINE as u64)
+            .read_until(b'\n', &mut line)
+            .await;
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let complete = line.last() == Some(&b'\n');
+        let text = String::from_utf8_lossy(line.trim_ascii_end());
+        if complete {
+            tracing::info!(target: "dgw::upstream", upstream = %name, "{text}");
+            continue;
+        }
+        let dropped = match skip_line(&mut reader, |_| {}).await {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        crate::telemetry::record_stderr_dropped(&name, dropped);
+        tracing::info!(target: "dgw::upstream", upstream = %name, dropped_bytes = dropped, "{text}…");
+    }
+}
+
+/// Consumes the rest of a line (through its newline, or to the end of the
+/// stream), handing each chunk to `seen`; returns how many bytes it skipped.
+async fn skip_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    mut seen: impl FnMut(&[u8]),
+) -> std::io::Result<u64> {
+    let mut skipped = 0u64;
+    loop {
+        let chunk = reader.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(skipped);
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                seen(&chunk[..i]);
+                reader.consume(i + 1);
+                return Ok(skipped + i as u64 + 1);
+            }
+            None => {
+                let n = chunk.len();
+                seen(chunk);
+                reader.consume(n);
+                skipped += n as u64;
+            }
+        }
+    }
+}
+
+/// The first `"id":N` in `bytes` whose N is a request still waiting.
+fn waiting_id_in(bytes: &[u8], pending: &Pending) -> Option<u64> {
+    let mut rest = bytes;
+    while let Some(at) = rest.windows(5).position(|w| w == b"\"id\":") {
+        rest = &rest[at + 5..];
+        let digits: Vec<u8> = rest
+            .iter()
+            .skip_while(|b| b.is_ascii_whitespace())
+            .take_while(|b| b.is_ascii_digit())
+            .copied()
+            .collect();
+        if let Some(id) = std::str::from_utf8(&digits)
+            .ok()
+            .and_then(|d| d.parse().ok())
+        {
+            if pending.contains(id) {
+                return Some(id);
+            }
+        }
+    }
+    None
+}
+
+/// Reads the child's stdout until it closes. A message over
+/// [`MAX_MESSAGE_BYTES`] is skipped to its end and fails only the call it
+/// answers (`upstream_reply_too_large`), found by its ID near its start or
+/// end; the child and every other session's calls go on.
 async fn read_messages(up: &Upstream, conn: &Conn, stdout: ChildStdout) {
     let mut reader = BufReader::new(stdout);
     let mut buf = Vec::new();
@@ -200,8 +285,26 @@ async fn read_messages(up: &Upstream, conn: &Conn, stdout: ChildStdout) {
             }
         }
         if buf.len() > MAX_MESSAGE_BYTES {
-            tracing::error!(upstream = %up.name, "upstream sent a message over {MAX_MESSAGE_BYTES} bytes; restarting it");
-            return;
+            let mut tail: std::collections::VecDeque<u8> =
+                buf[buf.len() - ID_WINDOW..].iter().copied().collect();
+            let skipped = skip_line(&mut reader, |chunk| {
+                tail.extend(chunk.iter().rev().take(ID_WINDOW).rev());
+                let excess = tail.len().saturating_sub(ID_WINDOW);
+                tail.drain(..excess);
+            })
+            .await;
+            let tail: Vec<u8> = tail.into_iter().collect();
+            let id = waiting_id_in(&buf[..ID_WINDOW], &conn.pending)
+                .or_else(|| waiting_id_in(&tail, &conn.pending));
+            tracing::error!(upstream = %up.name, ?id, skipped = ?skipped.as_ref().ok(), "upstream sent a message over {MAX_MESSAGE_BYTES} bytes; failing the call it answers");
+            if let Some(id) = id {
+                conn.pending
+                    .answer(&serde_json::json!(id), too_large_reply());
+            }
+            if skipped.is_err() {
+                return;
+            }
+            continue;
         }
         let line = buf.trim_ascii();
         if line.is_empty() {
@@ -219,6 +322,15 @@ async fn read_messages(up: &Upstream, conn: &Conn, stdout: ChildStdout) {
             }
         }
     }
+}
+
+/// The answer a call gets when its reply was too large to read.
+pub fn too_large_reply() -> Reply {
+    Reply::Error(serde_json::json!({
+        "code": crate::jsonrpc::INTERNAL_ERROR,
+        "message": format!("the upstream's reply is over {MAX_MESSAGE_BYTES} bytes"),
+        "data": {"type": "upstream_reply_too_large"},
+    }))
 }
 
 /// A request waiting for its answer; dropped, it stops waiting.

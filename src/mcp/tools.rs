@@ -335,7 +335,8 @@ mod tests {
         let mut args = json!({"path": "/a", "paths": ["/b", "/c"], "other": "/x"});
         let args = args.as_object_mut().unwrap();
         let src = ResourceSource::Pointers(vec!["/path".into(), "/paths".into()]);
-        src.rewrite(args, |s| Ok::<_, ()>(format!("/r{s}"))).unwrap();
+        src.rewrite(args, |s| Ok::<_, ()>(format!("/r{s}")))
+            .unwrap();
         assert_eq!(src.resources(args).unwrap(), vec!["/r/a", "/r/b", "/r/c"]);
         assert_eq!(args["other"], "/x");
     }

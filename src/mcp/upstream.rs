@@ -89,6 +89,11 @@ impl Pending {
         self.lock().remove(&id);
     }
 
+    /// Whether request `id` still waits for its answer.
+    pub fn contains(&self, id: u64) -> bool {
+        self.lock().contains_key(&id)
+    }
+
     /// Hands an answer to its waiting request; false when nobody waits.
     pub fn answer(&self, id: &Value, reply: Reply) -> bool {
         let Some(id) = id.as_u64() else { return false };

@@ -2,7 +2,9 @@
 // `echo` answers its text, `crash` kills the process (to test restarts),
 // `count` reports how many tools/call requests this process has served,
 // `wait` waits `ms` milliseconds or until the client cancels it, and
-// `cancellations` reports how many `wait` calls were cancelled.
+// `cancellations` reports how many `wait` calls were cancelled, `big`
+// answers `bytes` bytes of text, and `shout` writes `bytes` bytes to stderr
+// on one line.
 //   node echo-server.mjs            (stdio)
 //   node echo-server.mjs --http 0   (Streamable HTTP on 127.0.0.1; prints
 //                                     "echo-server listening port=N")
@@ -47,6 +49,30 @@ function build() {
         });
       });
       return { content: [{ type: "text", text: `waited ${ms}` }] };
+    },
+  );
+  server.registerTool(
+    "big",
+    { description: "Answers bytes bytes of text", inputSchema: { bytes: z.number() } },
+    async ({ bytes }) => {
+      calls += 1;
+      return { content: [{ type: "text", text: "x".repeat(bytes) }] };
+    },
+  );
+  server.registerTool(
+    "shout",
+    { description: "Writes bytes bytes to stderr on one line", inputSchema: { bytes: z.number() } },
+    async ({ bytes }) => {
+      calls += 1;
+      const chunk = "y".repeat(1 << 20);
+      for (let left = bytes; left > 0; left -= chunk.length) {
+        const part = left >= chunk.length ? chunk : chunk.slice(0, left);
+        if (!process.stderr.write(part)) {
+          await new Promise((resolve) => process.stderr.once("drain", resolve));
+        }
+      }
+      process.stderr.write("\n");
+      return { content: [{ type: "text", text: "shouted" }] };
     },
   );
   server.registerTool("cancellations", { description: "wait calls cancelled so far" }, async () => {

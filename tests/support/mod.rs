@@ -400,6 +400,22 @@ impl Gateway {
         String::from_utf8(body).unwrap()
     }
 
+    /// The process ID, while it runs.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Resident memory in KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("VmRSS in /proc/PID/status")
+    }
+
     /// SIGKILL: no chance to flush or drain.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
