@@ -22,6 +22,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use crate::caller::Authenticator;
+use crate::connections::{Limits, Tracker};
 use crate::gatekeeper::Gatekeeper;
 use crate::http_guard::HttpGuard;
 use crate::jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
@@ -229,33 +230,35 @@ impl HttpFront {
 }
 
 /// Serves connections until `shutdown` resolves, then stops accepting and
-/// waits up to `grace` for in-flight requests.
+/// waits up to `grace` for in-flight requests. Connections are held to
+/// `limits` ([`crate::connections`]).
 pub async fn serve(
     listener: TcpListener,
     front: Arc<HttpFront>,
+    limits: Limits,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
     let graceful = GracefulShutdown::new();
+    let tracker = Tracker::new(limits);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer): (_, SocketAddr) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
+            (stream, peer) = tracker.accept(&listener) => {
+                let peer: SocketAddr = peer;
                 let _ = stream.set_nodelay(true);
-                let front = front.clone();
+                let io = tracker.track(stream);
+                let (front, state, tracker) = (front.clone(), io.state(), tracker.clone());
                 let service = service_fn(move |req| {
                     let front = front.clone();
-                    async move { Ok::<_, Infallible>(front.route(req).await) }
+                    let busy = tracker.busy(&state);
+                    async move {
+                        let response = front.route(req).await;
+                        drop(busy);
+                        Ok::<_, Infallible>(response)
+                    }
                 });
-                let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+                let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service);
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {

@@ -7,6 +7,7 @@ pub mod budget;
 pub mod caller;
 pub mod cli;
 pub mod config;
+pub mod connections;
 pub mod data_dir;
 pub mod delegations;
 pub mod gatekeeper;

@@ -13,6 +13,7 @@ use crate::audit::AuditLog;
 use crate::budget::Ledger;
 use crate::caller::Authenticator;
 use crate::config::{Config, TenantRoot};
+use crate::connections::{connections_within, Limits};
 use crate::delegations::DelegationStore;
 use crate::gatekeeper::{now, Gatekeeper};
 use crate::http::{self, HttpFront};
@@ -204,6 +205,17 @@ fn close_state(state: &State) -> Result<(), ServeError> {
 pub async fn run(config: Config) -> Result<(), ServeError> {
     // Before the state: recovery counts what it charges.
     let metrics = telemetry::install_metrics();
+    let descriptors = crate::connections::raise_descriptor_limit();
+    let listeners = 1 + usize::from(config.server.grpc.is_some());
+    let max_connections = connections_within(config.server.max_connections, listeners, descriptors);
+    if max_connections < config.server.max_connections {
+        tracing::warn!(
+            configured = config.server.max_connections,
+            per_listener = max_connections,
+            descriptors = ?descriptors,
+            "server.max_connections lowered to fit the descriptor limit"
+        );
+    }
     let state = open_state(&config)?;
     let gate = state.gate.clone();
     let listener = TcpListener::bind(config.server.http)
@@ -282,8 +294,15 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             config.admin_tokens.clone(),
             grpc_addr.unwrap_or(config.server.http),
         );
+        let limits = Limits {
+            header_read_timeout: None,
+            idle_timeout: config.server.idle_timeout,
+            max_connections,
+        };
         tokio::spawn(async move {
-            if let Err(e) = crate::grpc::serve(listener, gate, max, timeout, auth, stopped).await {
+            if let Err(e) =
+                crate::grpc::serve(listener, gate, max, timeout, auth, limits, stopped).await
+            {
                 tracing::error!(error = %e, "the gRPC front failed");
             }
         })
@@ -291,6 +310,11 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     http::serve(
         listener,
         front,
+        Limits {
+            header_read_timeout: Some(config.server.header_read_timeout),
+            idle_timeout: config.server.idle_timeout,
+            max_connections,
+        },
         stopped(stopping.clone()),
         config.server.shutdown_grace,
     )

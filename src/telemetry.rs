@@ -22,6 +22,7 @@ pub const JOURNAL_SYNC_BATCH: &str = "dgw_budget_journal_sync_batch_size";
 pub const LEASES_TOTAL: &str = "dgw_budget_leases_total";
 pub const LEASE_CHARGED: &str = "dgw_budget_lease_charged_microcents_total";
 pub const STDERR_DROPPED: &str = "dgw_mcp_upstream_stderr_dropped_bytes_total";
+pub const CONNECTIONS_SHED: &str = "dgw_connections_shed_total";
 pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
 pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
 pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
@@ -118,6 +119,10 @@ fn describe() {
         STDERR_DROPPED,
         Unit::Bytes,
         "Bytes of an upstream's stderr not logged because a line was over 4 KiB."
+    );
+    describe_counter!(
+        CONNECTIONS_SHED,
+        "Idle connections closed to make room (max_connections reached, or descriptors ran out)."
     );
     describe_gauge!(
         MCP_UPSTREAM_UP,
@@ -255,6 +260,11 @@ pub fn record_lease_charged(microcents: u64) {
 /// Bytes of an upstream's stderr dropped because a line was too long.
 pub fn record_stderr_dropped(upstream: &str, bytes: u64) {
     counter!(STDERR_DROPPED, "upstream" => upstream.to_owned()).increment(bytes);
+}
+
+/// An idle connection closed to make room for a new one.
+pub fn record_connection_shed() {
+    counter!(CONNECTIONS_SHED).increment(1);
 }
 
 /// A revocation recorded.

@@ -706,3 +706,123 @@ fn an_oversized_reply_fails_one_call_and_stderr_is_bounded() {
         .expect("the dropped bytes are counted");
     assert!(dropped >= (200 << 20) as f64 - 8192.0, "{dropped}");
 }
+
+/// Threat 7: slowloris and descriptor exhaustion. With 1,024 descriptors,
+/// 1,100 idle sockets and a client sending its headers a byte at a time,
+/// `/healthz` and an authorization still answer: idle connections are shed
+/// to make room, slow heads are cut at `header_read_timeout`, and idle ones
+/// end at `idle_timeout`.
+#[test]
+fn idle_sockets_and_slow_headers_never_lock_clients_out() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    // This test's own process needs room for 1,100 sockets too.
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        },
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = gateway_config(
+        dir.path(),
+        &[("acme", seed(1).principal_id())],
+        "header_read_timeout = \"1s\"\nidle_timeout = \"4s\"\n",
+    );
+    let gw = Gateway::start_with_descriptors(&config, 1024);
+    let t = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+
+    // Paced, so the kernel's accept queue (often 128) never overflows and
+    // every socket really reaches dgw.
+    let mut idle = Vec::new();
+    for i in 0..1100 {
+        idle.push(std::net::TcpStream::connect(&gw.addr).unwrap());
+        if i % 50 == 49 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let slow_started = Instant::now();
+    let slow = {
+        let addr = gw.addr.clone();
+        std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let head = format!("POST /rpc HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ");
+            let mut sent = 0;
+            for byte in head.bytes().chain(std::iter::repeat(b'a')) {
+                if s.write_all(&[byte]).is_err() {
+                    break;
+                }
+                sent += 1;
+                let mut buf = [0u8; 64];
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => break,
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.kind() == std::io::ErrorKind::TimedOut => {}
+                    Err(_) => break,
+                }
+                if sent > 200 {
+                    break;
+                }
+            }
+            sent
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+
+    // Answered within two seconds, though every descriptor was taken.
+    let answered = |path: &str, body: &[u8]| {
+        let started = Instant::now();
+        let mut s = std::net::TcpStream::connect(&gw.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let method = if body.is_empty() { "GET" } else { "POST" };
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            gw.addr,
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer)
+            .unwrap_or_else(|e| panic!("{path} not answered: {e}"));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        answer
+    };
+    let health = answered("/healthz", b"");
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize",
+        "params": authorize(&t, "/project/a", 1)})
+    .to_string();
+    let auth = answered("/rpc", body.as_bytes());
+    assert!(auth.contains("\"allowed\":true"), "{auth}");
+
+    // The slow head was cut near header_read_timeout, not left open.
+    let sent = slow.join().unwrap();
+    assert!(
+        sent < 200,
+        "the slow client sent {sent} bytes without being cut off"
+    );
+    assert!(slow_started.elapsed() < Duration::from_secs(5));
+
+    // After idle_timeout every idle socket has been closed by dgw.
+    std::thread::sleep(Duration::from_millis(4500));
+    let mut closed = 0;
+    for s in &mut idle {
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut buf = [0u8; 1];
+        if matches!(s.read(&mut buf), Ok(0) | Err(_)) {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, idle.len());
+    assert!(gw.metrics().contains("dgw_connections_shed_total"));
+}

@@ -25,6 +25,7 @@ use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 use crate::caller::Authenticator;
+use crate::connections::{Limits, Tracker};
 use crate::gatekeeper::Gatekeeper;
 
 /// Most streams one gRPC connection may have open.
@@ -67,6 +68,7 @@ pub async fn serve(
     max_message_bytes: usize,
     request_timeout: Duration,
     auth: Authenticator,
+    limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -81,9 +83,31 @@ pub async fn serve(
         .build_v1()
         .expect("the descriptor sets are built into the binary and valid");
     let front = service::GrpcFront::new(gate, max_message_bytes, auth);
+    // Sockets are accepted here, held to the connection limits; the
+    // builder's `tcp_nodelay` only reaches sockets tonic accepts itself, so
+    // ours carry it, or Nagle holds back each answer's trailers.
+    let tracker = Tracker::new(limits);
+    let (accepted, incoming) = tokio::sync::mpsc::channel(64);
+    let acceptor = tokio::spawn(async move {
+        loop {
+            let (stream, _) = tracker.accept(&listener).await;
+            let _ = stream.set_nodelay(true);
+            if accepted
+                .send(Ok::<_, std::io::Error>(tracker.track(stream)))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
     let stopper = front.stopper();
+    let stop_accepting = acceptor.abort_handle();
     let shutdown = async move {
         shutdown.await;
+        // Closes the listening socket: new clients are refused at once
+        // rather than queued for a server that is draining.
+        stop_accepting.abort();
         follow.abort();
         // Health watchers hear NOT_SERVING, then the statuses are withdrawn
         // (a check during the drain answers NOT_FOUND), which ends their
@@ -98,10 +122,8 @@ pub async fn serve(
     };
     let gateway = pb::delegation_gateway_server::DelegationGatewayServer::new(front)
         .max_decoding_message_size(max_message_bytes);
-    // The builder's `tcp_nodelay` only reaches sockets tonic accepts itself;
-    // ours must carry it, or Nagle holds back each answer's trailers.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    tonic::transport::Server::builder()
+    let incoming = tokio_stream::wrappers::ReceiverStream::new(incoming);
+    let served = tonic::transport::Server::builder()
         .timeout(request_timeout)
         // An unauthenticated connection may not hold more streams than this
         // (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS), nor run more calls at
@@ -112,7 +134,9 @@ pub async fn serve(
         .add_service(reflection)
         .add_service(gateway)
         .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
+        .await;
+    acceptor.abort();
+    served
 }
 
 #[cfg(test)]

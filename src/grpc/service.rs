@@ -17,6 +17,7 @@ use super::pb::{self, DecisionOutcome};
 use super::{convert, status};
 use crate::budget::OnExpiry;
 use crate::caller::{Authenticator, Caller};
+use crate::connections::{Busy, ConnInfo};
 use crate::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
 use crate::telemetry::{Outcome, RequestRecord};
 
@@ -72,11 +73,17 @@ impl GrpcFront {
 
     /// Streams the decisions that pass `filter` until the client goes away
     /// or the server stops.
-    fn watch(&self, filter: Filter) -> ReceiverStream<Result<pb::WatchDecisionsResponse, Status>> {
+    fn watch(
+        &self,
+        filter: Filter,
+        busy: Option<Busy>,
+    ) -> ReceiverStream<Result<pb::WatchDecisionsResponse, Status>> {
         let mut decisions = self.gate.subscribe();
         let mut stopping = self.stopping.clone();
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
         tokio::spawn(async move {
+            // The connection is not idle while the stream is open.
+            let _busy = busy;
             let mut missed = 0u64;
             loop {
                 let next = tokio::select! {
@@ -103,6 +110,12 @@ impl GrpcFront {
         });
         ReceiverStream::new(rx)
     }
+}
+
+/// Marks the request's connection busy (not idle, not to be shed) while
+/// the guard lives.
+fn busy<T>(request: &Request<T>) -> Option<Busy> {
+    request.extensions().get::<ConnInfo>().map(ConnInfo::busy)
 }
 
 /// A failed call: its status, and how `dgw_requests_total` counts it.
@@ -165,6 +178,7 @@ impl DelegationGateway for GrpcFront {
         &self,
         request: Request<pb::DelegateRequest>,
     ) -> Result<Response<pb::DelegateResponse>, Status> {
+        let _busy = busy(&request);
         counted("Delegate", async {
             let r = request.into_inner();
             let params = DelegateParams {
@@ -210,6 +224,7 @@ impl DelegationGateway for GrpcFront {
         &self,
         request: Request<pb::CompleteRequest>,
     ) -> Result<Response<pb::CompleteResponse>, Status> {
+        let _busy = busy(&request);
         counted("Complete", async {
             let r = request.into_inner();
             let params = CompleteParams {
@@ -230,6 +245,7 @@ impl DelegationGateway for GrpcFront {
         &self,
         request: Request<pb::RevokeRequest>,
     ) -> Result<Response<pb::RevokeResponse>, Status> {
+        let _busy = busy(&request);
         counted("Revoke", async {
             let caller = self.caller(&request)?;
             let r = request.into_inner();
@@ -250,6 +266,7 @@ impl DelegationGateway for GrpcFront {
         &self,
         request: Request<pb::AuthorizeRequest>,
     ) -> Result<Response<pb::AuthorizeResponse>, Status> {
+        let _busy = busy(&request);
         counted("Authorize", async {
             let r = request.into_inner();
             let asked = r.request.ok_or_else(|| invalid("request", "is required"))?;
@@ -280,6 +297,7 @@ impl DelegationGateway for GrpcFront {
         &self,
         request: Request<pb::SettleRequest>,
     ) -> Result<Response<pb::SettleResponse>, Status> {
+        let _busy = busy(&request);
         counted("Settle", async {
             let caller = self.caller(&request)?;
             let r = request.into_inner();
@@ -297,6 +315,7 @@ impl DelegationGateway for GrpcFront {
         &self,
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
+        let _busy = busy(&request);
         counted("Release", async {
             let caller = self.caller(&request)?;
             let r = request.into_inner();
@@ -317,6 +336,7 @@ impl DelegationGateway for GrpcFront {
         &self,
         request: Request<pb::GetBudgetRequest>,
     ) -> Result<Response<pb::GetBudgetResponse>, Status> {
+        let _busy = busy(&request);
         counted("GetBudget", async {
             let caller = self.caller(&request)?;
             let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
@@ -333,6 +353,7 @@ impl DelegationGateway for GrpcFront {
         &self,
         request: Request<pb::GetDelegationRequest>,
     ) -> Result<Response<pb::GetDelegationResponse>, Status> {
+        let _busy = busy(&request);
         counted("GetDelegation", async {
             let caller = self.caller(&request)?;
             let id = delegation_id("delegation_id", &request.into_inner().delegation_id)?;
@@ -356,6 +377,7 @@ impl DelegationGateway for GrpcFront {
     ) -> Result<Response<Self::WatchDecisionsStream>, Status> {
         // Counted when the stream opens; its decisions are counted where
         // they are made.
+        let busy = busy(&request);
         counted("WatchDecisions", async {
             if !self.caller(&request)?.is_admin() {
                 return Err(gate_failure(&GateError::Forbidden {
@@ -374,7 +396,7 @@ impl DelegationGateway for GrpcFront {
                     invalid("outcome", format!("{} is not a DecisionOutcome", r.outcome))
                 })?,
             };
-            Ok((self.watch(filter), Outcome::Ok))
+            Ok((self.watch(filter, busy), Outcome::Ok))
         })
         .await
     }

@@ -305,6 +305,21 @@ pub fn mcp_gateway_config(
 impl Gateway {
     /// Starts `dgw serve --config CONFIG` and waits for it to listen.
     pub fn start(config: &Path) -> Gateway {
+        Self::start_as(dgw(), config)
+    }
+
+    /// [`Gateway::start`] with at most `n` open descriptors (hard limit).
+    pub fn start_with_descriptors(config: &Path, n: u32) -> Gateway {
+        let mut command = Command::new("prlimit");
+        command
+            .arg(format!("--nofile={n}:{n}"))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_dgw"));
+        Self::start_as(command, config)
+    }
+
+    /// Runs `command serve --config CONFIG` (`command` runs dgw).
+    fn start_as(mut command: Command, config: &Path) -> Gateway {
         use std::io::BufRead;
         let stderr_log = config.with_extension(format!("stderr.{}.log", std::process::id()));
         let log = std::fs::OpenOptions::new()
@@ -312,7 +327,7 @@ impl Gateway {
             .append(true)
             .open(&stderr_log)
             .unwrap();
-        let mut child = dgw()
+        let mut child = command
             .args(["serve", "--config", config.to_str().unwrap()])
             .stdout(Stdio::piped())
             .stderr(log)
