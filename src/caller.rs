@@ -34,6 +34,8 @@ impl AdminToken {
 pub enum Admin {
     /// By the named `[[admin.tokens]]` entry.
     Token(String),
+    /// By a client certificate whose subject `[[admin.certs]]` lists.
+    Certificate(String),
     /// No admin tokens are configured and the call came in on a loopback
     /// listener.
     Loopback,
@@ -104,7 +106,10 @@ impl Caller {
     /// Whether this caller proved itself an administrator with a secret,
     /// which ending another holder's reservation requires.
     pub fn is_authenticated_admin(&self) -> bool {
-        matches!(self.admin, Some(Admin::Token(_) | Admin::Gateway))
+        matches!(
+            self.admin,
+            Some(Admin::Token(_) | Admin::Certificate(_) | Admin::Gateway)
+        )
     }
 
     /// The credential from the transport, if any.
@@ -154,24 +159,40 @@ impl AuthError {
 #[derive(Debug, Clone)]
 pub struct Authenticator {
     tokens: Vec<AdminToken>,
-    /// No tokens are configured and the listener is on loopback.
+    /// Client certificate subjects that are admins.
+    certs: Vec<String>,
+    /// No tokens or certificates are configured and the listener is on
+    /// loopback.
     loopback_admin: bool,
 }
 
 impl Authenticator {
     /// An authenticator for a listener bound to `listener`.
-    pub fn new(tokens: Vec<AdminToken>, listener: std::net::SocketAddr) -> Self {
-        let loopback_admin = tokens.is_empty() && listener.ip().is_loopback();
+    pub fn new(
+        tokens: Vec<AdminToken>,
+        certs: Vec<String>,
+        listener: std::net::SocketAddr,
+    ) -> Self {
+        let loopback_admin = tokens.is_empty() && certs.is_empty() && listener.ip().is_loopback();
         Self {
             tokens,
+            certs,
             loopback_admin,
         }
     }
 
-    /// The caller behind an `Authorization` header value (absent: none).
-    pub fn caller(&self, authorization: Option<&[u8]>) -> Result<Caller, AuthError> {
+    /// The caller behind an `Authorization` header value (absent: none)
+    /// on a connection whose client certificate has `subject` (mTLS).
+    pub fn caller(
+        &self,
+        authorization: Option<&[u8]>,
+        subject: Option<&str>,
+    ) -> Result<Caller, AuthError> {
+        let by_cert = subject
+            .filter(|s| self.certs.iter().any(|c| c == s))
+            .map(|s| Admin::Certificate(s.to_owned()));
         let mut caller = Caller {
-            admin: self.loopback_admin.then_some(Admin::Loopback),
+            admin: by_cert.or(self.loopback_admin.then_some(Admin::Loopback)),
             credential: None,
         };
         let Some(value) = authorization else {
@@ -216,6 +237,26 @@ pub fn new_admin_secret() -> Result<String, crate::random::RandomError> {
 mod tests {
     use super::*;
 
+    impl Authenticator {
+        fn caller_h(&self, authorization: Option<&[u8]>) -> Result<Caller, AuthError> {
+            self.caller(authorization, None)
+        }
+    }
+
+    #[test]
+    fn listed_certificate_subjects_are_admins() {
+        let auth = Authenticator::new(
+            vec![],
+            vec!["CN=ops".into()],
+            "127.0.0.1:1".parse().unwrap(),
+        );
+        let c = auth.caller(None, Some("CN=ops")).unwrap();
+        assert!(c.is_authenticated_admin());
+        assert!(!auth.caller(None, Some("CN=agent")).unwrap().is_admin());
+        // With certificates configured, loopback alone is not admin.
+        assert!(!auth.caller(None, None).unwrap().is_admin());
+    }
+
     fn token(name: &str, secret: &str) -> AdminToken {
         AdminToken {
             name: name.into(),
@@ -227,41 +268,42 @@ mod tests {
     fn bearer_secrets_are_checked_against_digests() {
         let auth = Authenticator::new(
             vec![token("ops", "s3cret"), token("ci", "other")],
+            vec![],
             "127.0.0.1:1".parse().unwrap(),
         );
-        let c = auth.caller(Some(b"Bearer s3cret")).unwrap();
+        let c = auth.caller_h(Some(b"Bearer s3cret")).unwrap();
         assert_eq!(c.admin, Some(Admin::Token("ops".into())));
         assert!(c.is_authenticated_admin());
         assert_eq!(
-            auth.caller(Some(b"Bearer wrong")).unwrap_err(),
+            auth.caller_h(Some(b"Bearer wrong")).unwrap_err(),
             AuthError::InvalidAdminToken
         );
         // With tokens configured, loopback alone is no longer admin.
-        assert!(!auth.caller(None).unwrap().is_admin());
+        assert!(!auth.caller_h(None).unwrap().is_admin());
         assert_eq!(
-            auth.caller(Some(b"Basic abc")).unwrap_err(),
+            auth.caller_h(Some(b"Basic abc")).unwrap_err(),
             AuthError::UnknownScheme
         );
     }
 
     #[test]
     fn loopback_is_admin_only_without_tokens_and_never_authenticated() {
-        let local = Authenticator::new(vec![], "127.0.0.1:1".parse().unwrap());
-        let c = local.caller(None).unwrap();
+        let local = Authenticator::new(vec![], vec![], "127.0.0.1:1".parse().unwrap());
+        let c = local.caller_h(None).unwrap();
         assert!(c.is_admin() && !c.is_authenticated_admin());
-        let public = Authenticator::new(vec![], "0.0.0.0:1".parse().unwrap());
-        assert!(!public.caller(None).unwrap().is_admin());
+        let public = Authenticator::new(vec![], vec![], "0.0.0.0:1".parse().unwrap());
+        assert!(!public.caller_h(None).unwrap().is_admin());
         // Bearer secrets are refused when none are configured.
         assert_eq!(
-            local.caller(Some(b"Bearer x")).unwrap_err(),
+            local.caller_h(Some(b"Bearer x")).unwrap_err(),
             AuthError::InvalidAdminToken
         );
     }
 
     #[test]
     fn credentials_come_from_the_header_or_the_params_not_both() {
-        let auth = Authenticator::new(vec![], "10.0.0.1:1".parse().unwrap());
-        let c = auth.caller(Some(b"DCT abc")).unwrap();
+        let auth = Authenticator::new(vec![], vec![], "10.0.0.1:1".parse().unwrap());
+        let c = auth.caller_h(Some(b"DCT abc")).unwrap();
         assert_eq!(c.credential(), Some("abc"));
         let same = c.clone().with_param_credential(Some("abc".into())).unwrap();
         assert_eq!(same.credential(), Some("abc"));

@@ -15,6 +15,7 @@ use crate::mcp::tools::{
     split_capability, NamePattern, ResourceSource, ToolPolicy, ToolRule, ToolRules,
 };
 use crate::mcp::{TransportSpec, UpstreamSpec};
+use crate::tls::TlsFiles;
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +52,8 @@ pub struct Config {
     /// Administrators' tokens (`[[admin.tokens]]`); none: callers on a
     /// loopback listener may use the admin methods that read.
     pub admin_tokens: Vec<AdminToken>,
+    /// Client certificate subjects that are admins (`[[admin.certs]]`).
+    pub admin_certs: Vec<String>,
 }
 
 /// A trusted Talos issuer: its DID and key, the tenant its capabilities
@@ -111,6 +114,8 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// Most connections open at once, per listener.
     pub max_connections: usize,
+    /// TLS on every listener (`[server.tls]`); none: plain text.
+    pub tls: Option<TlsFiles>,
 }
 
 /// Budget reservations.
@@ -171,6 +176,15 @@ struct RawConfig {
 struct RawAdmin {
     #[serde(default)]
     tokens: Vec<RawAdminToken>,
+    #[serde(default)]
+    certs: Vec<RawAdminCert>,
+}
+
+/// `[[admin.certs]]`: a client certificate subject that is an admin.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdminCert {
+    subject: String,
 }
 
 /// `[[admin.tokens]]`: `dgw admin-token new --name NAME` prints one.
@@ -244,6 +258,8 @@ struct RawUpstream {
     #[serde(default = "default_upstream_timeout")]
     timeout: String,
     #[serde(default)]
+    ca_file: Option<PathBuf>,
+    #[serde(default)]
     tools: Vec<RawTool>,
 }
 
@@ -297,6 +313,18 @@ struct RawServer {
     idle_timeout: String,
     #[serde(default = "default_max_connections")]
     max_connections: usize,
+    #[serde(default)]
+    tls: Option<RawTls>,
+}
+
+/// `[server.tls]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    #[serde(default)]
+    client_ca_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -417,6 +445,12 @@ fn parse_upstreams(
         if out.iter().any(|x| x.name == u.name) {
             return Err(invalid(&key("name"), format!("{:?} is used twice", u.name)));
         }
+        if u.ca_file.is_some() && !u.url.as_deref().is_some_and(|x| x.starts_with("https://")) {
+            return Err(invalid(
+                &key("ca_file"),
+                "verifies an https:// upstream; this upstream has none".into(),
+            ));
+        }
         let transport = match (u.command, u.url) {
             (Some(command), None) => {
                 if command.first().is_none_or(|p| p.is_empty()) {
@@ -431,13 +465,17 @@ fn parse_upstreams(
                 let uri: hyper::Uri = url
                     .parse()
                     .map_err(|e| invalid(&key("url"), format!("{url:?} is not a URL: {e}")))?;
-                if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+                if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none()
+                {
                     return Err(invalid(
                         &key("url"),
-                        format!("{url:?} must be an http:// URL (terminate TLS in front of the upstream)"),
+                        format!("{url:?} must be an http:// or https:// URL"),
                     ));
                 }
-                TransportSpec::Http { url }
+                TransportSpec::Http {
+                    url,
+                    ca_file: u.ca_file,
+                }
             }
             _ => {
                 return Err(invalid(
@@ -684,6 +722,22 @@ impl Config {
                 sha256,
             });
         }
+        let admin_certs: Vec<String> = raw.admin.certs.into_iter().map(|c| c.subject).collect();
+        if !admin_certs.is_empty()
+            && raw
+                .server
+                .tls
+                .as_ref()
+                .is_none_or(|t| t.client_ca_file.is_none())
+        {
+            return Err(invalid(
+                "admin.certs",
+                "client certificates need [server.tls] with client_ca_file".into(),
+            ));
+        }
+        if admin_certs.iter().any(|c| c.trim().is_empty()) {
+            return Err(invalid("admin.certs", "a subject is empty".into()));
+        }
         if raw.budget.max_open_reservations == 0 {
             return Err(invalid(
                 "budget.max_open_reservations",
@@ -734,6 +788,11 @@ impl Config {
                     &raw.server.header_read_timeout,
                 )?,
                 idle_timeout: duration("server.idle_timeout", &raw.server.idle_timeout)?,
+                tls: raw.server.tls.map(|t| TlsFiles {
+                    cert_file: t.cert_file,
+                    key_file: t.key_file,
+                    client_ca_file: t.client_ca_file,
+                }),
                 max_connections: match raw.server.max_connections {
                     0 => {
                         return Err(invalid(
@@ -769,6 +828,7 @@ impl Config {
             upstreams,
             talos,
             admin_tokens,
+            admin_certs,
         })
     }
 }
@@ -910,7 +970,8 @@ fixed_resource = "*"
         assert_eq!(
             c.upstreams[1].transport,
             TransportSpec::Http {
-                url: "http://127.0.0.1:9000/mcp".into()
+                url: "http://127.0.0.1:9000/mcp".into(),
+                ca_file: None,
             }
         );
         assert_eq!(c.mcp.max_sessions, 10_000);
@@ -932,9 +993,15 @@ command = []"#
         .contains("`upstreams[0].command`"));
         assert!(with(
             r#"name = "a"
-url = "https://x/mcp""#
+url = "ftp://x/mcp""#
         )
         .contains("`upstreams[0].url`"));
+        assert!(with(
+            r#"name = "a"
+command = ["x"]
+ca_file = "ca.pem""#
+        )
+        .contains("`upstreams[0].ca_file`"));
         assert!(with(
             r#"name = "a"
 command = ["x"]

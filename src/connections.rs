@@ -397,6 +397,7 @@ impl tonic::transport::server::Connected for TrackedIo<TcpStream> {
         ConnInfo {
             state: self.state.clone(),
             tracker: self.tracker.clone(),
+            subject: None,
         }
     }
 }
@@ -406,9 +407,22 @@ impl tonic::transport::server::Connected for TrackedIo<TcpStream> {
 pub struct ConnInfo {
     state: Arc<ConnState>,
     tracker: Tracker,
+    /// The client certificate's subject (mTLS).
+    subject: Option<String>,
 }
 
 impl ConnInfo {
+    /// `self` for a connection whose client certificate has `subject`.
+    pub fn with_subject(mut self, subject: Option<String>) -> Self {
+        self.subject = subject;
+        self
+    }
+
+    /// The client certificate's subject, on a TLS connection that has one.
+    pub fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
+    }
+
     /// Marks the connection busy while the returned guard lives.
     pub fn busy(&self) -> Busy {
         self.tracker.busy(&self.state)

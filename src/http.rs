@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use crate::caller::Authenticator;
-use crate::connections::{Limits, Tracker};
+use crate::connections::{ConnState, Limits, Tracker};
 use crate::gatekeeper::Gatekeeper;
 use crate::http_guard::HttpGuard;
 use crate::jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
@@ -178,7 +178,11 @@ impl HttpFront {
         self.limited(async {
             let (parts, body) = req.into_parts();
             let authorization = parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes());
-            let caller = match self.auth.caller(authorization) {
+            let subject = parts
+                .extensions
+                .get::<PeerSubject>()
+                .and_then(|s| s.0.as_deref());
+            let caller = match self.auth.caller(authorization, subject) {
                 Ok(c) => c,
                 Err(e) => {
                     let mut r = json_response(
@@ -229,18 +233,30 @@ impl HttpFront {
     }
 }
 
+/// The subject of the client certificate of the request's connection
+/// (mTLS), in the request's extensions.
+#[derive(Debug, Clone)]
+pub struct PeerSubject(pub Option<String>);
+
 /// Serves connections until `shutdown` resolves, then stops accepting and
 /// waits up to `grace` for in-flight requests. Connections are held to
-/// `limits` ([`crate::connections`]).
+/// `limits` ([`crate::connections`]); with `tls`, each completes its
+/// handshake (within `header_read_timeout`) in its own task, so a slow one
+/// never holds up the accept loop.
 pub async fn serve(
     listener: TcpListener,
     front: Arc<HttpFront>,
     limits: Limits,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
     let graceful = GracefulShutdown::new();
     let tracker = Tracker::new(limits);
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+    let handshake_limit = limits
+        .header_read_timeout
+        .unwrap_or(Duration::from_secs(10));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -248,20 +264,29 @@ pub async fn serve(
                 let peer: SocketAddr = peer;
                 let _ = stream.set_nodelay(true);
                 let io = tracker.track(stream);
-                let (front, state, tracker) = (front.clone(), io.state(), tracker.clone());
-                let service = service_fn(move |req| {
-                    let front = front.clone();
-                    let busy = tracker.busy(&state);
-                    async move {
-                        let response = front.route(req).await;
-                        drop(busy);
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-                let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service);
-                let conn = graceful.watch(conn);
+                let (front, tracker, watcher, tls) =
+                    (front.clone(), tracker.clone(), graceful.watcher(), tls.clone());
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
+                    let state = io.state();
+                    let served = match tls {
+                        None => serve_connection(TokioIo::new(io), front, tracker, state, None, watcher).await,
+                        Some(acceptor) => {
+                            let stream = match tokio::time::timeout(handshake_limit, acceptor.accept(io)).await {
+                                Ok(Ok(s)) => s,
+                                Ok(Err(e)) => {
+                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    tracing::debug!(%peer, "TLS handshake timed out");
+                                    return;
+                                }
+                            };
+                            let subject = crate::tls::peer_subject(stream.get_ref().1);
+                            serve_connection(TokioIo::new(stream), front, tracker, state, subject, watcher).await
+                        }
+                    };
+                    if let Err(e) = served {
                         tracing::debug!(%peer, error = %e, "connection ended");
                     }
                 });
@@ -275,4 +300,33 @@ pub async fn serve(
         () = graceful.shutdown() => tracing::info!("all connections drained"),
         () = tokio::time::sleep(grace) => tracing::warn!(?grace, "shutdown grace elapsed with connections still open"),
     }
+}
+
+/// Serves HTTP/1.1 on one accepted (and, with TLS, handshaken) connection.
+async fn serve_connection<IO>(
+    io: TokioIo<IO>,
+    front: Arc<HttpFront>,
+    tracker: Tracker,
+    state: Arc<ConnState>,
+    subject: Option<String>,
+    watcher: hyper_util::server::graceful::Watcher,
+) -> hyper::Result<()>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let subject = PeerSubject(subject);
+    let service = service_fn(move |mut req: Request<Incoming>| {
+        let front = front.clone();
+        let busy = tracker.busy(&state);
+        req.extensions_mut().insert(subject.clone());
+        async move {
+            let response = front.route(req).await;
+            drop(busy);
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let conn = http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(io, service);
+    watcher.watch(conn).await
 }

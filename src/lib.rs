@@ -25,3 +25,4 @@ pub mod serve;
 pub mod storage;
 pub mod talos_gate;
 pub mod telemetry;
+pub mod tls;

@@ -42,6 +42,8 @@ pub enum ServeError {
     Storage(#[from] StorageError),
     #[error("loading revocations: {0}")]
     Revocations(#[from] RevokeError),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -218,6 +220,15 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     }
     let state = open_state(&config)?;
     let gate = state.gate.clone();
+    // Certificates are read before anything listens: a bad file stops the
+    // start with its name.
+    let (http_tls, grpc_tls) = match &config.server.tls {
+        Some(files) => (
+            Some(crate::tls::server_config(files, &[b"http/1.1"])?),
+            Some(crate::tls::server_config(files, &[b"h2"])?),
+        ),
+        None => (None, None),
+    };
     let listener = TcpListener::bind(config.server.http)
         .await
         .map_err(|source| ServeError::Listen {
@@ -251,7 +262,11 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         max_body_bytes: config.server.max_body_bytes,
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
-        auth: Authenticator::new(config.admin_tokens.clone(), http_addr),
+        auth: Authenticator::new(
+            config.admin_tokens.clone(),
+            config.admin_certs.clone(),
+            http_addr,
+        ),
         guard: HttpGuard::new(
             http_addr,
             config.server.allowed_origins.clone(),
@@ -292,16 +307,29 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         let (max, timeout) = (config.server.max_body_bytes, config.server.request_timeout);
         let auth = Authenticator::new(
             config.admin_tokens.clone(),
+            config.admin_certs.clone(),
             grpc_addr.unwrap_or(config.server.http),
         );
+        let tls = grpc_tls.clone();
         let limits = Limits {
             header_read_timeout: None,
             idle_timeout: config.server.idle_timeout,
             max_connections,
         };
         tokio::spawn(async move {
-            if let Err(e) =
-                crate::grpc::serve(listener, gate, max, timeout, auth, limits, stopped).await
+            if let Err(e) = crate::grpc::serve(
+                listener,
+                gate,
+                crate::grpc::Settings {
+                    max_message_bytes: max,
+                    request_timeout: timeout,
+                    auth,
+                    limits,
+                    tls,
+                },
+                stopped,
+            )
+            .await
             {
                 tracing::error!(error = %e, "the gRPC front failed");
             }
@@ -315,6 +343,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             idle_timeout: config.server.idle_timeout,
             max_connections,
         },
+        http_tls,
         stopped(stopping.clone()),
         config.server.shutdown_grace,
     )

@@ -17,16 +17,84 @@ pub mod pb {
 }
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tonic::transport::server::Connected;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 use crate::caller::Authenticator;
-use crate::connections::{Limits, Tracker};
+use crate::connections::{ConnInfo, Limits, TrackedIo, Tracker};
 use crate::gatekeeper::Gatekeeper;
+
+/// How long a gRPC client has to complete its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An accepted gRPC connection, with or without TLS.
+enum GrpcIo {
+    Plain(TrackedIo<TcpStream>),
+    Tls(Box<tokio_rustls::server::TlsStream<TrackedIo<TcpStream>>>),
+}
+
+impl Connected for GrpcIo {
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> ConnInfo {
+        match self {
+            GrpcIo::Plain(io) => io.connect_info(),
+            GrpcIo::Tls(s) => {
+                let (io, connection) = s.get_ref();
+                io.connect_info()
+                    .with_subject(crate::tls::peer_subject(connection))
+            }
+        }
+    }
+}
+
+impl AsyncRead for GrpcIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            GrpcIo::Plain(io) => Pin::new(io).poll_read(cx, buf),
+            GrpcIo::Tls(io) => Pin::new(io.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for GrpcIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            GrpcIo::Plain(io) => Pin::new(io).poll_write(cx, data),
+            GrpcIo::Tls(io) => Pin::new(io.as_mut()).poll_write(cx, data),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            GrpcIo::Plain(io) => Pin::new(io).poll_flush(cx),
+            GrpcIo::Tls(io) => Pin::new(io.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            GrpcIo::Plain(io) => Pin::new(io).poll_shutdown(cx),
+            GrpcIo::Tls(io) => Pin::new(io.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
 
 /// Most streams one gRPC connection may have open.
 pub const MAX_CONCURRENT_STREAMS: u32 = 100;
@@ -57,6 +125,17 @@ async fn follow_readiness(health: HealthReporter, failed: impl Fn() -> bool) {
     }
 }
 
+/// How the gRPC listener serves.
+pub struct Settings {
+    pub max_message_bytes: usize,
+    pub request_timeout: Duration,
+    /// Who is calling, from `authorization` metadata and certificates.
+    pub auth: Authenticator,
+    pub limits: Limits,
+    /// TLS (ALPN `h2`); none: plain text.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
 /// Serves gRPC on `listener` until `shutdown` resolves (then health turns
 /// NOT_SERVING, in-flight calls finish, and watch streams end). A call that
 /// takes longer than `request_timeout`, its request message included, ends
@@ -65,12 +144,16 @@ async fn follow_readiness(health: HealthReporter, failed: impl Fn() -> bool) {
 pub async fn serve(
     listener: TcpListener,
     gate: Arc<Gatekeeper>,
-    max_message_bytes: usize,
-    request_timeout: Duration,
-    auth: Authenticator,
-    limits: Limits,
+    settings: Settings,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
+    let Settings {
+        max_message_bytes,
+        request_timeout,
+        auth,
+        limits,
+        tls,
+    } = settings;
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, ServingStatus::Serving).await;
     let journal = gate.clone();
@@ -87,18 +170,31 @@ pub async fn serve(
     // builder's `tcp_nodelay` only reaches sockets tonic accepts itself, so
     // ours carry it, or Nagle holds back each answer's trailers.
     let tracker = Tracker::new(limits);
-    let (accepted, incoming) = tokio::sync::mpsc::channel(64);
+    let (accepted, incoming) = tokio::sync::mpsc::channel::<std::io::Result<GrpcIo>>(64);
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let acceptor = tokio::spawn(async move {
         loop {
-            let (stream, _) = tracker.accept(&listener).await;
+            let (stream, peer) = tracker.accept(&listener).await;
             let _ = stream.set_nodelay(true);
-            if accepted
-                .send(Ok::<_, std::io::Error>(tracker.track(stream)))
-                .await
-                .is_err()
-            {
-                return;
-            }
+            let io = tracker.track(stream);
+            let accepted = accepted.clone();
+            let Some(tls) = tls.clone() else {
+                if accepted.send(Ok(GrpcIo::Plain(io))).await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            // Each handshake in its own task: a slow one never holds up
+            // the accept loop.
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(io)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = accepted.send(Ok(GrpcIo::Tls(Box::new(stream)))).await;
+                    }
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                }
+            });
         }
     });
     let stopper = front.stopper();

@@ -59,8 +59,12 @@ impl GrpcFront {
             .metadata()
             .get("authorization")
             .map(|v| v.as_bytes());
+        let subject = request
+            .extensions()
+            .get::<ConnInfo>()
+            .and_then(ConnInfo::subject);
         self.auth
-            .caller(value)
+            .caller(value, subject)
             .map_err(|e| (status::unauthenticated(&e), Outcome::Denied))
     }
 

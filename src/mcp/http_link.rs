@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Request, StatusCode, Uri};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -24,7 +25,9 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The Streamable HTTP transport of one upstream.
 pub struct HttpLink {
     url: Uri,
-    client: Client<HttpConnector, Full<Bytes>>,
+    /// `Err` when the HTTPS configuration could not be built (an
+    /// unreadable `ca_file`): every request then fails with why.
+    client: Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, String>,
     session: RwLock<Option<HeaderValue>>,
     protocol_version: RwLock<Option<HeaderValue>>,
     /// Never holds anything: answers on HTTP come back on their own POST.
@@ -38,13 +41,25 @@ enum Answer {
 }
 
 impl HttpLink {
-    /// `url` was validated by the config.
-    pub fn new(url: String) -> Self {
+    /// `url` was validated by the config; an `https://` one is verified
+    /// against `ca_file`, else the system's roots.
+    pub fn new(url: String, ca_file: Option<&std::path::Path>) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        connector.enforce_http(false);
+        let client = crate::tls::client_config(ca_file)
+            .map(|tls| {
+                let https = hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_tls_config(tls)
+                    .https_or_http()
+                    .enable_http1()
+                    .wrap_connector(connector);
+                Client::builder(TokioExecutor::new()).build(https)
+            })
+            .map_err(|e| e.to_string());
         Self {
             url: url.parse().unwrap_or_default(),
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client,
             session: RwLock::new(None),
             protocol_version: RwLock::new(None),
             unsolicited: Pending::default(),
@@ -112,7 +127,14 @@ impl HttpLink {
                 headers.insert(VERSION_HEADER, v);
             }
         }
-        let resp = self.client.request(req).await.map_err(|e| {
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|e| UpstreamError::Unavailable {
+                upstream: up.name.clone(),
+                detail: e.clone(),
+            })?;
+        let resp = client.request(req).await.map_err(|e| {
             let detail = format!(
                 "{e}: {}",
                 std::error::Error::source(&e)

@@ -8,6 +8,7 @@ pub mod http_link;
 pub mod message;
 pub mod proxy;
 pub mod resolve;
+pub mod scrub;
 pub mod stdio_link;
 pub mod stdio_server;
 pub mod streamable;

@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use super::cancel::{Cancel, InFlight};
 use super::message::{Id, Message, Reply};
 use super::resolve;
+use super::scrub;
 use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
 use crate::budget::OnExpiry;
@@ -756,7 +757,10 @@ impl McpProxy {
             )
         })?;
         *upstream_time = Some(took);
-        reply.map_err(|e| upstream_error(&e))
+        let named: Vec<String> = requests.into_iter().map(|r| r.resource).collect();
+        reply
+            .map(|r| scrub::scrub_reply(r, &named))
+            .map_err(|e| upstream_error(&e))
     }
 
     async fn authorize(

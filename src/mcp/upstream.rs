@@ -31,8 +31,12 @@ const MAX_TOOL_PAGES: usize = 100;
 pub enum TransportSpec {
     /// A child process spoken to over stdio (§11.3).
     Stdio { command: Vec<String> },
-    /// A Streamable HTTP endpoint.
-    Http { url: String },
+    /// A Streamable HTTP endpoint (`http://` or `https://`; an HTTPS one
+    /// verified against `ca_file`, else the system's roots).
+    Http {
+        url: String,
+        ca_file: Option<std::path::PathBuf>,
+    },
 }
 
 /// A configured upstream.
@@ -140,7 +144,9 @@ impl Upstream {
     pub fn start(spec: UpstreamSpec) -> Arc<Self> {
         let link = match &spec.transport {
             TransportSpec::Stdio { command } => Link::Stdio(StdioLink::new(command.clone())),
-            TransportSpec::Http { url } => Link::Http(Box::new(HttpLink::new(url.clone()))),
+            TransportSpec::Http { url, ca_file } => {
+                Link::Http(Box::new(HttpLink::new(url.clone(), ca_file.as_deref())))
+            }
         };
         let up = Arc::new(Self {
             name: spec.name,

@@ -8,8 +8,11 @@
 //   node echo-server.mjs            (stdio)
 //   node echo-server.mjs --http 0   (Streamable HTTP on 127.0.0.1; prints
 //                                     "echo-server listening port=N")
+//   node echo-server.mjs --http 0 --https CERT KEY   (the same over TLS)
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
@@ -86,7 +89,15 @@ if (http < 0) {
   await build().connect(new StdioServerTransport());
 } else {
   const transports = new Map();
-  const httpServer = createServer(async (req, res) => {
+  const https = process.argv.indexOf("--https");
+  const serve = (handler) =>
+    https < 0
+      ? createServer(handler)
+      : createTlsServer(
+          { cert: readFileSync(process.argv[https + 1]), key: readFileSync(process.argv[https + 2]) },
+          handler,
+        );
+  const httpServer = serve(async (req, res) => {
     const chunks = [];
     for await (const c of req) chunks.push(c);
     const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;

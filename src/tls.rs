@@ -1,0 +1,115 @@
+//! TLS with rustls (the `ring` provider): server configurations for the
+//! listeners, with client certificates required when a client CA is given
+//! (mTLS), and client configurations for HTTPS upstreams, verified against
+//! the system's roots or the upstream's own CA file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// `[server.tls]`: the listeners' certificate and key, and the CA whose
+/// client certificates are required (absent: none asked for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// Why TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: {detail}")]
+    File { path: PathBuf, detail: String },
+    #[error("TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("client certificate verifier: {0}")]
+    Verifier(String),
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn file_error(path: &Path, detail: impl ToString) -> TlsError {
+    TlsError::File {
+        path: path.to_owned(),
+        detail: detail.to_string(),
+    }
+}
+
+/// Every certificate in a PEM file (at least one).
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_error(path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_error(path, e))?;
+    if certs.is_empty() {
+        return Err(file_error(path, "holds no PEM certificate"));
+    }
+    Ok(certs)
+}
+
+/// A root store of the certificates in a PEM file.
+fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
+    let mut store = RootCertStore::empty();
+    for cert in certificates(path)? {
+        store.add(cert).map_err(|e| file_error(path, e))?;
+    }
+    Ok(store)
+}
+
+/// A listener's configuration, offering `alpn` (`h2` for gRPC,
+/// `http/1.1` for the HTTP listener).
+pub fn server_config(files: &TlsFiles, alpn: &[&[u8]]) -> Result<Arc<ServerConfig>, TlsError> {
+    let certs = certificates(&files.cert_file)?;
+    let key = PrivateKeyDer::from_pem_file(&files.key_file)
+        .map_err(|e| file_error(&files.key_file, e))?;
+    let builder =
+        ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder = match &files.client_ca_file {
+        Some(ca) => {
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
+                    .build()
+                    .map_err(|e| TlsError::Verifier(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs, key)?;
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(config))
+}
+
+/// An HTTPS upstream's client configuration: its `ca_file`, else the
+/// system's roots.
+pub fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, TlsError> {
+    let roots = match ca_file {
+        Some(path) => roots(path)?,
+        None => {
+            let mut store = RootCertStore::empty();
+            let found = rustls_native_certs::load_native_certs();
+            for cert in found.certs {
+                let _ = store.add(cert);
+            }
+            store
+        }
+    };
+    Ok(ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// The subject of the client certificate a connection presented, written
+/// as RFC 4514 does (`CN=ops,O=acme` style, as x509-parser prints it).
+pub fn peer_subject(connection: &rustls::ServerConnection) -> Option<String> {
+    let cert = connection.peer_certificates()?.first()?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    Some(parsed.subject().to_string())
+}
