@@ -142,9 +142,15 @@ fn authorize_settle(c: &mut Criterion) {
             .await
             .unwrap()
             .unwrap();
-        gate.settle(&Caller::gateway(), &a.reservation.reservation_id, 1)
-            .await
-            .unwrap();
+        gate.settle(
+            &Caller::gateway(),
+            &a.reservation
+                .expect("a costly call holds a reservation")
+                .reservation_id,
+            1,
+        )
+        .await
+        .unwrap();
     };
     let mut group = c.benchmark_group("authorize+settle (sled, durable, repeated token)");
     group.measurement_time(Duration::from_secs(8));

@@ -81,8 +81,9 @@ impl GateError {
 #[serde(rename_all = "camelCase")]
 pub struct Authorization {
     pub allowed: bool,
+    /// What is held; none for a caller's zero-cost request.
     #[serde(flatten)]
-    pub reservation: Reservation,
+    pub reservation: Option<Reservation>,
     pub scope: AuthorizedScope,
     pub tenant: String,
 }
@@ -313,7 +314,7 @@ impl Gatekeeper {
         verified: Option<&Verified>,
         request: &CapabilityRequest,
         cost_microcents: u64,
-        outcome: Result<&Reservation, &DenialReason>,
+        outcome: Result<Option<&Reservation>, &DenialReason>,
     ) {
         self.publish_decision(
             || verified.map(|v| self.tenant_of(&v.token)),
@@ -340,7 +341,7 @@ impl Gatekeeper {
         chain: impl FnOnce() -> Vec<DelegationId>,
         request: &CapabilityRequest,
         cost_microcents: u64,
-        outcome: Result<&Reservation, &DenialReason>,
+        outcome: Result<Option<&Reservation>, &DenialReason>,
     ) {
         self.publish(|| DecisionEvent {
             at: OffsetDateTime::now_utc(),
@@ -350,7 +351,7 @@ impl Gatekeeper {
             chain: chain(),
             request: Some(request.clone()),
             cost_microcents,
-            reservation_id: outcome.ok().map(|r| r.reservation_id.clone()),
+            reservation_id: outcome.ok().flatten().map(|r| r.reservation_id.clone()),
             denial_type: outcome.err().map(|d| d.kind.as_str().to_owned()),
             detail: outcome.err().map(|d| d.detail.clone()),
         });
@@ -466,15 +467,26 @@ impl Gatekeeper {
         // A reservation released on expiry is the caller's to settle or
         // release, so it is bound to the token that made it; one charged on
         // expiry is the gateway's own (it forwards the work itself).
-        let holder = (on_expiry == OnExpiry::Release).then(|| HolderDigest::of(token));
-        let reservation = match self
-            .reserve(levels, cost_microcents, now_ms, on_expiry, holder)
-            .await?
-        {
-            Ok(r) => r,
-            Err(reason) => return deny(reason, first),
+        // A caller's zero-cost request holds nothing: there is nothing to
+        // settle, and it cannot fill the ledger with empty reservations.
+        let reservation = if on_expiry == OnExpiry::Release && cost_microcents == 0 {
+            None
+        } else {
+            let holder = (on_expiry == OnExpiry::Release).then(|| HolderDigest::of(token));
+            match self
+                .reserve(levels, cost_microcents, now_ms, on_expiry, holder)
+                .await?
+            {
+                Ok(r) => Some(r),
+                Err(reason) => return deny(reason, first),
+            }
         };
-        self.publish_authorize(Some(&verified), first, cost_microcents, Ok(&reservation));
+        self.publish_authorize(
+            Some(&verified),
+            first,
+            cost_microcents,
+            Ok(reservation.as_ref()),
+        );
         telemetry::record_authorize(started.elapsed());
         Ok(Ok(Authorization {
             allowed: true,
@@ -543,7 +555,7 @@ impl Gatekeeper {
             Vec::new,
             first,
             cost_microcents,
-            Ok(&reservation),
+            Ok(Some(&reservation)),
         );
         telemetry::record_authorize(started.elapsed());
         Ok(Ok(reservation))

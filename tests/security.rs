@@ -381,9 +381,9 @@ fn open_reservations_are_capped_per_delegation() {
     let (_dir, gw) = start("[budget]\nmax_open_reservations = 5\n");
     let t = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
     for _ in 0..5 {
-        gw.ok("delegateos/authorize", authorize(&t, "/project/a", 0));
+        gw.ok("delegateos/authorize", authorize(&t, "/project/a", 1));
     }
-    let e = gw.err("delegateos/authorize", authorize(&t, "/project/a", 0));
+    let e = gw.err("delegateos/authorize", authorize(&t, "/project/a", 1));
     assert_eq!(e["data"]["type"], "budget_exceeded", "{e}");
     assert!(
         e["data"]["detail"]
@@ -836,4 +836,27 @@ fn idle_sockets_and_slow_headers_never_lock_clients_out() {
     }
     assert_eq!(closed, idle.len());
     assert!(gw.metrics().contains("dgw_connections_shed_total"));
+}
+
+/// Threat 10: zero-cost authorizations used to hold a reservation each,
+/// without limit; now they hold nothing.
+#[test]
+fn zero_cost_authorizations_hold_nothing() {
+    let (_dir, gw) = start("");
+    let t = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    for _ in 0..50 {
+        let a = gw.ok("delegateos/authorize", authorize(&t, "/project/a", 0));
+        assert_eq!(a["allowed"], true);
+        assert!(a.get("reservationId").is_none(), "{a}");
+    }
+    let open = gw
+        .metrics()
+        .lines()
+        .find(|l| l.starts_with("dgw_reservations_open"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(open.is_empty() || open.ends_with(" 0"), "{open}");
+    // A denied zero-cost request is still denied.
+    let e = gw.err("delegateos/authorize", authorize(&t, "/etc/passwd", 0));
+    assert_eq!(e["data"]["type"], "capability_not_granted");
 }

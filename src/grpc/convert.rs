@@ -57,9 +57,13 @@ pub fn scope(s: &AuthorizedScope) -> pb::AuthorizedScope {
 
 pub fn authorization(a: &Authorization) -> pb::AuthorizeResponse {
     pb::AuthorizeResponse {
-        reservation_id: a.reservation.reservation_id.clone(),
-        amount_microcents: a.reservation.amount_microcents,
-        deadline_time: Some(timestamp_ms(a.reservation.deadline_ms)),
+        reservation_id: a
+            .reservation
+            .as_ref()
+            .map(|r| r.reservation_id.clone())
+            .unwrap_or_default(),
+        amount_microcents: a.reservation.as_ref().map_or(0, |r| r.amount_microcents),
+        deadline_time: a.reservation.as_ref().map(|r| timestamp_ms(r.deadline_ms)),
         scope: Some(scope(&a.scope)),
         tenant: a.tenant.clone(),
     }

@@ -705,7 +705,7 @@ impl McpProxy {
                     )
                 })?;
                 let a = self.authorize(&presented, &requests, cost).await?;
-                (Some(a.reservation.reservation_id), None)
+                (a.reservation.map(|r| r.reservation_id), None)
             }
         };
 
@@ -792,9 +792,11 @@ impl McpProxy {
             _ => None,
         };
         if let Some(m) = mismatch {
-            let _ = self
-                .gate
-                .release(&caller::Caller::gateway(), &a.reservation.reservation_id);
+            if let Some(r) = &a.reservation {
+                let _ = self
+                    .gate
+                    .release(&caller::Caller::gateway(), &r.reservation_id);
+            }
             return Err(invalid_params("delegation_mismatch", m));
         }
         Ok(a)
