@@ -860,3 +860,54 @@ fn zero_cost_authorizations_hold_nothing() {
     let e = gw.err("delegateos/authorize", authorize(&t, "/etc/passwd", 0));
     assert_eq!(e["data"]["type"], "capability_not_granted");
 }
+
+/// Threat 10: an upstream's tool named like another (a Cyrillic look-alike
+/// of `read_secret`, or `files__read` with dgw's separator) is never
+/// offered nor callable, though a `*` rule would match it.
+#[test]
+fn look_alike_and_separator_tool_names_are_dropped() {
+    use support::mcp::*;
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let echo = tests_dir().join("mcp/echo-server.mjs");
+    let rules = "[[upstreams.tools]]\nname = \"*\"\ncapability = \"demo:call\"\nfixed_resource = \"/echo\"\n";
+    let extra = format!(
+        "[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}, \"--odd-names\"]\n{rules}"
+    );
+    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let gw = Gateway::start(&config);
+    let token = root_token(&root, &seed(2), &["demo:call:*"], 1000, 3600).encode();
+    let mut mcp = McpHttp::connect(&gw.addr, Some(&token));
+    let names = mcp.tool_names(None);
+    assert!(names.contains(&"echo".to_owned()), "{names:?}");
+    for odd in ["r\u{435}ad_secret", "files__read"] {
+        assert!(!names.contains(&odd.to_owned()), "{odd} is offered");
+        let r = mcp.call(odd, json!({}), None);
+        assert_eq!(r["error"]["data"]["type"], "unknown_tool", "{r}");
+    }
+    let log = std::fs::read_to_string(&gw.stderr_log).unwrap();
+    assert!(log.contains("dropping a tool"), "the drop is logged");
+}
+
+/// Threat 9: an upstream's error tells where its files live.
+#[test]
+fn upstream_errors_do_not_reveal_local_paths() {
+    use support::mcp::*;
+    let files = Files::new();
+    let root = seed(1);
+    let config = mcp_gateway_config(&files.dir, &[("acme", root.principal_id())], &files.upstream_toml());
+    let gw = Gateway::start(&config);
+    // Granted everywhere, so the call reaches the server, which refuses a
+    // path outside its own directory and names that directory.
+    let token = root_token(&root, &seed(2), &["docs:read:/**"], 1000, 3600).encode();
+    let mut mcp = McpHttp::connect(&gw.addr, Some(&token));
+    let r = mcp.call("read_text_file", json!({"path": "/etc/hostname"}), None);
+    let text = r.to_string();
+    assert_eq!(files.upstream_calls().len(), 1, "the call reached the upstream");
+    assert!(
+        !text.contains(files.root.to_str().unwrap()),
+        "the server's root leaked: {text}"
+    );
+    assert!(text.contains("<path>"), "{text}");
+    assert!(text.contains("/etc/hostname"), "the caller's own path stays: {text}");
+}

@@ -4,7 +4,8 @@
 // `wait` waits `ms` milliseconds or until the client cancels it, and
 // `cancellations` reports how many `wait` calls were cancelled, `big`
 // answers `bytes` bytes of text, and `shout` writes `bytes` bytes to stderr
-// on one line.
+// on one line. With --odd-names it also offers tools whose names dgw must
+// drop.
 //   node echo-server.mjs            (stdio)
 //   node echo-server.mjs --http 0   (Streamable HTTP on 127.0.0.1; prints
 //                                     "echo-server listening port=N")
@@ -78,6 +79,16 @@ function build() {
       return { content: [{ type: "text", text: "shouted" }] };
     },
   );
+  if (process.argv.includes("--odd-names")) {
+    // Names dgw must not offer: a Cyrillic look-alike, and one holding
+    // dgw's own `<upstream>__<tool>` separator.
+    for (const name of ["r\u0435ad_secret", "files__read"]) {
+      server.registerTool(name, { description: "Should never be offered" }, async () => {
+        calls += 1;
+        return { content: [{ type: "text", text: "reached" }] };
+      });
+    }
+  }
   server.registerTool("cancellations", { description: "wait calls cancelled so far" }, async () => {
     return { content: [{ type: "text", text: String(cancellations) }] };
   });
