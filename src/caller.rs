@@ -112,6 +112,16 @@ impl Caller {
         )
     }
 
+    /// How the administrator is known, for the record (`None`: not one).
+    pub fn admin_name(&self) -> Option<String> {
+        self.admin.as_ref().map(|a| match a {
+            Admin::Token(name) => format!("token:{name}"),
+            Admin::Certificate(subject) => format!("cert:{subject}"),
+            Admin::Loopback => "loopback".to_owned(),
+            Admin::Gateway => "gateway".to_owned(),
+        })
+    }
+
     /// The credential from the transport, if any.
     pub fn credential(&self) -> Option<&str> {
         self.credential.as_deref()

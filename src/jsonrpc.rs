@@ -45,6 +45,7 @@ pub const METHODS: &[&str] = &[
     "delegateos/delegation",
     "talos/revoke",
     "dgw/audit",
+    "dgw/revoke",
 ];
 
 /// A JSON-RPC error object.
@@ -155,6 +156,13 @@ struct RevokeWithProof {
 #[serde(deny_unknown_fields)]
 struct TalosRevokeParams {
     revocation: talos::revocation::TalosRevocation,
+}
+
+/// `dgw/revoke` params: the block to revoke, whoever signed it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AdminRevokeParams {
+    revocation_id: String,
 }
 
 /// `dgw/audit` params.
@@ -331,6 +339,7 @@ impl JsonRpc {
             "delegateos/delegation" => self.delegation(caller, p),
             "talos/revoke" => self.talos_revoke(p).await,
             "dgw/audit" => self.audit(caller, p),
+            "dgw/revoke" => self.admin_revoke(caller, p).await,
             "delegateos/delegate" => self.delegate(p).await,
             "delegateos/complete" => self.complete(p).await,
             "delegateos/revoke" => self.revoke(caller, p).await,
@@ -470,6 +479,24 @@ impl JsonRpc {
             .recent(p.limit.unwrap_or(100).min(10_000))
             .map_err(|e| gate(&GateError::Storage(e)))?;
         Ok((json!({"events": events}), Outcome::Ok))
+    }
+
+    async fn admin_revoke(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: AdminRevokeParams = params(p).map_err(err)?;
+        let r = self
+            .gate
+            .revoke_by_admin(caller, &p.revocation_id)
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((
+            json!({"revocationId": r.revocation_id, "newlyRecorded": r.newly_recorded,
+                   "revokedDelegations": r.revoked_delegations}),
+            Outcome::Ok,
+        ))
     }
 
     async fn delegate(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {

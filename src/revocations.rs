@@ -6,7 +6,7 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 use talos::revocation::TalosRevocation;
 
-use delegateos::{RevocationEntry, RevocationList};
+use delegateos::{PrincipalId, RevocationCheck, RevocationEntry, RevocationList};
 
 use crate::storage::{encode, scan, Storage, StorageError};
 
@@ -25,6 +25,32 @@ pub struct RevocationStore {
     storage: Storage,
     list: RwLock<RevocationList>,
     talos: RwLock<HashSet<String>>,
+    /// Blocks an administrator revoked, whoever signed them.
+    by_admin: RwLock<HashSet<String>>,
+}
+
+/// A block an administrator revoked without a signed entry.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AdminRevocation {
+    revocation_id: String,
+    revoked_at: delegateos::Timestamp,
+    /// How the administrator was known (`token:ops`, `cert:CN=ops`).
+    revoked_by: Option<String>,
+}
+
+/// The revocation state a verification reads: signed entries (which apply
+/// to the blocks their signers signed) and administrators' revocations
+/// (which apply to the block whoever signed it).
+pub struct Revoked<'a> {
+    list: RwLockReadGuard<'a, RevocationList>,
+    by_admin: RwLockReadGuard<'a, HashSet<String>>,
+}
+
+impl RevocationCheck for Revoked<'_> {
+    fn is_block_revoked(&self, revocation_id: &str, signer: &PrincipalId) -> bool {
+        self.by_admin.contains(revocation_id) || self.list.is_block_revoked(revocation_id, signer)
+    }
 }
 
 fn key(entry: &RevocationEntry) -> Vec<u8> {
@@ -44,11 +70,51 @@ impl RevocationStore {
         {
             talos.insert(r.revoke);
         }
+        let mut by_admin = HashSet::new();
+        for (_, r) in
+            scan::<AdminRevocation>(&storage.trees.admin_revocations, "admin_revocations")?
+        {
+            by_admin.insert(r.revocation_id);
+        }
         Ok(Self {
             storage,
             list: RwLock::new(list),
             talos: RwLock::new(talos),
+            by_admin: RwLock::new(by_admin),
         })
+    }
+
+    /// Records durably that an administrator (`by`) revoked the block
+    /// `revocation_id`; `false` if it already was.
+    pub async fn add_by_admin(
+        &self,
+        revocation_id: &str,
+        by: Option<String>,
+    ) -> Result<bool, RevokeError> {
+        delegateos::revocation::check_revocation_id(revocation_id)?;
+        let record = AdminRevocation {
+            revocation_id: revocation_id.to_owned(),
+            revoked_at: delegateos::Timestamp::from_instant(time::OffsetDateTime::now_utc()),
+            revoked_by: by,
+        };
+        let inserted = self
+            .storage
+            .trees
+            .admin_revocations
+            .compare_and_swap(
+                revocation_id.as_bytes(),
+                None as Option<&[u8]>,
+                Some(encode(&record)),
+            )
+            .map_err(StorageError::from)?
+            .is_ok();
+        self.storage.sync().await?;
+        // Visible to verification only once durable.
+        self.by_admin
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(record.revocation_id);
+        Ok(inserted)
     }
 
     /// Verifies and records an entry durably; `false` if it was already known.
@@ -101,14 +167,18 @@ impl RevocationStore {
             .contains(name)
     }
 
-    /// The list, for verification.
-    pub fn read(&self) -> RwLockReadGuard<'_, RevocationList> {
-        self.list.read().unwrap_or_else(|p| p.into_inner())
+    /// The revocation state, for verification.
+    pub fn read(&self) -> Revoked<'_> {
+        Revoked {
+            list: self.list.read().unwrap_or_else(|p| p.into_inner()),
+            by_admin: self.by_admin.read().unwrap_or_else(|p| p.into_inner()),
+        }
     }
 
-    /// How many entries are recorded.
+    /// How many entries are recorded (signed and administrators').
     pub fn len(&self) -> usize {
-        self.read().list().len()
+        let r = self.read();
+        r.list.list().len() + r.by_admin.len()
     }
 
     /// Whether none are.

@@ -52,6 +52,9 @@ pub struct Trees {
     pub ledger: sled::Tree,
     /// Talos revocations, by capability id or hash.
     pub talos_revocations: sled::Tree,
+    /// Blocks revoked by an administrator without a signed entry, by
+    /// revocation ID.
+    pub admin_revocations: sled::Tree,
     /// Correlation IDs seen (Talos replay protection), by session.
     pub replay: sled::Tree,
     /// Signed audit events, in order.
@@ -83,6 +86,7 @@ impl Storage {
             revocation_index: db.open_tree("revocation_index/v1")?,
             ledger: db.open_tree("ledger/v1")?,
             talos_revocations: db.open_tree("talos_revocations/v1")?,
+            admin_revocations: db.open_tree("admin_revocations/v1")?,
             replay: db.open_tree("replay/v1")?,
             audit: db.open_tree("audit/v1")?,
         };

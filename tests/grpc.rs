@@ -1094,6 +1094,31 @@ async fn grpc_callers_need_the_holder_token_or_an_admin_secret() {
         .metadata_mut()
         .insert("authorization", "Bearer grpc-admin-secret".parse().unwrap());
     c.watch_decisions(watch).await.unwrap();
+
+    // Revoking a block without a signed entry is for admins only.
+    let block = delegateos::Dct::decode(&token).unwrap().revocation_ids()[0].clone();
+    let e = c
+        .revoke_block(pb::RevokeBlockRequest {
+            revocation_id: block.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error_info(&e).0, "ADMIN_REQUIRED");
+    let mut by_admin = tonic::Request::new(pb::RevokeBlockRequest {
+        revocation_id: block,
+    });
+    by_admin
+        .metadata_mut()
+        .insert("authorization", "Bearer grpc-admin-secret".parse().unwrap());
+    assert!(
+        c.revoke_block(by_admin)
+            .await
+            .unwrap()
+            .into_inner()
+            .newly_recorded
+    );
+    let e = c.authorize(ask(&token, "/project/a", 1)).await.unwrap_err();
+    assert_eq!(error_info(&e).0, "REVOKED");
 }
 
 /// Issue 15: one connection may not open unbounded streams (each held

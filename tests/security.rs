@@ -895,7 +895,11 @@ fn upstream_errors_do_not_reveal_local_paths() {
     use support::mcp::*;
     let files = Files::new();
     let root = seed(1);
-    let config = mcp_gateway_config(&files.dir, &[("acme", root.principal_id())], &files.upstream_toml());
+    let config = mcp_gateway_config(
+        &files.dir,
+        &[("acme", root.principal_id())],
+        &files.upstream_toml(),
+    );
     let gw = Gateway::start(&config);
     // Granted everywhere, so the call reaches the server, which refuses a
     // path outside its own directory and names that directory.
@@ -903,11 +907,57 @@ fn upstream_errors_do_not_reveal_local_paths() {
     let mut mcp = McpHttp::connect(&gw.addr, Some(&token));
     let r = mcp.call("read_text_file", json!({"path": "/etc/hostname"}), None);
     let text = r.to_string();
-    assert_eq!(files.upstream_calls().len(), 1, "the call reached the upstream");
+    assert_eq!(
+        files.upstream_calls().len(),
+        1,
+        "the call reached the upstream"
+    );
     assert!(
         !text.contains(files.root.to_str().unwrap()),
         "the server's root leaked: {text}"
     );
     assert!(text.contains("<path>"), "{text}");
-    assert!(text.contains("/etc/hostname"), "the caller's own path stays: {text}");
+    assert!(
+        text.contains("/etc/hostname"),
+        "the caller's own path stays: {text}"
+    );
+}
+
+/// A stolen agent key: an administrator revokes the agent's block without
+/// the signer's key; callers without a secret may not, even on loopback.
+#[test]
+fn an_admin_revokes_a_block_without_its_signers_key() {
+    let (dir, mut gw) = start(&admin_config());
+    let t0 = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600);
+    let t1 = attenuate(&t0, &seed(2), &seed(3), 2, None, None);
+    let block = &t1.revocation_ids()[1];
+    let e = gw.err("dgw/revoke", json!({"revocationId": block}));
+    assert_eq!(e["data"]["type"], "admin_required");
+    gw.ok(
+        "delegateos/authorize",
+        authorize(&t1.encode(), "/project/a", 1),
+    );
+    let (_, r) = gw.call_as(&admin(), "dgw/revoke", json!({"revocationId": block}));
+    assert_eq!(r["result"]["newlyRecorded"], true, "{r}");
+    let e = gw.err(
+        "delegateos/authorize",
+        authorize(&t1.encode(), "/project/a", 1),
+    );
+    assert_eq!(e["data"]["type"], "revoked");
+    // The parent token, which does not carry the block, still works.
+    gw.ok(
+        "delegateos/authorize",
+        authorize(&t0.encode(), "/project/a", 1),
+    );
+    let (_, bad) = gw.call_as(&admin(), "dgw/revoke", json!({"revocationId": "nope"}));
+    assert_eq!(error_type(&bad), "invalid_params", "{bad}");
+    // Durable: still revoked after a restart.
+    assert!(gw.terminate().success());
+    let gw = Gateway::start(&gw.config);
+    let e = gw.err(
+        "delegateos/authorize",
+        authorize(&t1.encode(), "/project/a", 1),
+    );
+    assert_eq!(e["data"]["type"], "revoked");
+    let _ = dir;
 }

@@ -266,6 +266,33 @@ impl DelegationGateway for GrpcFront {
         .await
     }
 
+    async fn revoke_block(
+        &self,
+        request: Request<pb::RevokeBlockRequest>,
+    ) -> Result<Response<pb::RevokeBlockResponse>, Status> {
+        let _busy = busy(&request);
+        counted("RevokeBlock", async {
+            let caller = self.caller(&request)?;
+            let r = request.into_inner();
+            let rev = self
+                .gate
+                .revoke_by_admin(&caller, &r.revocation_id)
+                .await
+                .map_err(|e| gate_failure(&e))?;
+            let message = pb::RevokeBlockResponse {
+                revocation_id: rev.revocation_id,
+                newly_recorded: rev.newly_recorded,
+                revoked_delegation_ids: rev
+                    .revoked_delegations
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect(),
+            };
+            Ok((message, Outcome::Ok))
+        })
+        .await
+    }
+
     async fn authorize(
         &self,
         request: Request<pb::AuthorizeRequest>,

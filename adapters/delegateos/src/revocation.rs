@@ -101,7 +101,8 @@ impl VerifiedRevocation {
     }
 }
 
-fn check_revocation_id(id: &str) -> Result<(), RevocationError> {
+/// Checks that `id` is a revocation ID: base64url of a BLAKE2b-256 hash.
+pub fn check_revocation_id(id: &str) -> Result<(), RevocationError> {
     base64url::decode_array::<32>(id)
         .map(|_| ())
         .map_err(|e| RevocationError::RevocationId(e.to_string()))

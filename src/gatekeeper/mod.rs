@@ -14,7 +14,7 @@ use delegateos::attestation::{
     verify_attestation, AttestationContext, AttestationFailure, FailureKind,
 };
 use delegateos::dct::{self, VerifiedDct};
-use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse, RevokeParams};
+use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse};
 use delegateos::verification::CheckResult;
 use delegateos::{
     AuthorizedScope, CapabilityRequest, CheckFunctionRegistry, Delegation, DelegationId,
@@ -27,8 +27,10 @@ use crate::budget::{
     BudgetKey, Ledger, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
 };
 use crate::caller::{Caller, HolderDigest};
+
+mod revoke;
 use crate::delegations::{ContractPut, DelegationStore};
-use crate::revocations::{RevocationStore, RevokeError};
+use crate::revocations::RevocationStore;
 use crate::storage::StorageError;
 use crate::telemetry::{self, Outcome};
 
@@ -372,7 +374,7 @@ impl Gatekeeper {
         {
             return Ok(v.clone());
         }
-        let checked = dct::verify_token(token, &self.roots, &*self.revocations.read())?;
+        let checked = dct::verify_token(token, &self.roots, &self.revocations.read())?;
         let levels =
             BudgetKey::for_chain(&checked.dct().token().authority.issuer, checked.levels());
         let verified = Arc::new(Verified {
@@ -450,15 +452,12 @@ impl Gatekeeper {
         };
         let scope = {
             let revocations = self.revocations.read();
-            let scope = match verified.token.authorize(&*revocations, &now, spent, first) {
+            let scope = match verified.token.authorize(&revocations, &now, spent, first) {
                 Ok(s) => s,
                 Err(reason) => return deny(reason, first),
             };
             for request in &requests[1..] {
-                if let Err(reason) = verified
-                    .token
-                    .authorize(&*revocations, &now, spent, request)
-                {
+                if let Err(reason) = verified.token.authorize(&revocations, &now, spent, request) {
                     return deny(reason, request);
                 }
             }
@@ -603,7 +602,7 @@ impl Gatekeeper {
             .0;
         verified
             .token
-            .check_standing(&*self.revocations.read(), &now().0, self.ledger.spent(leaf))
+            .check_standing(&self.revocations.read(), &now().0, self.ledger.spent(leaf))
             .map_err(|r| Box::new(denied(r, None)))
     }
 
@@ -768,7 +767,7 @@ impl Gatekeeper {
             .spent(&levels.last().expect("a chain has a level").0);
         if let Err(r) = verified
             .token
-            .check_standing(&*self.revocations.read(), &now, spent)
+            .check_standing(&self.revocations.read(), &now, spent)
         {
             return reject(r.kind.as_str(), r.detail);
         }
@@ -1010,102 +1009,6 @@ impl Gatekeeper {
             }
         }
         Ok((children, contracts))
-    }
-
-    /// `delegateos/revoke` (§9.5): record the entry durably; from then on every
-    /// token carrying the block is denied, and the delegations recorded with
-    /// such tokens are marked revoked.
-    pub async fn revoke(&self, caller: &Caller, p: RevokeParams) -> Result<Revocation, GateError> {
-        let entry = p.revocation;
-        self.check_revoker(caller, &entry)?;
-        let newly_recorded = self
-            .revocations
-            .add(entry.clone())
-            .await
-            .map_err(|e| match e {
-                RevokeError::Invalid(e) => GateError::Rejected {
-                    kind: "invalid_revocation".into(),
-                    detail: e.to_string(),
-                },
-                RevokeError::Storage(e) => GateError::Storage(e),
-            })?;
-        if newly_recorded {
-            telemetry::record_revocation();
-        }
-        let mut revoked = Vec::new();
-        for id in self.delegations.carrying_block(&entry.revocation_id)? {
-            let Some(d) = self.delegations.get(&id)? else {
-                continue;
-            };
-            if d.status != DelegationStatus::Active {
-                continue;
-            }
-            // Only the block's own signer can revoke it.
-            let signed_by_revoker = delegateos::Dct::decode(&d.dct.token)
-                .ok()
-                .and_then(|t| t.verify_chain(&self.roots).ok())
-                .is_some_and(|v| {
-                    v.levels().iter().any(|l| {
-                        l.revocation_id == entry.revocation_id && l.signer == entry.revoked_by
-                    })
-                });
-            if !signed_by_revoker {
-                continue;
-            }
-            let mut closed = d.clone();
-            closed.status = DelegationStatus::Revoked;
-            closed.completed_at = Some(now().0);
-            if self.delegations.replace(&d, &closed)? {
-                revoked.push(id);
-            }
-        }
-        self.ledger.storage().sync().await?;
-        Ok(Revocation {
-            revocation_id: entry.revocation_id,
-            scope: entry.scope,
-            newly_recorded,
-            revoked_delegations: revoked,
-        })
-    }
-
-    /// Whether `caller` may record `entry` (decisions.md, "Trusted
-    /// revocations"): its signer is a tenant root; or the caller presents
-    /// the DCT that carries the revoked block and the signer signed that
-    /// block or one above it; or the caller is an administrator who proved
-    /// it with a secret. Otherwise `untrusted_revoker`, and nothing is stored.
-    fn check_revoker(
-        &self,
-        caller: &Caller,
-        entry: &delegateos::RevocationEntry,
-    ) -> Result<(), GateError> {
-        if caller.is_authenticated_admin() || self.roots.contains(&entry.revoked_by) {
-            return Ok(());
-        }
-        let signed_at_or_above = caller
-            .credential()
-            .and_then(|token| delegateos::Dct::decode(token).ok())
-            .and_then(|t| t.verify_chain(&self.roots).ok())
-            .is_some_and(|v| {
-                let levels = v.levels();
-                levels
-                    .iter()
-                    .position(|l| l.revocation_id == entry.revocation_id)
-                    .is_some_and(|block| {
-                        levels[..=block]
-                            .iter()
-                            .any(|l| l.signer == entry.revoked_by)
-                    })
-            });
-        if signed_at_or_above {
-            return Ok(());
-        }
-        Err(forbidden(
-            "untrusted_revoker",
-            format!(
-                "{} is not a tenant root, and no presented DCT shows it signed the revoked block or one above it",
-                entry.revoked_by
-            ),
-        ))
     }
 
     /// `delegateos/budget`: spent, reserved and remaining at each level.
