@@ -12,18 +12,30 @@ use crate::storage::{decode, encode, Storage, StorageError};
 pub struct AuditLog {
     storage: Storage,
     key: Arc<Keypair>,
+    /// The key of the next event.
+    next: std::sync::atomic::AtomicU64,
 }
 
 impl AuditLog {
     pub fn new(storage: Storage, key: Arc<Keypair>) -> Self {
-        Self { storage, key }
+        // Keys continue from the last event stored, not from sled's ID
+        // generator, which a rewrite of the database starts again.
+        let next = match storage.trees.audit.last() {
+            Ok(Some((k, _))) => <[u8; 8]>::try_from(k.as_ref()).map_or(0, u64::from_be_bytes) + 1,
+            _ => 0,
+        };
+        Self {
+            storage,
+            key,
+            next: std::sync::atomic::AtomicU64::new(next),
+        }
     }
 
     /// Signs an event with the gateway's key and appends it (durable with
     /// the next flush; the events are evidence, not state).
     pub fn record(&self, event: AuditEvent) -> Result<AuditEvent, StorageError> {
         let event = event.sign(&self.key);
-        let id = self.storage.next_id()?;
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.storage
             .trees
             .audit

@@ -1,6 +1,8 @@
 //! The embedded sled database: one tree per concept, a versioned value
 //! encoding, and group-committed durability. Layout: `docs/storage.md`.
 
+mod compact;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -70,12 +72,25 @@ pub struct Storage {
 }
 
 impl Storage {
-    /// Opens (or creates) the database in `dir` and starts the flusher thread.
+    /// Opens (or creates) the database in `dir` and starts the flusher
+    /// thread. A database file that holds much less than its size (after a
+    /// burst of reservations that ended) is rewritten first ([`compact`]).
     pub fn open(dir: &Path) -> Result<Self, StorageError> {
-        let db = sled::Config::new()
-            .path(dir)
-            .mode(sled::Mode::HighThroughput)
-            .open()?;
+        let io =
+            |e: std::io::Error| StorageError::Sled(format!("compacting {}: {e}", dir.display()));
+        compact::recover(dir).map_err(io)?;
+        let mut db = open_db(dir)?;
+        if compact::worth_it(&db)? {
+            let before = db.size_on_disk()?;
+            drop(db);
+            compact::rewrite(dir, open_db).map_err(io)?;
+            db = open_db(dir)?;
+            tracing::info!(
+                before,
+                after = db.size_on_disk()?,
+                "database rewritten to give disk space back"
+            );
+        }
         let trees = Trees {
             budgets: db.open_tree("budgets/v1")?,
             reservations: db.open_tree("reservations/v1")?,
@@ -104,16 +119,18 @@ impl Storage {
         self.durability.sync().await
     }
 
-    /// A fresh, increasing ID from the database (for audit event keys).
-    pub fn next_id(&self) -> Result<u64, StorageError> {
-        Ok(self.db.generate_id()?)
-    }
-
     /// Flushes synchronously (at shutdown).
     pub fn flush_now(&self) -> Result<(), StorageError> {
         self.db.flush()?;
         Ok(())
     }
+}
+
+fn open_db(dir: &Path) -> sled::Result<sled::Db> {
+    sled::Config::new()
+        .path(dir)
+        .mode(sled::Mode::HighThroughput)
+        .open()
 }
 
 /// Encodes a value: the version byte, then JSON.
@@ -207,3 +224,101 @@ pub fn scan<T: DeserializeOwned>(
 
 /// A shared handle.
 pub type SharedStorage = Arc<Storage>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Opens `dir` once the flusher thread of a dropped `Storage` over it
+    /// has let go of sled's lock.
+    fn reopen(dir: &Path) -> Storage {
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match Storage::open(dir) {
+                Ok(s) => return s,
+                Err(e) if e.to_string().contains("lock") && Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    fn dir_size(dir: &Path) -> u64 {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                if e.file_type().unwrap().is_dir() {
+                    dir_size(&e.path())
+                } else {
+                    e.metadata().unwrap().len()
+                }
+            })
+            .sum()
+    }
+
+    /// A burst that all ended leaves the file at its peak size; the next
+    /// open rewrites it, keeping what is live.
+    #[test]
+    fn a_database_that_holds_little_is_rewritten_smaller() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("db");
+        {
+            let s = Storage::open(&dir).unwrap();
+            s.trees.budgets.insert(b"keep", b"me".as_slice()).unwrap();
+            let value = vec![7u8; 1024];
+            for i in 0..20_000u32 {
+                s.trees
+                    .reservations
+                    .insert(i.to_be_bytes(), value.as_slice())
+                    .unwrap();
+            }
+            s.flush_now().unwrap();
+            for i in 0..20_000u32 {
+                s.trees.reservations.remove(i.to_be_bytes()).unwrap();
+            }
+            s.flush_now().unwrap();
+        }
+        let peak = dir_size(&dir);
+        assert!(peak > 8 << 20, "the burst took {peak} bytes");
+        let s = reopen(&dir);
+        let after = dir_size(&dir);
+        assert!(after < peak / 4, "{after} bytes after, {peak} before");
+        assert_eq!(
+            s.trees.budgets.get(b"keep").unwrap().unwrap(),
+            b"me".as_slice()
+        );
+        assert!(s.trees.reservations.is_empty());
+        assert!(!root.path().join("db.compacting").exists());
+        assert!(!root.path().join("db.old").exists());
+    }
+
+    /// A crash mid-swap: a complete rewrite not yet in place is put in
+    /// place; an incomplete one is dropped and the original kept.
+    #[test]
+    fn an_interrupted_rewrite_is_finished_or_undone() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("db");
+        {
+            let s = Storage::open(&dir).unwrap();
+            s.trees.budgets.insert(b"k", b"v".as_slice()).unwrap();
+            s.flush_now().unwrap();
+        }
+        // Incomplete copy beside a live database: dropped.
+        std::fs::create_dir_all(root.path().join("db.compacting")).unwrap();
+        let s = reopen(&dir);
+        assert_eq!(s.trees.budgets.get(b"k").unwrap().unwrap(), b"v".as_slice());
+        drop(s);
+        assert!(!root.path().join("db.compacting").exists());
+        // Crashed after moving the original aside, before the new one was
+        // in place: the complete copy becomes the database.
+        std::fs::rename(&dir, root.path().join("db.compacting")).unwrap();
+        std::fs::write(root.path().join("db.compacting/COMPLETE"), b"").unwrap();
+        std::fs::create_dir_all(root.path().join("db.old")).unwrap();
+        let s = reopen(&dir);
+        assert_eq!(s.trees.budgets.get(b"k").unwrap().unwrap(), b"v".as_slice());
+        assert!(!root.path().join("db.old").exists());
+        assert!(!dir.join("COMPLETE").exists());
+    }
+}
