@@ -98,17 +98,12 @@ impl RevocationStore {
             revoked_by: by,
         };
         let inserted = self
-            .storage
-            .trees
-            .admin_revocations
-            .compare_and_swap(
+            .insert_new(
+                &self.storage.trees.admin_revocations,
                 revocation_id.as_bytes(),
-                None as Option<&[u8]>,
-                Some(encode(&record)),
+                encode(&record),
             )
-            .map_err(StorageError::from)?
-            .is_ok();
-        self.storage.sync().await?;
+            .await?;
         // Visible to verification only once durable.
         self.by_admin
             .write()
@@ -120,15 +115,13 @@ impl RevocationStore {
     /// Verifies and records an entry durably; `false` if it was already known.
     pub async fn add(&self, entry: RevocationEntry) -> Result<bool, RevokeError> {
         let entry = entry.into_verified()?;
-        let k = key(entry.entry());
         let inserted = self
-            .storage
-            .trees
-            .revocations
-            .compare_and_swap(&k, None as Option<&[u8]>, Some(encode(entry.entry())))
-            .map_err(StorageError::from)?
-            .is_ok();
-        self.storage.sync().await?;
+            .insert_new(
+                &self.storage.trees.revocations,
+                &key(entry.entry()),
+                encode(entry.entry()),
+            )
+            .await?;
         // Visible to verification only once durable.
         self.list
             .write()
@@ -141,21 +134,32 @@ impl RevocationStore {
     /// trusted issuers) durably; `false` if the name was already revoked.
     pub async fn add_talos(&self, revocation: TalosRevocation) -> Result<bool, RevokeError> {
         let inserted = self
-            .storage
-            .trees
-            .talos_revocations
-            .compare_and_swap(
+            .insert_new(
+                &self.storage.trees.talos_revocations,
                 revocation.revoke.as_bytes(),
-                None as Option<&[u8]>,
-                Some(encode(&revocation)),
+                encode(&revocation),
             )
-            .map_err(StorageError::from)?
-            .is_ok();
-        self.storage.sync().await?;
+            .await?;
         self.talos
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(revocation.revoke);
+        Ok(inserted)
+    }
+
+    /// Stores `value` under `key` unless something is there, and waits until
+    /// it is on disk; whether it was new.
+    async fn insert_new(
+        &self,
+        tree: &sled::Tree,
+        key: &[u8],
+        value: Vec<u8>,
+    ) -> Result<bool, RevokeError> {
+        let inserted = tree
+            .compare_and_swap(key, None as Option<&[u8]>, Some(value))
+            .map_err(StorageError::from)?
+            .is_ok();
+        self.storage.sync().await?;
         Ok(inserted)
     }
 

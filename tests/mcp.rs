@@ -501,32 +501,10 @@ fn a_rust_client_over_dgw_mcp_stdio() {
 
 /// A child process killed when dropped, so a failing test leaves none behind
 /// (one would hold the test harness's output open).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts the SDK echo server on Streamable HTTP; returns it and its URL.
 fn echo_http_server() -> (Killed, String) {
-    let mut child = Command::new("node")
-        .arg(tests_dir().join("mcp/echo-server.mjs"))
-        .args(["--http", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line
-        .trim()
-        .strip_prefix("echo-server listening port=")
-        .unwrap_or_else(|| panic!("{line:?}"));
-    (Killed(child), format!("http://127.0.0.1:{port}/mcp"))
+    let (server, port) = echo_server_on_port(&[]);
+    (server, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 #[test]

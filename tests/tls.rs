@@ -5,9 +5,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
@@ -274,23 +272,8 @@ fn https_upstreams_are_verified_against_their_ca() {
     let (cert, key) = pki.ca.issue("echo", &["localhost", "127.0.0.1"]);
     let cert = write(pki.dir.path(), "echo.pem", &cert);
     let key = write(pki.dir.path(), "echo.key", &key);
-    let mut child = Command::new("node")
-        .arg(tests_dir().join("mcp/echo-server.mjs"))
-        .args(["--http", "0", "--https"])
-        .arg(&cert)
-        .arg(&key)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line
-        .trim()
-        .strip_prefix("echo-server listening port=")
-        .unwrap()
-        .to_owned();
+    let (_echo, port) =
+        echo_server_on_port(&["--https".as_ref(), cert.as_os_str(), key.as_os_str()]);
     let rules = "[[upstreams.tools]]\nname = \"echo\"\ncapability = \"demo:echo\"\nfixed_resource = \"/echo\"\n";
     let root = seed(1);
     let token = root_token(&root, &seed(2), &["demo:echo:*"], 1000, 3600).encode();
@@ -315,6 +298,4 @@ fn https_upstreams_are_verified_against_their_ca() {
             );
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
 }

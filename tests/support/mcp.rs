@@ -220,3 +220,36 @@ pub fn denial_type(answer: &Value) -> String {
     assert_eq!(answer["error"]["code"], -32001, "{answer}");
     answer["error"]["data"]["type"].as_str().unwrap().to_owned()
 }
+
+/// A child process killed (and reaped) when dropped.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the SDK echo server on Streamable HTTP (`extra` arguments, such
+/// as `--https CERT KEY`); returns it and its port.
+pub fn echo_server_on_port(extra: &[&std::ffi::OsStr]) -> (Killed, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new("node")
+        .arg(tests_dir().join("mcp/echo-server.mjs"))
+        .args(["--http", "0"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("echo-server listening port=")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_owned();
+    (Killed(child), port)
+}
