@@ -14,8 +14,10 @@
 //!   closed to make room, so the accept loop never stalls and `/healthz`
 //!   always answers.
 //!
-//! A connection's task checks its deadlines from inside `poll_read`, at
-//! least every [`CHECK_EVERY`], so no watchdog task per connection exists.
+//! A connection's task checks its deadlines from inside `poll_read`, woken
+//! by a timer set to its nearest deadline (or by the tracker when it is
+//! shed), so no watchdog task per connection exists and an idle connection
+//! sleeps until it is due.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,8 +31,12 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
-/// How often an idle connection re-checks its deadlines.
+/// How often a connection with a request in flight re-checks its
+/// deadlines (an idle one sleeps until its next deadline).
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// The earliest a connection re-checks, however close its deadline.
+const MIN_CHECK: Duration = Duration::from_millis(20);
 
 /// One listener's limits.
 #[derive(Debug, Clone, Copy)]
@@ -107,6 +113,26 @@ impl TrackerInner {
             _ => false,
         }
     }
+
+    /// How long until `c` should be checked again: its nearest deadline,
+    /// so idle connections do not wake up for nothing.
+    fn next_check(&self, c: &ConnState) -> Duration {
+        if c.busy.load(Ordering::Acquire) > 0 {
+            return CHECK_EVERY;
+        }
+        let now = self.now_ms();
+        let idle_left = (self.limits.idle_timeout.as_millis() as u64)
+            .saturating_sub(now.saturating_sub(c.last_activity.load(Ordering::Acquire)));
+        let head = c.head_since.load(Ordering::Acquire);
+        let head_left = match self.limits.header_read_timeout {
+            Some(limit) if head > 0 => {
+                (limit.as_millis() as u64).saturating_sub(now.saturating_sub(head))
+            }
+            _ => u64::MAX,
+        };
+        // +1 ms: past the deadline, not on it.
+        Duration::from_millis(idle_left.min(head_left).saturating_add(1)).max(MIN_CHECK)
+    }
 }
 
 /// A listener's open connections.
@@ -181,7 +207,7 @@ impl Tracker {
             io,
             state,
             tracker: self.clone(),
-            check: Box::pin(tokio::time::sleep(CHECK_EVERY)),
+            check: Box::pin(tokio::time::sleep(MIN_CHECK)),
         }
     }
 
@@ -291,7 +317,7 @@ impl<T> TrackedIo<T> {
             if self.tracker.0.expired(&self.state) {
                 return Err(Self::closed());
             }
-            let next = tokio::time::Instant::now() + CHECK_EVERY;
+            let next = tokio::time::Instant::now() + self.tracker.0.next_check(&self.state);
             self.check.as_mut().reset(next);
         }
         Ok(())
@@ -467,6 +493,25 @@ mod tests {
         assert_eq!(t.len(), 3);
         drop(idle);
         assert_eq!(t.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_sleeps_until_its_nearest_deadline() {
+        let t = Tracker::new(limits(10));
+        let c = t.track(());
+        let idle = t.0.next_check(&c.state);
+        assert!(
+            idle > Duration::from_millis(300) && idle <= Duration::from_millis(401),
+            "{idle:?}"
+        );
+        c.state.head_since.store(t.0.now_ms(), Ordering::Release);
+        let head = t.0.next_check(&c.state);
+        assert!(
+            head > Duration::from_millis(150) && head <= Duration::from_millis(201),
+            "{head:?}"
+        );
+        let _busy = t.busy(&c.state);
+        assert_eq!(t.0.next_check(&c.state), CHECK_EVERY);
     }
 
     #[tokio::test]
