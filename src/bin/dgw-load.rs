@@ -269,6 +269,8 @@ async fn grpc_connect(addr: SocketAddr) -> Result<GrpcConnection, String> {
 struct GrpcRequest {
     uri: hyper::Uri,
     frame: Bytes,
+    /// The `authorization` metadata, when the call needs a credential.
+    authorization: Option<String>,
 }
 
 impl GrpcRequest {
@@ -279,7 +281,14 @@ impl GrpcRequest {
         Self {
             uri,
             frame: grpc_frame(message),
+            authorization: None,
         }
+    }
+
+    /// The call made as the holder of `token` (a settle needs it).
+    fn held_by(mut self, token: &str) -> Self {
+        self.authorization = Some(format!("DCT {token}"));
+        self
     }
 }
 
@@ -307,11 +316,13 @@ async fn listen(addr: SocketAddr, what: &str) -> Result<tokio::net::TcpListener,
 /// One unary call: the answer's message bytes, or the `grpc-status` of a
 /// failed call.
 async fn grpc_call(sender: &mut GrpcConnection, call: &GrpcRequest) -> Result<Bytes, String> {
-    let req = Request::post(call.uri.clone())
+    let mut req = Request::post(call.uri.clone())
         .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .map_err(|e| e.to_string())?;
+        .header("te", "trailers");
+    if let Some(a) = &call.authorization {
+        req = req.header("authorization", a.as_str());
+    }
+    let req = req.body(()).map_err(|e| e.to_string())?;
     std::future::poll_fn(|cx| sender.poll_ready(cx))
         .await
         .map_err(|e| e.to_string())?;
@@ -388,7 +399,7 @@ async fn grpc_client(
             };
             grpc_call(
                 &mut connection,
-                &GrpcRequest::new(args.addr, "Settle", &settle),
+                &GrpcRequest::new(args.addr, "Settle", &settle).held_by(&token),
             )
             .await?;
         }
@@ -478,7 +489,8 @@ async fn http_client(
         }
         if let (true, Mode::Authorize, Some(id)) = (args.settle, args.mode, granted) {
             let settle = json!({"jsonrpc": "2.0", "id": 2, "method": "delegateos/settle",
-                                "params": {"reservationId": id, "actualMicrocents": args.cost}});
+                                "params": {"reservationId": id, "actualMicrocents": args.cost,
+                                           "dct": token.as_str()}});
             post(&mut sender, &target, &settle).await?;
         }
     }
