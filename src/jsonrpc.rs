@@ -151,11 +151,15 @@ struct RevokeWithProof {
     dct: Option<String>,
 }
 
-/// `talos/revoke` params.
+/// `talos/revoke` params: an issuer-signed `revocation`, or (from an
+/// administrator) only the capability to `revoke`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TalosRevokeParams {
-    revocation: talos::revocation::TalosRevocation,
+    #[serde(default)]
+    revocation: Option<talos::revocation::TalosRevocation>,
+    #[serde(default)]
+    revoke: Option<String>,
 }
 
 /// `dgw/revoke` params: the block to revoke, whoever signed it.
@@ -337,7 +341,7 @@ impl JsonRpc {
             "delegateos/release" => self.release(caller, p),
             "delegateos/budget" => self.budget(caller, p),
             "delegateos/delegation" => self.delegation(caller, p),
-            "talos/revoke" => self.talos_revoke(p).await,
+            "talos/revoke" => self.talos_revoke(caller, p).await,
             "dgw/audit" => self.audit(caller, p),
             "dgw/revoke" => self.admin_revoke(caller, p).await,
             "delegateos/delegate" => self.delegate(p).await,
@@ -446,15 +450,28 @@ impl JsonRpc {
 
     async fn talos_revoke(
         &self,
+        caller: &Caller,
         p: Option<Value>,
     ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
         let p: TalosRevokeParams = params(p).map_err(err)?;
-        let name = p.revocation.revoke.clone();
-        let newly = self
-            .talos
-            .revoke(p.revocation)
-            .await
-            .map_err(|e| gate(&e))?;
+        let (name, newly) = match (p.revocation, p.revoke) {
+            (Some(revocation), None) => {
+                let name = revocation.revoke.clone();
+                (name, self.talos.revoke(revocation).await)
+            }
+            (None, Some(name)) => {
+                let newly = self.talos.revoke_by_admin(caller, &name).await;
+                (name, newly)
+            }
+            _ => {
+                return Err(err(RpcError::new(
+                    INVALID_PARAMS,
+                    "invalid_params",
+                    "give either `revocation` (issuer-signed) or `revoke` (admins only)",
+                )))
+            }
+        };
+        let newly = newly.map_err(|e| gate(&e))?;
         Ok((
             json!({"revoked": name, "newlyRecorded": newly}),
             Outcome::Ok,

@@ -18,6 +18,7 @@ use time::OffsetDateTime;
 
 use crate::audit::AuditLog;
 use crate::budget::{BudgetKey, OnExpiry, Reservation};
+use crate::caller::Caller;
 use crate::config::TalosIssuer;
 use crate::gatekeeper::{GateError, Gatekeeper, Grant};
 use crate::replay::ReplayStore;
@@ -333,6 +334,12 @@ impl TalosGate {
                 kind: "revocation_failed".into(),
                 detail: e.to_string(),
             })?;
+        self.revoked(name, issuer);
+        Ok(newly)
+    }
+
+    /// Counts and audits a recorded revocation of `name` by `by`.
+    fn revoked(&self, name: String, by: String) {
         telemetry::record_revocation();
         self.log(AuditEvent {
             event_type: EventType::Revoke,
@@ -340,13 +347,48 @@ impl TalosGate {
             capability_hash: name,
             request_hash: String::new(),
             response_hash: None,
-            agent_id: issuer,
+            agent_id: by,
             tool_id: String::new(),
             timestamp: timestamp(),
             result_code: ResultCode::Ok,
             denial_reason: None,
             signature: String::new(),
         });
+    }
+
+    /// An administrator revokes the capability `name` (an id or hash)
+    /// without an issuer's signature; recorded with issuer `admin:<who>`.
+    pub async fn revoke_by_admin(&self, caller: &Caller, name: &str) -> Result<bool, GateError> {
+        if !caller.is_authenticated_admin() {
+            return Err(GateError::Forbidden {
+                kind: "admin_required",
+                detail:
+                    "revoking without an issuer's signature needs an admin token or certificate"
+                        .into(),
+            });
+        }
+        if !talos::revocation::is_revocable_name(name) {
+            return Err(GateError::InvalidParams(
+                "revoke must be a capability id (cap_…) or a 64-hex hash".into(),
+            ));
+        }
+        let by = format!("admin:{}", caller.admin_name().unwrap_or_default());
+        let record = TalosRevocation {
+            revoke: name.to_owned(),
+            issuer: by.clone(),
+            revoked_at: now_secs(),
+            signature: String::new(),
+        };
+        let newly = self
+            .gate
+            .revocations()
+            .add_talos(record)
+            .await
+            .map_err(|e| GateError::Rejected {
+                kind: "revocation_failed".into(),
+                detail: e.to_string(),
+            })?;
+        self.revoked(name.to_owned(), by);
         Ok(newly)
     }
 

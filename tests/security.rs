@@ -961,3 +961,23 @@ fn an_admin_revokes_a_block_without_its_signers_key() {
     assert_eq!(e["data"]["type"], "revoked");
     let _ = dir;
 }
+
+/// Talos revocations: issuer-signed from anyone, unsigned only from an
+/// administrator with a secret.
+#[test]
+fn unsigned_talos_revocations_need_an_admin_secret() {
+    let (_dir, gw) = start(&admin_config());
+    let params = json!({"revoke": "cap_00112233445566778899aabb"});
+    let e = gw.err("talos/revoke", params.clone());
+    assert_eq!(e["data"]["type"], "admin_required");
+    let (_, r) = gw.call_as(&admin(), "talos/revoke", params);
+    assert_eq!(r["result"]["newlyRecorded"], true, "{r}");
+    let (_, bad) = gw.call_as(&admin(), "talos/revoke", json!({"revoke": "nope"}));
+    assert_eq!(error_type(&bad), "invalid_params");
+    let (_, audit) = gw.call_as(&admin(), "dgw/audit", json!({}));
+    let events = audit["result"]["events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["agent_id"] == "admin:token:ops"),
+        "the revocation is audited with its admin: {audit}"
+    );
+}

@@ -23,6 +23,13 @@ pub struct TalosRevocation {
     pub signature: String,
 }
 
+/// Whether `name` can name a capability in a revocation: a capability `id`
+/// (`cap_` and 24 more characters) or a 64-hex hash.
+pub fn is_revocable_name(name: &str) -> bool {
+    (name.len() == 28 && name.starts_with("cap_"))
+        || (name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 impl TalosRevocation {
     fn content(&self) -> Value {
         serde_json::json!({"revoke": self.revoke, "issuer": self.issuer, "revoked_at": self.revoked_at})
@@ -43,9 +50,7 @@ impl TalosRevocation {
 
     /// Checks the name's shape and that a trusted issuer signed it.
     pub fn verify(&self, issuers: &Issuers) -> Result<(), Denied> {
-        let name_ok = (self.revoke.len() == 28 && self.revoke.starts_with("cap_"))
-            || (self.revoke.len() == 64 && self.revoke.bytes().all(|b| b.is_ascii_hexdigit()));
-        if !name_ok {
+        if !is_revocable_name(&self.revoke) {
             return Err(Denied::new(
                 TalosDenial::SignatureInvalid,
                 "revoke must be a capability id or a 64-hex hash",
