@@ -98,6 +98,7 @@ impl RevocationStore {
             revoked_by: by,
         };
         let inserted = self
+            .storage
             .insert_new(
                 &self.storage.trees.admin_revocations,
                 revocation_id.as_bytes(),
@@ -116,6 +117,7 @@ impl RevocationStore {
     pub async fn add(&self, entry: RevocationEntry) -> Result<bool, RevokeError> {
         let entry = entry.into_verified()?;
         let inserted = self
+            .storage
             .insert_new(
                 &self.storage.trees.revocations,
                 &key(entry.entry()),
@@ -134,6 +136,7 @@ impl RevocationStore {
     /// trusted issuers) durably; `false` if the name was already revoked.
     pub async fn add_talos(&self, revocation: TalosRevocation) -> Result<bool, RevokeError> {
         let inserted = self
+            .storage
             .insert_new(
                 &self.storage.trees.talos_revocations,
                 revocation.revoke.as_bytes(),
@@ -144,22 +147,6 @@ impl RevocationStore {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(revocation.revoke);
-        Ok(inserted)
-    }
-
-    /// Stores `value` under `key` unless something is there, and waits until
-    /// it is on disk; whether it was new.
-    async fn insert_new(
-        &self,
-        tree: &sled::Tree,
-        key: &[u8],
-        value: Vec<u8>,
-    ) -> Result<bool, RevokeError> {
-        let inserted = tree
-            .compare_and_swap(key, None as Option<&[u8]>, Some(value))
-            .map_err(StorageError::from)?
-            .is_ok();
-        self.storage.sync().await?;
         Ok(inserted)
     }
 

@@ -119,6 +119,21 @@ impl Storage {
         self.durability.sync().await
     }
 
+    /// Stores `value` under `key` in `tree` unless something is there, and
+    /// waits until it is on disk; whether it was new.
+    pub async fn insert_new(
+        &self,
+        tree: &sled::Tree,
+        key: &[u8],
+        value: Vec<u8>,
+    ) -> Result<bool, StorageError> {
+        let inserted = tree
+            .compare_and_swap(key, None as Option<&[u8]>, Some(value))?
+            .is_ok();
+        self.sync().await?;
+        Ok(inserted)
+    }
+
     /// Flushes synchronously (at shutdown).
     pub fn flush_now(&self) -> Result<(), StorageError> {
         self.db.flush()?;
