@@ -69,18 +69,21 @@ impl HttpGuard {
     }
 
     /// Checks a request's `Host` and `Origin` values.
+    /// Compares without allocating: it runs on every request.
     pub fn check(&self, host: Option<&[u8]>, origin: Option<&[u8]>) -> Result<(), GuardError> {
+        let listed = |list: &[String], value: &[u8]| {
+            list.iter()
+                .any(|x| x.as_bytes().eq_ignore_ascii_case(value))
+        };
         if let Some(origin) = origin {
-            let text = String::from_utf8_lossy(origin).to_ascii_lowercase();
-            if !self.origins.contains(&text) {
-                return Err(GuardError::Origin(capped(&text)));
+            if !listed(&self.origins, origin) {
+                return Err(GuardError::Origin(capped(origin)));
             }
         }
         if let Some(allowed) = &self.hosts {
             let host = host.ok_or(GuardError::NoHost)?;
-            let text = String::from_utf8_lossy(host).to_ascii_lowercase();
-            if !allowed.contains(&text) {
-                return Err(GuardError::Host(capped(&text)));
+            if !listed(allowed, host) {
+                return Err(GuardError::Host(capped(host)));
             }
         }
         Ok(())
@@ -88,8 +91,8 @@ impl HttpGuard {
 }
 
 /// A header value as an error may echo it.
-fn capped(text: &str) -> String {
-    text.chars().take(128).collect()
+fn capped(value: &[u8]) -> String {
+    String::from_utf8_lossy(value).chars().take(128).collect()
 }
 
 #[cfg(test)]
