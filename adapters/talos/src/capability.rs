@@ -181,7 +181,12 @@ impl Capability {
         let chain = match obj.remove("delegation_chain") {
             None => Vec::new(),
             Some(Value::Array(items)) => {
-                if depth + items.len() > MAX_CHAIN_DEPTH {
+                // A chain lists links, each parent carrying its own parents
+                // as it was issued: the depth is the number of links, and a
+                // parent `depth` levels down may list at most as many fewer.
+                // That also bounds the nesting a hostile capability can make
+                // us parse.
+                if items.len() > MAX_CHAIN_DEPTH.saturating_sub(depth) {
                     return Err(Denied::new(
                         TalosDenial::DelegationInvalid,
                         format!("a delegation chain deeper than {MAX_CHAIN_DEPTH}"),
@@ -189,7 +194,7 @@ impl Capability {
                 }
                 items
                     .iter()
-                    .map(|v| Self::parse_at(v, depth + items.len()))
+                    .map(|v| Self::parse_at(v, depth + 1))
                     .collect::<Result<_, _>>()?
             }
             Some(_) => return Err(invalid("`delegation_chain` must be an array")),

@@ -523,3 +523,56 @@ fn delegation_chains() {
         Err(TalosDenial::DelegationInvalid)
     );
 }
+
+/// Parents as their holders received them: each carries its own parents in
+/// its signed `delegation_chain`. Three links are allowed (the reference's
+/// `MAX_DELEGATION_DEPTH = 3`); the depth is the number of links, not the
+/// sum of the nested chains' lengths.
+#[test]
+fn chains_of_capabilities_as_issued_count_links() {
+    let (root, a, b, c, d) = (key(1), key(2), key(3), key(4), key(5));
+    let d1 = spec(&root, &a, "tool:fs", NOW - 10, NOW + 3600, true, vec![]);
+    let d2 = spec(
+        &a,
+        &b,
+        "tool:fs",
+        NOW - 10,
+        NOW + 3000,
+        true,
+        vec![d1.clone()],
+    );
+    let d3 = spec(
+        &b,
+        &c,
+        "tool:fs",
+        NOW - 10,
+        NOW + 2000,
+        true,
+        vec![d1.clone(), d2.clone()],
+    );
+    let d4 = spec(
+        &c,
+        &d,
+        "tool:fs",
+        NOW - 10,
+        NOW + 1000,
+        true,
+        vec![d1.clone(), d2.clone(), d3.clone()],
+    );
+    for cap in [&d2, &d3, &d4] {
+        assert_eq!(check(cap, &read_data(), &[]), Ok(()), "{cap}");
+    }
+    let d5 = spec(
+        &d,
+        &key(6),
+        "tool:fs",
+        NOW - 10,
+        NOW + 500,
+        true,
+        vec![d1, d2, d3, d4],
+    );
+    assert_eq!(
+        check(&d5, &read_data(), &[]),
+        Err(TalosDenial::DelegationInvalid)
+    );
+}
