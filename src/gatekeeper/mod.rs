@@ -10,15 +10,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use delegateos::attestation::{
-    verify_attestation, AttestationContext, AttestationFailure, FailureKind,
-};
+use delegateos::attestation::AttestationFailure;
 use delegateos::dct::{self, VerifiedDct};
-use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse};
 use delegateos::verification::CheckResult;
 use delegateos::{
-    AuthorizedScope, CapabilityRequest, CheckFunctionRegistry, Delegation, DelegationId,
-    DelegationStatus, DenialReason, DenialType, PrincipalId, RevocationScope, Timestamp,
+    AuthorizedScope, CapabilityRequest, CheckFunctionRegistry, DelegationId, DelegationStatus,
+    DenialReason, DenialType, PrincipalId, RevocationScope, Timestamp,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -27,12 +24,16 @@ use crate::budget::{
     BudgetKey, Ledger, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
 };
 use crate::caller::{Caller, HolderDigest};
-
-mod revoke;
-use crate::delegations::{ContractPut, DelegationStore};
+use crate::delegations::DelegationStore;
 use crate::revocations::RevocationStore;
 use crate::storage::StorageError;
 use crate::telemetry::{self, Outcome};
+
+mod lifecycle;
+mod lookup;
+mod revoke;
+
+pub use lookup::DelegationView;
 
 /// Verified tokens kept, by their serialized bytes.
 const TOKEN_CACHE_ENTRIES: usize = 16_384;
@@ -250,33 +251,6 @@ fn forbidden(kind: &'static str, detail: impl Into<String>) -> GateError {
     }
 }
 
-/// A recorded delegation as lookups return it: everything but the token,
-/// which is a bearer credential (decisions.md).
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DelegationView {
-    pub id: DelegationId,
-    pub parent_id: DelegationId,
-    pub from: PrincipalId,
-    pub to: PrincipalId,
-    pub contract_id: delegateos::ContractId,
-    pub depth: u32,
-    pub status: DelegationStatus,
-    pub created_at: Timestamp,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<Timestamp>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attestation_id: Option<delegateos::AttestationId>,
-    /// The capabilities, budget and expiry in effect for the token it was
-    /// recorded with (absent when that token no longer verifies).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub capabilities: Option<Vec<delegateos::Capability>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub budget_microcents: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Timestamp>,
-}
-
 impl Gatekeeper {
     /// A gatekeeper over opened state, trusting each tenant's root.
     pub fn new(
@@ -394,17 +368,6 @@ impl Gatekeeper {
         }
         cache.insert(token.to_owned(), verified.clone());
         Ok(verified)
-    }
-
-    /// The delegation a token is for (its last level), if its signatures
-    /// verify against a tenant root; revocation and expiry do not matter
-    /// for reading one's own records.
-    fn own_delegation(&self, token: &str) -> Option<DelegationId> {
-        let verified = delegateos::Dct::decode(token)
-            .ok()?
-            .verify_chain(&self.roots)
-            .ok()?;
-        Some(verified.dct().delegation_id().clone())
     }
 
     fn tenant_of(&self, verified: &VerifiedDct) -> String {
@@ -654,388 +617,6 @@ impl Gatekeeper {
     pub fn release(&self, caller: &Caller, reservation_id: &str) -> Result<u64, GateError> {
         self.check_holder(caller, reservation_id)?;
         self.ledger.release(reservation_id).map_err(ledger_error)
-    }
-
-    /// Whether `caller` may read delegation `id`'s record and budget: an
-    /// administrator, or the holder presenting a token (verified, in good
-    /// standing or not) whose own delegation is `id`.
-    fn check_reader(&self, caller: &Caller, id: &DelegationId) -> Result<(), GateError> {
-        if caller.is_admin() {
-            return Ok(());
-        }
-        let holds = caller
-            .credential()
-            .and_then(|token| self.own_delegation(token))
-            .is_some_and(|own| own == *id);
-        if holds {
-            Ok(())
-        } else {
-            Err(forbidden(
-                "admin_required",
-                "reading a delegation or its budget needs an admin token, or the delegation's own DCT",
-            ))
-        }
-    }
-
-    /// A recorded delegation, without its token.
-    pub fn delegation(
-        &self,
-        caller: &Caller,
-        id: &DelegationId,
-    ) -> Result<DelegationView, GateError> {
-        self.check_reader(caller, id)?;
-        let d = self
-            .delegations
-            .get(id)?
-            .ok_or_else(|| GateError::NotFound {
-                kind: "delegation",
-                id: id.to_string(),
-            })?;
-        let verified = delegateos::Dct::decode(&d.dct.token)
-            .ok()
-            .and_then(|t| t.verify_chain(&self.roots).ok());
-        Ok(DelegationView {
-            capabilities: verified.as_ref().map(|v| v.capabilities().to_vec()),
-            budget_microcents: verified.as_ref().map(|v| v.budget_microcents()),
-            expires_at: verified.as_ref().map(|v| v.expires_at().clone()),
-            id: d.id,
-            parent_id: d.parent_id,
-            from: d.from,
-            to: d.to,
-            contract_id: d.contract_id,
-            depth: d.depth,
-            status: d.status,
-            created_at: d.created_at,
-            completed_at: d.completed_at,
-            attestation_id: d.attestation_id,
-        })
-    }
-
-    /// `delegateos/delegate` (§9.1): accept or reject a delegation, recording it once.
-    pub async fn delegate(&self, p: DelegateParams) -> Result<DelegateResponse, GateError> {
-        let chain = vec![p.parent_delegation_id.clone(), p.delegation_id.clone()];
-        let response = self.decide_delegation(p).await?;
-        self.publish(|| {
-            let (allowed, denial_type, detail) = match &response {
-                DelegateResponse::Accept(_) => (true, None, None),
-                DelegateResponse::Reject(r) => {
-                    (false, Some(r.reason.clone()), Some(r.details.clone()))
-                }
-            };
-            DecisionEvent {
-                at: OffsetDateTime::now_utc(),
-                kind: DecisionKind::Delegate,
-                allowed,
-                tenant: None,
-                chain,
-                request: None,
-                cost_microcents: 0,
-                reservation_id: None,
-                denial_type,
-                detail,
-            }
-        });
-        Ok(response)
-    }
-
-    async fn decide_delegation(&self, p: DelegateParams) -> Result<DelegateResponse, GateError> {
-        let reject = |reason: &str, details: String| {
-            telemetry::record_denial("delegateos", reason);
-            Ok(DelegateResponse::reject(reason, details))
-        };
-        if p.dct_format != dct::FORMAT {
-            return reject(
-                "malformed_token",
-                format!("dctFormat {:?} is not {:?}", p.dct_format, dct::FORMAT),
-            );
-        }
-        let contract = &p.contract;
-        if let Err(e) = contract.verify_signature() {
-            return reject("invalid_contract", e.to_string());
-        }
-        if let Err(e) = contract.check_content(&self.registry) {
-            return reject("invalid_contract", e.to_string());
-        }
-        let (now, _) = now();
-        let verified = match self.verified(&p.dct) {
-            Ok(v) => v,
-            Err(r) => return reject(r.kind.as_str(), r.detail),
-        };
-        let levels = &verified.levels;
-        let spent = self
-            .ledger
-            .spent(&levels.last().expect("a chain has a level").0);
-        if let Err(r) = verified
-            .token
-            .check_standing(&self.revocations.read(), &now, spent)
-        {
-            return reject(r.kind.as_str(), r.detail);
-        }
-        let token = verified.token.dct();
-        if !verified
-            .token
-            .levels()
-            .iter()
-            .any(|l| l.signer == contract.issuer)
-        {
-            return reject(
-                "invalid_contract",
-                format!(
-                    "the contract is issued by {}, who signed no block of the token",
-                    contract.issuer
-                ),
-            );
-        }
-        if let Err(e) = contract.check_binding(&verified.token) {
-            return reject(e.reason(), e.to_string());
-        }
-        if *token.delegation_id() != p.delegation_id {
-            return reject(
-                "delegation_mismatch",
-                format!(
-                    "the token's delegation is {}, not {}",
-                    token.delegation_id(),
-                    p.delegation_id
-                ),
-            );
-        }
-        let chain = verified.token.levels();
-        let expected_parent = match chain.len() {
-            1 => token.token().authority.parent_delegation_id.clone(),
-            n => chain[n - 2].delegation_id.clone(),
-        };
-        if p.parent_delegation_id != expected_parent {
-            return reject(
-                "delegation_mismatch",
-                format!(
-                    "the token's parent delegation is {expected_parent}, not {}",
-                    p.parent_delegation_id
-                ),
-            );
-        }
-        let depth = token.token().authority.chain_depth + token.token().attenuations.len() as u32;
-        if depth > contract.constraints.max_chain_depth {
-            return reject(
-                "chain_invariant",
-                format!(
-                    "depth {depth} exceeds the contract's maxChainDepth {}",
-                    contract.constraints.max_chain_depth
-                ),
-            );
-        }
-        let record = Delegation {
-            id: p.delegation_id.clone(),
-            parent_id: p.parent_delegation_id.clone(),
-            from: chain.last().expect("a chain has a level").signer.clone(),
-            to: token.holder().clone(),
-            contract_id: contract.id.clone(),
-            dct: token.to_serialized(),
-            depth,
-            status: DelegationStatus::Active,
-            created_at: now,
-            completed_at: None,
-            attestation_id: None,
-        };
-        let invariant = if record.parent_id.is_root_parent() {
-            record.check_root()
-        } else {
-            match self.delegations.get(&record.parent_id)? {
-                Some(parent) => record.check_child_of(&parent),
-                None => {
-                    return reject(
-                        "unknown_parent",
-                        format!(
-                            "parent delegation {} is not recorded here",
-                            record.parent_id
-                        ),
-                    )
-                }
-            }
-        };
-        if let Err(e) = invariant {
-            return reject("chain_invariant", e.to_string());
-        }
-        if self.delegations.put_contract(contract)? == ContractPut::Conflict {
-            return reject(
-                "contract_conflict",
-                format!("another contract with ID {} is recorded", contract.id),
-            );
-        }
-        if !self.delegations.insert_new(&record, token)? {
-            return reject(
-                "replay",
-                format!("delegation {} was already accepted", record.id),
-            );
-        }
-        self.ledger.storage().sync().await?;
-        Ok(DelegateResponse::accept(record.id))
-    }
-
-    /// `delegateos/complete` (§9.4): verify the attestation against the stored
-    /// contract, charge its cost, and close the delegation.
-    pub async fn complete(&self, p: CompleteParams) -> Result<Completion, GateError> {
-        let delegation =
-            self.delegations
-                .get(&p.delegation_id)?
-                .ok_or_else(|| GateError::NotFound {
-                    kind: "delegation",
-                    id: p.delegation_id.to_string(),
-                })?;
-        if delegation.status != DelegationStatus::Active {
-            return Err(GateError::Conflict {
-                kind: "delegation_not_active",
-                detail: format!("delegation {} is {:?}", delegation.id, delegation.status),
-            });
-        }
-        let att = &p.attestation;
-        if att.delegation_id != delegation.id || att.contract_id != delegation.contract_id {
-            return Err(GateError::InvalidParams(format!(
-                "the attestation is for {} under {}, not {} under {}",
-                att.delegation_id, att.contract_id, delegation.id, delegation.contract_id
-            )));
-        }
-        if att.principal != delegation.to {
-            return Err(GateError::Rejected {
-                kind: "principal_mismatch".into(),
-                detail: format!(
-                    "the attestation is by {}, but the delegation went to {}",
-                    att.principal, delegation.to
-                ),
-            });
-        }
-        let contract = self
-            .delegations
-            .contract(&delegation.contract_id)?
-            .ok_or_else(|| GateError::NotFound {
-                kind: "contract",
-                id: delegation.contract_id.to_string(),
-            })?;
-        let (children, contracts) = self.stored_children(att, contract)?;
-        let report = verify_attestation(
-            att,
-            &AttestationContext {
-                contracts: &contracts,
-                children: &children,
-                registry: &self.registry,
-            },
-        )
-        .map_err(|e| GateError::Rejected {
-            kind: "invalid_contract".into(),
-            detail: e.to_string(),
-        })?;
-        if let Some(f) = &report.reason {
-            if f.attestation_id == att.id && f.kind == FailureKind::InvalidSignature {
-                // A forgery changes nothing: the delegation stays active.
-                return Err(GateError::Rejected {
-                    kind: "invalid_signature".into(),
-                    detail: f.detail.clone(),
-                });
-            }
-        }
-        // Charge the reported cost against every level of the delegation's chain.
-        let verified = self
-            .verified(&delegation.dct.token)
-            .map_err(|r| GateError::Conflict {
-                kind: "token_invalid",
-                detail: r.detail,
-            })?;
-        let cost = att.result.cost_microcents;
-        let mut reason = report.reason.clone();
-        let charged = match self.ledger.charge(&verified.levels, cost).await {
-            Ok(()) => cost,
-            Err(e @ LedgerError::Exceeded { .. }) => {
-                reason.get_or_insert(AttestationFailure {
-                    attestation_id: att.id.clone(),
-                    kind: FailureKind::BudgetExceeded,
-                    detail: e.to_string(),
-                });
-                0
-            }
-            Err(e) => return Err(ledger_error(e)),
-        };
-        let status = if reason.is_none() && att.result.success {
-            DelegationStatus::Completed
-        } else {
-            DelegationStatus::Failed
-        };
-        let mut closed = delegation.clone();
-        closed.status = delegation
-            .status
-            .transition(status)
-            .map_err(|e| GateError::Conflict {
-                kind: "delegation_not_active",
-                detail: e.to_string(),
-            })?;
-        closed.completed_at = Some(now().0);
-        closed.attestation_id = Some(att.id.clone());
-        self.delegations.put_attestation(att)?;
-        if !self.delegations.replace(&delegation, &closed)? {
-            return Err(GateError::Conflict {
-                kind: "concurrent_update",
-                detail: format!("delegation {} changed while completing", delegation.id),
-            });
-        }
-        self.ledger.storage().sync().await?;
-        Ok(Completion {
-            delegation_id: closed.id,
-            status: closed.status,
-            charged_microcents: charged,
-            verification: report.verification,
-            reason,
-        })
-    }
-
-    /// The stored attestations below `att` (bounded), and the contracts they need.
-    fn stored_children(
-        &self,
-        att: &delegateos::Attestation,
-        contract: delegateos::TaskContract,
-    ) -> Result<(AttestationsById, ContractsById), GateError> {
-        let mut contracts = BTreeMap::from([(contract.id.clone(), contract)]);
-        let mut children = BTreeMap::new();
-        let mut queue: Vec<delegateos::AttestationId> = att.child_attestations.clone();
-        while let Some(id) = queue.pop() {
-            if children.len() >= 1024 || children.contains_key(&id) {
-                continue;
-            }
-            if let Some(child) = self.delegations.attestation(&id)? {
-                if !contracts.contains_key(&child.contract_id) {
-                    if let Some(c) = self.delegations.contract(&child.contract_id)? {
-                        contracts.insert(c.id.clone(), c);
-                    }
-                }
-                queue.extend(child.child_attestations.iter().cloned());
-                children.insert(id, child);
-            }
-        }
-        Ok((children, contracts))
-    }
-
-    /// `delegateos/budget`: spent, reserved and remaining at each level.
-    pub fn budget(
-        &self,
-        caller: &Caller,
-        delegation_id: &DelegationId,
-    ) -> Result<BudgetReport, GateError> {
-        self.check_reader(caller, delegation_id)?;
-        let mut chains = self.ledger.report(delegation_id.as_str());
-        if chains.is_empty() {
-            if let Some(d) = self.delegations.get(delegation_id)? {
-                if let Ok(v) = self.verified(&d.dct.token) {
-                    chains.push(self.ledger.report_levels(&v.levels));
-                }
-            }
-        }
-        if chains.is_empty() {
-            return Err(GateError::NotFound {
-                kind: "budget for delegation",
-                id: delegation_id.to_string(),
-            });
-        }
-        Ok(BudgetReport {
-            delegation_id: delegation_id.clone(),
-            chains,
-        })
     }
 
     /// Refreshes the budget gauges (before a scrape).
