@@ -712,3 +712,35 @@ fn admin_token_new_prints_a_secret_and_its_digest() {
     let bad = run(&["admin-token", "new", "--name", "a\"b"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// `dgw config check` validates without starting anything.
+#[test]
+fn config_check_names_the_key_at_fault() {
+    let ok = run(&[
+        "config",
+        "check",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/config/gateway.toml"),
+    ]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    assert!(stdout(&ok).contains("valid"), "{}", stdout(&ok));
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "data_dir = \"d\"\nkey_file = \"k\"\n[server]\nhttp = \"x\"\n",
+    )
+    .unwrap();
+    let out = run(&["config", "check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("`server.http`"), "{}", stderr(&out));
+    // A TLS file that cannot be read is caught too.
+    let tls = dir.path().join("tls.toml");
+    std::fs::write(
+        &tls,
+        "data_dir = \"d\"\nkey_file = \"k\"\n[server]\nhttp = \"127.0.0.1:0\"\n[server.tls]\ncert_file = \"/nonexistent.pem\"\nkey_file = \"/nonexistent.key\"\n",
+    )
+    .unwrap();
+    let out = run(&["config", "check", tls.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("nonexistent.pem"), "{}", stderr(&out));
+}

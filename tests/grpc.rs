@@ -473,6 +473,37 @@ async fn health_and_reflection_are_standard() {
         panic!("no file descriptor");
     };
     assert!(!files.file_descriptor_proto.is_empty());
+
+    // Older clients ask v1alpha, which lists the same services.
+    {
+        use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
+        use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
+        let channel = Channel::from_shared(format!("http://{}", gw.grpc.as_ref().unwrap()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut answers = ServerReflectionClient::new(channel)
+            .server_reflection_info(tokio_stream::iter([request]))
+            .await
+            .unwrap()
+            .into_inner();
+        let Some(MessageResponse::ListServicesResponse(list)) =
+            answers.message().await.unwrap().unwrap().message_response
+        else {
+            panic!("not a service list");
+        };
+        assert!(list
+            .service
+            .iter()
+            .any(|s| s.name == "delegate_gateway.v1.DelegationGateway"));
+    }
 }
 
 /// One scenario, two fronts: each step's outcome and the final budgets, in

@@ -67,6 +67,19 @@ enum Command {
     /// Create admin tokens for `[[admin.tokens]]`.
     #[command(name = "admin-token", subcommand)]
     AdminToken(AdminTokenCommand),
+    /// Check configuration files.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Validate a config file without starting anything: exit 0 and a
+    /// summary when it is valid, 2 and the key at fault when it is not.
+    Check {
+        /// The configuration file.
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -167,6 +180,25 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Contract(cmd) => contract::run(cmd),
         Command::Check(args) => contract::check(args),
         Command::Attestation(cmd) => attestation::run(cmd),
+        Command::Config(ConfigCommand::Check { file }) => {
+            let c =
+                crate::config::Config::load(&file).map_err(|e| CliError::Usage(e.to_string()))?;
+            if let Some(tls) = &c.server.tls {
+                crate::tls::server_config(tls, &[b"http/1.1"])
+                    .map_err(|e| CliError::Usage(format!("config {}: TLS: {e}", file.display())))?;
+            }
+            println!(
+                "{}: valid (http {}, grpc {}, {} tenant(s), {} upstream(s), {} admin token(s), TLS {})",
+                file.display(),
+                c.server.http,
+                c.server.grpc.map_or("off".to_owned(), |g| g.to_string()),
+                c.tenants.len(),
+                c.upstreams.len(),
+                c.admin_tokens.len(),
+                if c.server.tls.is_some() { "on" } else { "off" },
+            );
+            Ok(Outcome::Success)
+        }
         Command::AdminToken(AdminTokenCommand::New { name }) => {
             if name.is_empty() || name.contains(['"', '\\', '\n']) {
                 return Err(CliError::Usage(

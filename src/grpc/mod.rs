@@ -160,10 +160,18 @@ pub async fn serve(
     let follow = tokio::spawn(follow_readiness(health.clone(), move || {
         journal.ledger().journal_failed()
     }));
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    // Reflection in both versions: grpcurl and newer clients ask for v1,
+    // older ones for v1alpha.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection()
         .build_v1()
+        .expect("the descriptor sets are built into the binary and valid");
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
         .expect("the descriptor sets are built into the binary and valid");
     let front = service::GrpcFront::new(gate, max_message_bytes, auth);
     // Sockets are accepted here, held to the connection limits; the
@@ -227,7 +235,8 @@ pub async fn serve(
         .max_concurrent_streams(Some(MAX_CONCURRENT_STREAMS))
         .concurrency_limit_per_connection(MAX_CONCURRENT_STREAMS as usize)
         .add_service(health_service)
-        .add_service(reflection)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .add_service(gateway)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
