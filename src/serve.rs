@@ -178,7 +178,10 @@ fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> 
             tick.tick().await;
             match gate.ledger().sweep(now().1) {
                 Ok(0) => {}
-                Ok(n) => tracing::info!(released = n, "released expired reservations"),
+                Ok(n) => {
+                    telemetry::record_reservations_expired(n);
+                    tracing::info!(released = n, "released expired reservations");
+                }
                 Err(e) => tracing::error!(error = %e, "sweeping reservations failed"),
             }
             if last_snapshot.elapsed() >= snapshot_every {

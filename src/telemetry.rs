@@ -23,6 +23,8 @@ pub const LEASES_TOTAL: &str = "dgw_budget_leases_total";
 pub const LEASE_CHARGED: &str = "dgw_budget_lease_charged_microcents_total";
 pub const STDERR_DROPPED: &str = "dgw_mcp_upstream_stderr_dropped_bytes_total";
 pub const CONNECTIONS_SHED: &str = "dgw_connections_shed_total";
+pub const STATE_WRITABLE: &str = "dgw_state_writable";
+pub const RESERVATIONS_EXPIRED: &str = "dgw_reservations_expired_total";
 pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
 pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
 pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
@@ -119,6 +121,14 @@ fn describe() {
         STDERR_DROPPED,
         Unit::Bytes,
         "Bytes of an upstream's stderr not logged because a line was over 4 KiB."
+    );
+    describe_gauge!(
+        STATE_WRITABLE,
+        "1 while the budget state can be written; 0 once the journal failed (every reservation is then refused until a restart)."
+    );
+    describe_counter!(
+        RESERVATIONS_EXPIRED,
+        "Reservations nobody settled or released before their deadline, ended by the sweeper."
     );
     describe_counter!(
         CONNECTIONS_SHED,
@@ -260,6 +270,16 @@ pub fn record_lease_charged(microcents: u64) {
 /// Bytes of an upstream's stderr dropped because a line was too long.
 pub fn record_stderr_dropped(upstream: &str, bytes: u64) {
     counter!(STDERR_DROPPED, "upstream" => upstream.to_owned()).increment(bytes);
+}
+
+/// Whether the budget state can be written, refreshed before each scrape.
+pub fn set_state_writable(writable: bool) {
+    gauge!(STATE_WRITABLE).set(if writable { 1.0 } else { 0.0 });
+}
+
+/// Reservations the sweeper ended at their deadline.
+pub fn record_reservations_expired(n: usize) {
+    counter!(RESERVATIONS_EXPIRED).increment(n as u64);
 }
 
 /// An idle connection closed to make room for a new one.

@@ -63,3 +63,56 @@ fn the_containerfile_builds_in_one_stage_and_runs_unprivileged_in_another() {
     // The healthcheck's Host header passes dgw's Host check on loopback.
     assert!(check.contains("Host: localhost:8080"), "{check}");
 }
+
+fn promtool(args: &[&str]) -> std::process::Output {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus");
+    std::process::Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("promtool ({e}): install Debian's prometheus package (tests/setup.sh does)")
+        })
+}
+
+/// The alert rules load, and each fires on its own input series and not
+/// on healthy ones (`rules.test.yml`).
+#[test]
+fn the_alert_rules_pass_promtool() {
+    let check = promtool(&["check", "rules", "rules.yml"]);
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let test = promtool(&["test", "rules", "rules.test.yml"]);
+    assert!(
+        test.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&test.stdout),
+        String::from_utf8_lossy(&test.stderr)
+    );
+}
+
+/// Every metric the rules name is one dgw exports (a typo would make an
+/// alert that can never fire).
+#[test]
+fn the_alert_rules_name_only_metrics_dgw_exports() {
+    let rules = read("deploy/prometheus/rules.yml");
+    let telemetry = read("src/telemetry.rs");
+    let mut names: Vec<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("dgw_"))
+        .map(|w| w.strip_suffix("_bucket").unwrap_or(w))
+        .collect();
+    names.sort();
+    names.dedup();
+    assert!(names.len() >= 8, "{names:?}");
+    for name in names {
+        assert!(
+            telemetry.contains(&format!("\"{name}\"")),
+            "{name} is not a metric src/telemetry.rs defines"
+        );
+    }
+}

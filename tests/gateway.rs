@@ -595,7 +595,9 @@ fn kill_and_restart_never_overspends_or_forgets() {
     let chain = gw.ok("delegateos/budget", json!({"delegationId": del(10)}))["chains"][0].clone();
     assert_eq!(chain[0]["spentMicrocents"], 5000);
     assert_eq!(chain[0]["reservedMicrocents"], 0);
-    assert!(gw.metrics().contains("dgw_reservations_open 0"));
+    let metrics = gw.metrics();
+    assert!(metrics.contains("dgw_reservations_open 0"));
+    assert!(metrics.contains("dgw_state_writable 1"), "{metrics}");
 }
 
 #[test]
@@ -721,4 +723,36 @@ fn bad_configs_are_refused_with_the_key_named() {
     }
     let o = run(&["serve", "--config", "/nonexistent/dgw.toml"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// A reservation nobody settles is ended at its deadline and counted
+/// (`dgw_reservations_expired_total`, which an alert watches).
+#[test]
+fn unsettled_reservations_expire_and_are_counted() {
+    let (s, gw) = setup("[budget]\nreservation_ttl = \"1s\"\nsweep_interval = \"100ms\"");
+    let t0 = root_token(&s.root, &s.alice, &["docs:read:/project/**"], 100, 3600);
+    for _ in 0..3 {
+        gw.ok(
+            "delegateos/authorize",
+            authorize(&t0.encode(), "/project/a", 10),
+        );
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let metrics = gw.metrics();
+        let expired = metrics
+            .lines()
+            .find(|l| l.starts_with("dgw_reservations_expired_total "))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if expired >= 3.0 {
+            assert!(metrics.contains("dgw_reservations_open 0"), "{metrics}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{metrics}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let chain = gw.ok("delegateos/budget", json!({"delegationId": del(1)}))["chains"][0].clone();
+    assert_eq!(chain[0]["reservedMicrocents"], 0);
+    assert_eq!(chain[0]["spentMicrocents"], 0);
 }

@@ -3,7 +3,9 @@
 #  - Node packages (tests/package-lock.json): the TypeScript DelegateOS peer's
 #    libraries, the reference MCP filesystem server and the MCP TypeScript SDK;
 #  - a Python virtualenv in tests/.venv (tests/requirements.txt): grpcio, to
-#    prove the gRPC API usable from another ecosystem.
+#    prove the gRPC API usable from another ecosystem;
+#  - promtool (Debian's prometheus package), which checks and tests the
+#    alert rules in deploy/prometheus.
 set -euo pipefail
 cd "$(dirname "$0")"
 npm ci --no-audit --no-fund --loglevel=error
@@ -11,3 +13,12 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "tests/setup.sh: promtool is missing; install Debian's prometheus package" >&2
+    exit 1
+  fi
+fi

@@ -621,6 +621,7 @@ impl Gatekeeper {
 
     /// Refreshes the budget gauges (before a scrape).
     pub fn refresh_gauges(&self) {
+        telemetry::set_state_writable(!self.ledger.journal_failed());
         let totals = self.ledger.tenant_totals();
         let open = self.ledger.open_reservations();
         let mut per_tenant: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
