@@ -2,7 +2,13 @@
 //! can: no container registry is reachable here, so the Containerfile is
 //! read, not built.
 
+mod support;
+
 use std::path::Path;
+
+use serde_json::{json, Value};
+use support::mcp::*;
+use support::*;
 
 fn read(rel: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
@@ -114,5 +120,120 @@ fn the_alert_rules_name_only_metrics_dgw_exports() {
             telemetry.contains(&format!("\"{name}\"")),
             "{name} is not a metric src/telemetry.rs defines"
         );
+    }
+}
+
+/// The PromQL expressions of the Grafana dashboard, one per target.
+fn dashboard_queries() -> Vec<String> {
+    let dashboard: Value = serde_json::from_str(&read("deploy/grafana/dgw.json")).unwrap();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 8, "{} panels", panels.len());
+    let mut exprs = Vec::new();
+    for panel in panels {
+        let targets = panel["targets"].as_array().expect("each panel has targets");
+        assert!(!targets.is_empty(), "{}", panel["title"]);
+        for t in targets {
+            exprs.push(t["expr"].as_str().expect("a PromQL expr").to_owned());
+        }
+    }
+    exprs
+}
+
+/// The dashboard loads: valid JSON, every panel's PromQL parses (promtool
+/// checks it as recording rules), and every metric it names is on
+/// `/metrics` of a running dgw that saw the events behind them.
+#[test]
+fn the_dashboard_parses_and_names_only_metrics_a_running_dgw_exports() {
+    let exprs = dashboard_queries();
+    let dir = tempfile::tempdir().unwrap();
+    let rules: String = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            format!(
+                "      - record: dashboard_query_{i}\n        expr: {}\n",
+                json!(e)
+            )
+        })
+        .collect();
+    let file = dir.path().join("queries.yml");
+    std::fs::write(
+        &file,
+        format!("groups:\n  - name: dashboard\n    rules:\n{rules}"),
+    )
+    .unwrap();
+    let check = promtool(&["check", "rules", file.to_str().unwrap()]);
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    // A gateway that sees every kind of event the dashboard shows.
+    let root = seed(1);
+    let echo = tests_dir().join("mcp/echo-server.mjs");
+    let extra = format!(
+        "max_connections = 3\n[budget]\nreservation_ttl = \"1s\"\nsweep_interval = \"100ms\"\n[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\ntimeout = \"500ms\"\n[[upstreams.tools]]\nname = \"echo\"\ncapability = \"demo:echo\"\nfixed_resource = \"/echo\"\ncost_microcents = 1\n"
+    );
+    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let gw = Gateway::start(&config);
+    let t = root_token(
+        &root,
+        &seed(2),
+        &["docs:read:/p/**", "demo:echo:*"],
+        1000,
+        3600,
+    );
+    let token = t.encode();
+    let ask = |resource: &str| json!({"dct": token, "namespace": "docs", "action": "read", "resource": resource, "costMicrocents": 5});
+    let a = gw.ok("delegateos/authorize", ask("/p/a"));
+    gw.ok(
+        "delegateos/settle",
+        json!({"reservationId": a["reservationId"], "actualMicrocents": 5, "dct": token}),
+    );
+    gw.err("delegateos/authorize", ask("/elsewhere"));
+    gw.ok("delegateos/authorize", ask("/p/left-to-expire"));
+    let mut mcp = McpHttp::connect(&gw.addr, Some(&token));
+    assert_eq!(
+        text_of(&mcp.call("echo", json!({"text": "hi"}), None)),
+        "hi"
+    );
+    let other = root_token_for(&root, &seed(3), &["docs:read:/x/**"], 10, 3600, del(9));
+    let rev = delegateos::RevocationEntry::sign(
+        &root,
+        &other.revocation_ids()[0],
+        at(0),
+        delegateos::RevocationScope::Block,
+    )
+    .unwrap();
+    gw.ok("delegateos/revoke", json!({"revocation": rev}));
+    // Idle sockets past max_connections: the oldest is shed.
+    let _idle: Vec<_> = (0..4)
+        .map(|_| std::net::TcpStream::connect(&gw.addr).unwrap())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+
+    let metrics = gw.metrics();
+    let exported = |name: &str| {
+        metrics.lines().any(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(['{', ' ']) || rest.starts_with("_bucket"))
+        })
+    };
+    let mut names: Vec<String> = exprs
+        .iter()
+        .flat_map(|e| {
+            e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.starts_with("dgw_"))
+                .map(|w| w.strip_suffix("_bucket").unwrap_or(w).to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    assert!(names.len() >= 12, "{names:?}");
+    for name in &names {
+        assert!(exported(name), "{name} is not on /metrics:\n{metrics}");
     }
 }
