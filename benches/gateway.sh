@@ -1,6 +1,7 @@
 # Sourced by benches/load.sh and benches/cpu.sh: the gateway they measure.
 #   start_gateway WORK [EXTRA_TOML]
-# starts the release `dgw serve` with its data in WORK, a bench tenant and
+# starts the release `dgw serve` (from DGW_BIN, default target/release) with
+# its data in WORK, a bench tenant and
 # free loopback ports (EXTRA_TOML appended to its config), logging at
 # DGW_LOG (default info) to DGW_ERR (default /dev/null), with DGW_WORKERS
 # worker threads if set (else one per core), on the CPUs of DGW_CPUS if set
@@ -8,7 +9,15 @@
 # listens and sets pid, addr, grpc and token (a DCT for docs:read:/** with a
 # budget no run exhausts).
 start_gateway() {
-  local work=$1 extra=${2:-} bin=target/release root
+  local work=$1 extra=${2:-} bin=${DGW_BIN:-target/release} root budget
+  # Runs without --settle leave every reservation open: let them, so the
+  # figures stay comparable with runs before the cap existed. BENCH_BUDGET=""
+  # leaves the line out, for builds older than the setting.
+  if [ -n "${BENCH_BUDGET+set}" ]; then
+    budget=$BENCH_BUDGET
+  else
+    budget=$'[budget]\nmax_open_reservations = 1000000000'
+  fi
   root=$($bin/dgw keygen --out "$work/root.key" 2>/dev/null)
   cat > "$work/gateway.toml" <<TOML
 data_dir = "$work/data"
@@ -20,10 +29,7 @@ ${DGW_WORKERS:+workers = $DGW_WORKERS}
 [[tenants]]
 name = "bench"
 root = "$root"
-# Runs without --settle leave every reservation open: let them, so the
-# figures stay comparable with runs before the cap existed.
-[budget]
-max_open_reservations = 1000000000
+$budget
 $extra
 TOML
   RUST_LOG=${DGW_LOG:-info} ${DGW_CPUS:+taskset -c $DGW_CPUS} $bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "${DGW_ERR:-/dev/null}" &
