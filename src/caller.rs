@@ -49,9 +49,11 @@ pub enum Admin {
 pub struct HolderDigest(pub [u8; 32]);
 
 impl HolderDigest {
-    /// The digest of a presented credential (a serialized DCT).
+    /// The digest of a presented credential (a serialized DCT), without
+    /// surrounding whitespace: a token read with its trailing newline is the
+    /// same credential, as DCT decoding already treats it.
     pub fn of(credential: &str) -> Self {
-        Self(Blake2b::<U32>::digest(credential.as_bytes()).into())
+        Self(Blake2b::<U32>::digest(credential.trim().as_bytes()).into())
     }
 
     /// Constant-time equality, so a probe learns nothing from timing.
@@ -326,6 +328,7 @@ mod tests {
             .unwrap();
         assert_eq!(from_params.credential(), Some("p"));
         assert!(HolderDigest::of("a").matches(&HolderDigest::of("a")));
+        assert!(HolderDigest::of("a\n").matches(&HolderDigest::of("a")));
         assert!(!HolderDigest::of("a").matches(&HolderDigest::of("b")));
     }
 }

@@ -187,10 +187,12 @@ impl Tracker {
     }
 
     /// Wraps an accepted socket, shedding an idle connection first when the
-    /// listener is full.
-    pub fn track<T>(&self, io: T) -> TrackedIo<T> {
-        if self.len() >= self.0.limits.max_connections {
-            self.shed_one();
+    /// listener is full; `None` (the socket is to be closed) when it is full
+    /// of connections that all have a request in flight.
+    pub fn track<T>(&self, io: T) -> Option<TrackedIo<T>> {
+        if self.len() >= self.0.limits.max_connections && !self.shed_one() {
+            crate::telemetry::record_connection_refused();
+            return None;
         }
         let now = self.0.now_ms();
         let state = Arc::new(ConnState {
@@ -203,12 +205,12 @@ impl Tracker {
             reader: Mutex::new(None),
         });
         self.open().insert(state.id, state.clone());
-        TrackedIo {
+        Some(TrackedIo {
             io,
             state,
             tracker: self.clone(),
             check: Box::pin(tokio::time::sleep(MIN_CHECK)),
-        }
+        })
     }
 
     /// Marks the connection busy until the guard drops; its head is complete.
@@ -479,9 +481,9 @@ mod tests {
     #[tokio::test]
     async fn idle_and_slow_heads_expire_and_busy_ones_do_not() {
         let t = Tracker::new(limits(10));
-        let idle = t.track(());
-        let head = t.track(());
-        let busy = t.track(());
+        let idle = t.track(()).unwrap();
+        let head = t.track(()).unwrap();
+        let busy = t.track(()).unwrap();
         head.state.head_since.store(t.0.now_ms(), Ordering::Release);
         let _guard = t.busy(&busy.state);
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -498,7 +500,7 @@ mod tests {
     #[tokio::test]
     async fn an_idle_connection_sleeps_until_its_nearest_deadline() {
         let t = Tracker::new(limits(10));
-        let c = t.track(());
+        let c = t.track(()).unwrap();
         let idle = t.0.next_check(&c.state);
         assert!(
             idle > Duration::from_millis(300) && idle <= Duration::from_millis(401),
@@ -517,17 +519,19 @@ mod tests {
     #[tokio::test]
     async fn a_full_listener_sheds_the_longest_idle_first() {
         let t = Tracker::new(limits(2));
-        let old = t.track(());
+        let old = t.track(()).unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let newer = t.track(());
-        let _new = t.track(());
+        let newer = t.track(()).unwrap();
+        let new = t.track(()).unwrap();
         assert!(old.state.shed.load(Ordering::Acquire));
         assert!(!newer.state.shed.load(Ordering::Acquire));
-        // Busy connections are never shed.
+        // Busy connections are never shed: a full listener of busy ones
+        // refuses the next connection instead of growing past its limit.
         let _g1 = t.busy(&newer.state);
-        let _g2 = t.busy(&_new.state);
-        old.state.shed.store(false, Ordering::Release);
-        let _g3 = t.busy(&old.state);
+        let _g2 = t.busy(&new.state);
+        drop(old);
         assert!(!t.shed_one());
+        assert!(t.track(()).is_none());
+        assert_eq!(t.len(), 2);
     }
 }

@@ -263,7 +263,9 @@ pub async fn serve(
             (stream, peer) = tracker.accept(&listener) => {
                 let peer: SocketAddr = peer;
                 let _ = stream.set_nodelay(true);
-                let io = tracker.track(stream);
+                let Some(io) = tracker.track(stream) else {
+                    continue;
+                };
                 let (front, tracker, watcher, tls) =
                     (front.clone(), tracker.clone(), graceful.watcher(), tls.clone());
                 tokio::spawn(async move {

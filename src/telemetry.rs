@@ -23,6 +23,7 @@ pub const LEASES_TOTAL: &str = "dgw_budget_leases_total";
 pub const LEASE_CHARGED: &str = "dgw_budget_lease_charged_microcents_total";
 pub const STDERR_DROPPED: &str = "dgw_mcp_upstream_stderr_dropped_bytes_total";
 pub const CONNECTIONS_SHED: &str = "dgw_connections_shed_total";
+pub const CONNECTIONS_REFUSED: &str = "dgw_connections_refused_total";
 pub const STATE_WRITABLE: &str = "dgw_state_writable";
 pub const RESERVATIONS_EXPIRED: &str = "dgw_reservations_expired_total";
 pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
@@ -129,6 +130,10 @@ fn describe() {
     describe_counter!(
         RESERVATIONS_EXPIRED,
         "Reservations nobody settled or released before their deadline, ended by the sweeper."
+    );
+    describe_counter!(
+        CONNECTIONS_REFUSED,
+        "Connections closed on arrival: max_connections were open and every one had a request in flight."
     );
     describe_counter!(
         CONNECTIONS_SHED,
@@ -280,6 +285,11 @@ pub fn set_state_writable(writable: bool) {
 /// Reservations the sweeper ended at their deadline.
 pub fn record_reservations_expired(n: usize) {
     counter!(RESERVATIONS_EXPIRED).increment(n as u64);
+}
+
+/// A connection closed on arrival because the listener was full of busy ones.
+pub fn record_connection_refused() {
+    counter!(CONNECTIONS_REFUSED).increment(1);
 }
 
 /// An idle connection closed to make room for a new one.

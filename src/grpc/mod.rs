@@ -184,7 +184,9 @@ pub async fn serve(
         loop {
             let (stream, peer) = tracker.accept(&listener).await;
             let _ = stream.set_nodelay(true);
-            let io = tracker.track(stream);
+            let Some(io) = tracker.track(stream) else {
+                continue;
+            };
             let accepted = accepted.clone();
             let Some(tls) = tls.clone() else {
                 if accepted.send(Ok(GrpcIo::Plain(io))).await.is_err() {
