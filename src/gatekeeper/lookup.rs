@@ -41,10 +41,7 @@ impl Gatekeeper {
     /// verify against a tenant root; revocation and expiry do not matter
     /// for reading one's own records.
     fn own_delegation(&self, token: &str) -> Option<DelegationId> {
-        let verified = delegateos::Dct::decode(token)
-            .ok()?
-            .verify_chain(&self.roots)
-            .ok()?;
+        let verified = self.signed_chain(token)?;
         Some(verified.dct().delegation_id().clone())
     }
 
@@ -83,9 +80,7 @@ impl Gatekeeper {
                 kind: "delegation",
                 id: id.to_string(),
             })?;
-        let verified = delegateos::Dct::decode(&d.dct.token)
-            .ok()
-            .and_then(|t| t.verify_chain(&self.roots).ok());
+        let verified = self.signed_chain(&d.dct.token);
         Ok(DelegationView {
             capabilities: verified.as_ref().map(|v| v.capabilities().to_vec()),
             budget_microcents: verified.as_ref().map(|v| v.budget_microcents()),

@@ -370,6 +370,16 @@ impl Gatekeeper {
         Ok(verified)
     }
 
+    /// `token`, if it decodes and its signature chain verifies against a
+    /// tenant root, whatever its revocation, expiry or budget: who signed
+    /// what, for deciding who may read or revoke.
+    fn signed_chain(&self, token: &str) -> Option<VerifiedDct> {
+        delegateos::Dct::decode(token)
+            .ok()?
+            .verify_chain(&self.roots)
+            .ok()
+    }
+
     fn tenant_of(&self, verified: &VerifiedDct) -> String {
         let issuer = &verified.dct().token().authority.issuer;
         self.tenant_names

@@ -93,14 +93,11 @@ impl Gatekeeper {
             if d.status != DelegationStatus::Active {
                 continue;
             }
-            let applies = delegateos::Dct::decode(&d.dct.token)
-                .ok()
-                .and_then(|t| t.verify_chain(&self.roots).ok())
-                .is_some_and(|v| {
-                    v.levels().iter().any(|l| {
-                        l.revocation_id == revocation_id && signer.is_none_or(|s| l.signer == *s)
-                    })
-                });
+            let applies = self.signed_chain(&d.dct.token).is_some_and(|v| {
+                v.levels().iter().any(|l| {
+                    l.revocation_id == revocation_id && signer.is_none_or(|s| l.signer == *s)
+                })
+            });
             if !applies {
                 continue;
             }
@@ -130,8 +127,7 @@ impl Gatekeeper {
         }
         let signed_at_or_above = caller
             .credential()
-            .and_then(|token| delegateos::Dct::decode(token).ok())
-            .and_then(|t| t.verify_chain(&self.roots).ok())
+            .and_then(|token| self.signed_chain(token))
             .is_some_and(|v| {
                 let levels = v.levels();
                 levels
