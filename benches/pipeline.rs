@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use delegate_gateway::budget::{LeasePolicy, Ledger, OnExpiry};
+use delegate_gateway::budget::{LeasePolicy, OnExpiry};
 use delegate_gateway::caller::Caller;
-use delegate_gateway::delegations::DelegationStore;
 use delegate_gateway::gatekeeper::Gatekeeper;
-use delegate_gateway::revocations::RevocationStore;
-use delegate_gateway::storage::Storage;
+use delegate_gateway::revocations::Revocations;
+use delegate_gateway::state::{self, BudgetSettings};
 use delegateos::dct::{self, AttenuateParams, CreateParams, VerificationContext};
 use delegateos::revocation::NoRevocations;
 use delegateos::{CapabilityRequest, ContractId, Dct, DelegationId, Keypair, Timestamp};
@@ -101,27 +100,30 @@ fn verify(c: &mut Criterion) {
     );
 }
 
+/// A gatekeeper over the sled backend in `dir`, or over memory.
 fn gatekeeper(
     rt: &tokio::runtime::Runtime,
-    dir: &std::path::Path,
+    dir: Option<&std::path::Path>,
     root: &Keypair,
 ) -> Arc<Gatekeeper> {
     rt.block_on(async {
-        let storage = Storage::open(&dir.join("db")).unwrap();
-        let ledger = Ledger::open(
-            storage.clone(),
-            &dir.join("journal"),
-            Duration::from_secs(60),
-            LeasePolicy::OFF,
-            usize::MAX,
-        )
-        .unwrap();
-        let revocations = RevocationStore::open(storage.clone()).unwrap();
+        let settings = BudgetSettings {
+            reservation_ttl: Duration::from_secs(60),
+            lease: LeasePolicy::OFF,
+            max_open: usize::MAX,
+        };
+        let stores = match dir {
+            Some(dir) => state::sled::open(dir, settings).unwrap(),
+            None => state::memory::open(settings).unwrap(),
+        };
+        let revocations = Revocations::load(stores.revocations.clone(), &[])
+            .await
+            .unwrap();
         Arc::new(Gatekeeper::new(
             vec![("bench".into(), root.principal_id().clone())],
-            ledger,
-            revocations,
-            DelegationStore::new(storage),
+            stores.budgets,
+            Arc::new(revocations),
+            stores.delegations,
         ))
     })
 }
@@ -135,7 +137,6 @@ fn authorize_settle(c: &mut Criterion) {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let gate = gatekeeper(&rt, dir.path(), &k[0]);
     let once = |gate: Arc<Gatekeeper>, token: Arc<String>| async move {
         let a = gate
             .authorize(&token, &[request()], 1, OnExpiry::Release)
@@ -152,6 +153,12 @@ fn authorize_settle(c: &mut Criterion) {
         .await
         .unwrap();
     };
+    let memory = gatekeeper(&rt, None, &k[0]);
+    c.benchmark_group("authorize+settle (memory, repeated token)")
+        .bench_function("1 caller", |b| {
+            b.iter(|| rt.block_on(once(memory.clone(), token.clone())))
+        });
+    let gate = gatekeeper(&rt, Some(dir.path()), &k[0]);
     let mut group = c.benchmark_group("authorize+settle (sled, durable, repeated token)");
     group.measurement_time(Duration::from_secs(8));
     group.bench_function("1 caller", |b| {

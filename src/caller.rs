@@ -10,9 +10,7 @@
 //! configuration), but never for ending someone else's reservation
 //! (decisions.md).
 
-use blake2::digest::consts::U32;
-use blake2::{Blake2b, Digest};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// One configured admin token: a name for logs and the SHA-256 of its secret.
@@ -43,40 +41,7 @@ pub enum Admin {
     Gateway,
 }
 
-/// The digest a reservation's holder is known by: BLAKE2b-256 of the
-/// credential that made it. The credential itself is never stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct HolderDigest(pub [u8; 32]);
-
-impl HolderDigest {
-    /// The digest of a presented credential (a serialized DCT), without
-    /// surrounding whitespace: a token read with its trailing newline is the
-    /// same credential, as DCT decoding already treats it.
-    pub fn of(credential: &str) -> Self {
-        Self(Blake2b::<U32>::digest(credential.trim().as_bytes()).into())
-    }
-
-    /// Constant-time equality, so a probe learns nothing from timing.
-    pub fn matches(&self, other: &HolderDigest) -> bool {
-        self.0.ct_eq(&other.0).into()
-    }
-}
-
-/// Stored as base64url text.
-impl serde::Serialize for HolderDigest {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&delegateos::base64url::encode(&self.0))
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for HolderDigest {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        delegateos::base64url::decode_array(&text)
-            .map(Self)
-            .map_err(|_| serde::de::Error::custom("a holder digest is 32 bytes of base64url"))
-    }
-}
+pub use crate::budget::HolderDigest;
 
 /// Who is calling.
 #[derive(Debug, Clone, Default)]

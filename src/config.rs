@@ -54,6 +54,9 @@ pub struct Config {
     pub admin_tokens: Vec<AdminToken>,
     /// Client certificate subjects that are admins (`[[admin.certs]]`).
     pub admin_certs: Vec<String>,
+    /// Keep the state in memory instead of `data_dir` (`dgw serve
+    /// --ephemeral`; never from the file).
+    pub ephemeral: bool,
 }
 
 /// A trusted Talos issuer: its DID and key, the tenant its capabilities
@@ -829,6 +832,7 @@ impl Config {
             talos,
             admin_tokens,
             admin_certs,
+            ephemeral: false,
         })
     }
 }

@@ -88,7 +88,7 @@ impl HttpFront {
                 r
             }
             (&Method::GET, "/metrics") => {
-                self.gate.refresh_gauges();
+                self.gate.refresh_gauges().await;
                 for up in self.mcp.proxy.upstreams() {
                     crate::telemetry::set_upstream_up(&up.name, up.is_ready());
                 }
@@ -103,7 +103,7 @@ impl HttpFront {
                 text_response(StatusCode::OK, "ok\n".into(), "text/plain")
             }
             (&Method::GET, "/readyz") => {
-                if self.gate.ledger().journal_failed() {
+                if !self.gate.budgets().writable() {
                     text_response(
                         StatusCode::SERVICE_UNAVAILABLE,
                         "not ready: the budget journal cannot be written; restart dgw\n".into(),

@@ -338,11 +338,11 @@ impl JsonRpc {
         let result = match method {
             "delegateos/authorize" => self.authorize(p).await,
             "delegateos/settle" => self.settle(caller, p).await,
-            "delegateos/release" => self.release(caller, p),
-            "delegateos/budget" => self.budget(caller, p),
-            "delegateos/delegation" => self.delegation(caller, p),
+            "delegateos/release" => self.release(caller, p).await,
+            "delegateos/budget" => self.budget(caller, p).await,
+            "delegateos/delegation" => self.delegation(caller, p).await,
             "talos/revoke" => self.talos_revoke(caller, p).await,
-            "dgw/audit" => self.audit(caller, p),
+            "dgw/audit" => self.audit(caller, p).await,
             "dgw/revoke" => self.admin_revoke(caller, p).await,
             "delegateos/delegate" => self.delegate(p).await,
             "delegateos/complete" => self.complete(p).await,
@@ -403,7 +403,7 @@ impl JsonRpc {
         ))
     }
 
-    fn release(
+    async fn release(
         &self,
         caller: &Caller,
         p: Option<Value>,
@@ -413,6 +413,7 @@ impl JsonRpc {
         let released = self
             .gate
             .release(&caller, &p.reservation_id)
+            .await
             .map_err(|e| gate(&e))?;
         Ok((
             json!({"released": true, "reservationId": p.reservation_id, "releasedMicrocents": released}),
@@ -420,7 +421,7 @@ impl JsonRpc {
         ))
     }
 
-    fn budget(
+    async fn budget(
         &self,
         caller: &Caller,
         p: Option<Value>,
@@ -430,11 +431,12 @@ impl JsonRpc {
         let report = self
             .gate
             .budget(&caller, &p.delegation_id)
+            .await
             .map_err(|e| gate(&e))?;
         Ok((json!(report), Outcome::Ok))
     }
 
-    fn delegation(
+    async fn delegation(
         &self,
         caller: &Caller,
         p: Option<Value>,
@@ -444,6 +446,7 @@ impl JsonRpc {
         let d = self
             .gate
             .delegation(&caller, &p.delegation_id)
+            .await
             .map_err(|e| gate(&e))?;
         Ok((json!(d), Outcome::Ok))
     }
@@ -478,7 +481,7 @@ impl JsonRpc {
         ))
     }
 
-    fn audit(
+    async fn audit(
         &self,
         caller: &Caller,
         p: Option<Value>,
@@ -494,6 +497,7 @@ impl JsonRpc {
             .talos
             .audit()
             .recent(p.limit.unwrap_or(100).min(10_000))
+            .await
             .map_err(|e| gate(&GateError::Storage(e)))?;
         Ok((json!({"events": events}), Outcome::Ok))
     }

@@ -1,14 +1,21 @@
-//! Persisted revocations: every verified entry, in memory for verification
-//! and in sled so a restart forgets none.
+//! The revocations verification reads: every recorded entry, indexed in
+//! memory, loaded from the [`RevocationStore`] at start and kept current by
+//! its subscription (entries other processes add included).
 
-use std::collections::HashSet;
-use std::sync::{RwLock, RwLockReadGuard};
-
-use talos::revocation::TalosRevocation;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use delegateos::{PrincipalId, RevocationCheck, RevocationEntry, RevocationList};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
 
-use crate::storage::{encode, scan, Storage, StorageError};
+use crate::state::{RevocationRecord, RevocationStore, StorageError};
+
+/// The kind of signed DelegateOS entries, keyed `<revocation ID>/<signer>`
+/// (named as the tree that held them before the state seam).
+pub const SIGNED: &str = "revocations";
+/// The kind of blocks an administrator revoked, keyed by revocation ID.
+pub const BY_ADMIN: &str = "admin_revocations";
 
 /// Why a revocation was not recorded.
 #[derive(Debug, thiserror::Error)]
@@ -19,24 +26,25 @@ pub enum RevokeError {
     Storage(#[from] StorageError),
 }
 
-/// The gateway's revocation list: DelegateOS entries, and Talos
-/// revocations (capability ids and hashes).
-pub struct RevocationStore {
-    storage: Storage,
-    list: RwLock<RevocationList>,
-    talos: RwLock<HashSet<String>>,
-    /// Blocks an administrator revoked, whoever signed them.
-    by_admin: RwLock<HashSet<String>>,
-}
-
 /// A block an administrator revoked without a signed entry.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct AdminRevocation {
     revocation_id: String,
     revoked_at: delegateos::Timestamp,
     /// How the administrator was known (`token:ops`, `cert:CN=ops`).
     revoked_by: Option<String>,
+}
+
+/// The gateway's revocations: signed DelegateOS entries, administrators'
+/// revocations, and the kinds protocols record (a protocol's names: Talos
+/// capability IDs and hashes).
+pub struct Revocations {
+    store: Arc<dyn RevocationStore>,
+    list: RwLock<RevocationList>,
+    by_admin: RwLock<HashSet<String>>,
+    /// Per protocol kind, the revoked names.
+    names: RwLock<HashMap<&'static str, HashSet<String>>>,
 }
 
 /// The revocation state a verification reads: signed entries (which apply
@@ -53,34 +61,86 @@ impl RevocationCheck for Revoked<'_> {
     }
 }
 
-fn key(entry: &RevocationEntry) -> Vec<u8> {
-    format!("{}/{}", entry.revocation_id, entry.revoked_by).into_bytes()
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
 }
 
-impl RevocationStore {
-    /// Loads every stored entry, checking each signature again.
-    pub fn open(storage: Storage) -> Result<Self, RevokeError> {
-        let mut list = RevocationList::new();
-        for (_, entry) in scan::<RevocationEntry>(&storage.trees.revocations, "revocations")? {
-            list.add(entry)?;
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Revocations {
+    /// Loads every stored entry of the DelegateOS kinds and of `kinds`
+    /// (protocols' own), checking each signed entry again.
+    pub async fn load(
+        store: Arc<dyn RevocationStore>,
+        kinds: &[&'static str],
+    ) -> Result<Self, RevokeError> {
+        let this = Self {
+            store,
+            list: RwLock::new(RevocationList::new()),
+            by_admin: RwLock::new(HashSet::new()),
+            names: RwLock::new(kinds.iter().map(|k| (*k, HashSet::new())).collect()),
+        };
+        this.reload().await?;
+        Ok(this)
+    }
+
+    /// Reads every kind from the store again.
+    async fn reload(&self) -> Result<(), RevokeError> {
+        let kinds: Vec<&'static str> = read(&self.names).keys().copied().collect();
+        for kind in [SIGNED, BY_ADMIN].into_iter().chain(kinds) {
+            for record in self.store.all(kind).await? {
+                self.index(&record)?;
+            }
         }
-        let mut talos = HashSet::new();
-        for (_, r) in
-            scan::<TalosRevocation>(&storage.trees.talos_revocations, "talos_revocations")?
-        {
-            talos.insert(r.revoke);
+        Ok(())
+    }
+
+    /// Adds a stored record to the index.
+    fn index(&self, record: &RevocationRecord) -> Result<(), RevokeError> {
+        let corrupt = |e: serde_json::Error| StorageError::Corrupt {
+            tree: record.kind,
+            key: record.key.clone(),
+            problem: e.to_string(),
+        };
+        match record.kind {
+            SIGNED => {
+                let entry: RevocationEntry =
+                    serde_json::from_value(record.value.clone()).map_err(corrupt)?;
+                write(&self.list).add(entry)?;
+            }
+            BY_ADMIN => {
+                let r: AdminRevocation =
+                    serde_json::from_value(record.value.clone()).map_err(corrupt)?;
+                write(&self.by_admin).insert(r.revocation_id);
+            }
+            kind => {
+                write(&self.names)
+                    .entry(kind)
+                    .or_default()
+                    .insert(record.key.clone());
+            }
         }
-        let mut by_admin = HashSet::new();
-        for (_, r) in
-            scan::<AdminRevocation>(&storage.trees.admin_revocations, "admin_revocations")?
-        {
-            by_admin.insert(r.revocation_id);
-        }
-        Ok(Self {
-            storage,
-            list: RwLock::new(list),
-            talos: RwLock::new(talos),
-            by_admin: RwLock::new(by_admin),
+        Ok(())
+    }
+
+    /// Keeps the index current with what other processes record, until the
+    /// store's subscription ends.
+    pub fn follow(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        let mut added = this.store.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let result = match added.recv().await {
+                    Ok(record) => this.index(&record),
+                    Err(RecvError::Lagged(_)) => this.reload().await,
+                    Err(RecvError::Closed) => return,
+                };
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "indexing a revocation failed");
+                }
+            }
         })
     }
 
@@ -98,75 +158,75 @@ impl RevocationStore {
             revoked_by: by,
         };
         let inserted = self
-            .storage
-            .insert_new(
-                &self.storage.trees.admin_revocations,
-                revocation_id.as_bytes(),
-                encode(&record),
-            )
+            .store
+            .add(RevocationRecord {
+                kind: BY_ADMIN,
+                key: revocation_id.to_owned(),
+                value: serde_json::to_value(&record)
+                    .map_err(|e| StorageError::Backend(e.to_string()))?,
+            })
             .await?;
         // Visible to verification only once durable.
-        self.by_admin
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(record.revocation_id);
+        write(&self.by_admin).insert(record.revocation_id);
         Ok(inserted)
     }
 
     /// Verifies and records an entry durably; `false` if it was already known.
     pub async fn add(&self, entry: RevocationEntry) -> Result<bool, RevokeError> {
         let entry = entry.into_verified()?;
+        let e = entry.entry();
         let inserted = self
-            .storage
-            .insert_new(
-                &self.storage.trees.revocations,
-                &key(entry.entry()),
-                encode(entry.entry()),
-            )
+            .store
+            .add(RevocationRecord {
+                kind: SIGNED,
+                key: format!("{}/{}", e.revocation_id, e.revoked_by),
+                value: serde_json::to_value(e).map_err(|e| StorageError::Backend(e.to_string()))?,
+            })
             .await?;
         // Visible to verification only once durable.
-        self.list
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(entry);
+        write(&self.list).insert(entry);
         Ok(inserted)
     }
 
-    /// Records a Talos revocation (verified by the caller against the
-    /// trusted issuers) durably; `false` if the name was already revoked.
-    pub async fn add_talos(&self, revocation: TalosRevocation) -> Result<bool, RevokeError> {
+    /// Records that `name` is revoked in a protocol's `kind` (verified by
+    /// the protocol), durably; `false` if it already was.
+    pub async fn add_name(
+        &self,
+        kind: &'static str,
+        name: &str,
+        record: serde_json::Value,
+    ) -> Result<bool, StorageError> {
         let inserted = self
-            .storage
-            .insert_new(
-                &self.storage.trees.talos_revocations,
-                revocation.revoke.as_bytes(),
-                encode(&revocation),
-            )
+            .store
+            .add(RevocationRecord {
+                kind,
+                key: name.to_owned(),
+                value: record,
+            })
             .await?;
-        self.talos
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(revocation.revoke);
+        write(&self.names)
+            .entry(kind)
+            .or_default()
+            .insert(name.to_owned());
         Ok(inserted)
     }
 
-    /// Whether a Talos capability id or hash is revoked.
-    pub fn is_talos_revoked(&self, name: &str) -> bool {
-        self.talos
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(name)
+    /// Whether `name` is revoked in a protocol's `kind`.
+    pub fn contains_name(&self, kind: &str, name: &str) -> bool {
+        read(&self.names)
+            .get(kind)
+            .is_some_and(|s| s.contains(name))
     }
 
     /// The revocation state, for verification.
     pub fn read(&self) -> Revoked<'_> {
         Revoked {
-            list: self.list.read().unwrap_or_else(|p| p.into_inner()),
-            by_admin: self.by_admin.read().unwrap_or_else(|p| p.into_inner()),
+            list: read(&self.list),
+            by_admin: read(&self.by_admin),
         }
     }
 
-    /// How many entries are recorded (signed and administrators').
+    /// How many DelegateOS entries are recorded (signed and administrators').
     pub fn len(&self) -> usize {
         let r = self.read();
         r.list.list().len() + r.by_admin.len()

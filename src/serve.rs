@@ -10,11 +10,9 @@ use delegateos::{Keypair, PrincipalId};
 use tokio::net::TcpListener;
 
 use crate::audit::AuditLog;
-use crate::budget::Ledger;
 use crate::caller::Authenticator;
 use crate::config::{Config, TenantRoot};
 use crate::connections::{connections_within, Limits};
-use crate::delegations::DelegationStore;
 use crate::gatekeeper::{now, Gatekeeper};
 use crate::http::{self, HttpFront};
 use crate::http_guard::HttpGuard;
@@ -22,9 +20,8 @@ use crate::jsonrpc::JsonRpc;
 use crate::keyfile::{self, KeyFileError};
 use crate::mcp::streamable::{SessionPolicy, Sessions, StreamableHttp};
 use crate::mcp::{McpProxy, Upstream};
-use crate::replay::ReplayStore;
-use crate::revocations::{RevocationStore, RevokeError};
-use crate::storage::{Storage, StorageError};
+use crate::revocations::{Revocations, RevokeError};
+use crate::state::{BudgetSettings, StorageError, Stores};
 use crate::talos_gate::TalosGate;
 use crate::telemetry;
 
@@ -72,13 +69,14 @@ fn load_or_create_key(path: &Path) -> Result<Keypair, KeyFileError> {
 struct State {
     gate: Arc<Gatekeeper>,
     talos: Arc<TalosGate>,
-    storage: Storage,
+    stores: Stores,
     gateway_key: Arc<Keypair>,
 }
 
-/// Opens the data directory, the keys and every store; releases the
-/// reservations that expired while the gateway was down.
-fn open_state(config: &Config) -> Result<State, ServeError> {
+/// Opens the data directory, the keys and every store (sled in the data
+/// directory, or memory with `--ephemeral`); releases the reservations that
+/// expired while the gateway was down.
+async fn open_state(config: &Config) -> Result<State, ServeError> {
     crate::data_dir::prepare(&config.data_dir).map_err(|source| ServeError::DataDir {
         path: config.data_dir.display().to_string(),
         source,
@@ -94,41 +92,56 @@ fn open_state(config: &Config) -> Result<State, ServeError> {
         tenants.push((t.name.clone(), root));
     }
 
-    let storage = Storage::open(&config.data_dir.join("db"))?;
-    let ledger = Ledger::open(
-        storage.clone(),
-        &config.data_dir.join("journal"),
-        config.budget.reservation_ttl,
-        config.budget.lease,
-        config.budget.max_open_reservations,
-    )
-    .map_err(|e| StorageError::Sled(e.to_string()))?;
-    let swept = ledger
+    let budget = BudgetSettings {
+        reservation_ttl: config.budget.reservation_ttl,
+        lease: config.budget.lease,
+        max_open: config.budget.max_open_reservations,
+    };
+    let stores = if config.ephemeral {
+        tracing::warn!("--ephemeral: state is kept in memory and lost at exit");
+        crate::state::memory::open(budget)?
+    } else {
+        crate::state::sled::open(&config.data_dir, budget)?
+    };
+    let swept = stores
+        .budgets
         .sweep(now().1)
-        .map_err(|e| StorageError::Sled(e.to_string()))?;
-    let revocations = RevocationStore::open(storage.clone())?;
+        .await
+        .map_err(|e| StorageError::Backend(e.to_string()))?;
+    let revocations = Arc::new(
+        Revocations::load(
+            stores.revocations.clone(),
+            &[crate::talos_gate::REVOCATIONS],
+        )
+        .await?,
+    );
+    revocations.follow();
     tracing::info!(
-        open_reservations = ledger.open_reservations(),
+        open_reservations = stores
+            .budgets
+            .open_reservations()
+            .await
+            .map_err(|e| StorageError::Backend(e.to_string()))?,
         expired_reservations_released = swept,
         revocations = revocations.len(),
         "state loaded"
     );
     let gate = Arc::new(Gatekeeper::new(
         tenants,
-        ledger,
+        stores.budgets.clone(),
         revocations,
-        DelegationStore::new(storage.clone()),
+        stores.delegations.clone(),
     ));
     let talos = Arc::new(TalosGate::new(
         gate.clone(),
         &config.talos,
-        ReplayStore::new(storage.clone()),
-        AuditLog::new(storage.clone(), gateway_key.clone()),
+        stores.replay.clone(),
+        AuditLog::new(stores.audit.clone(), gateway_key.clone()),
     ));
     Ok(State {
         gate,
         talos,
-        storage,
+        stores,
         gateway_key,
     })
 }
@@ -176,7 +189,7 @@ fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> 
         let mut last_snapshot = std::time::Instant::now();
         loop {
             tick.tick().await;
-            match gate.ledger().sweep(now().1) {
+            match gate.budgets().sweep(now().1).await {
                 Ok(0) => {}
                 Ok(n) => {
                     telemetry::record_reservations_expired(n);
@@ -187,12 +200,12 @@ fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> 
             if last_snapshot.elapsed() >= snapshot_every {
                 last_snapshot = std::time::Instant::now();
                 let g = gate.clone();
-                if let Ok(Err(e)) = tokio::task::spawn_blocking(move || g.ledger().snapshot()).await
+                if let Ok(Err(e)) =
+                    tokio::task::spawn_blocking(move || g.budgets().checkpoint()).await
                 {
                     tracing::error!(error = %e, "budget snapshot failed");
                 }
-                let t = talos.clone();
-                let _ = tokio::task::spawn_blocking(move || t.sweep()).await;
+                talos.sweep().await;
             }
         }
     })
@@ -200,8 +213,7 @@ fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> 
 
 /// Snapshots the budgets and flushes sled: the last step of every exit.
 fn close_state(state: &State) -> Result<(), ServeError> {
-    state.gate.ledger().snapshot()?;
-    state.storage.flush_now()?;
+    (state.stores.close)()?;
     tracing::info!("state flushed; bye");
     Ok(())
 }
@@ -221,7 +233,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             "server.max_connections lowered to fit the descriptor limit"
         );
     }
-    let state = open_state(&config)?;
+    let state = open_state(&config).await?;
     let gate = state.gate.clone();
     // Certificates are read before anything listens: a bad file stops the
     // start with its name.
@@ -366,7 +378,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
 /// `dgw mcp`: serves MCP on stdin/stdout until stdin closes (or SIGTERM).
 /// Logs go to stderr; stdout carries only MCP messages.
 pub async fn run_stdio(config: Config) -> Result<(), ServeError> {
-    let state = open_state(&config)?;
+    let state = open_state(&config).await?;
     let proxy = start_mcp(&config, &state).await;
     let sweeper = spawn_sweeper(&config, &state);
     tracing::info!(gateway = %state.gateway_key.principal_id(), "dgw serving MCP on stdio");

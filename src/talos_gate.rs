@@ -6,12 +6,13 @@
 //! a signed audit event.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use talos::audit::{AuditEvent, EventType, ResultCode};
 use talos::capability::Capability;
 use talos::envelope::Envelope;
 use talos::keys::Issuers;
+use talos::replay::ReplayCache;
 use talos::revocation::TalosRevocation;
 use talos::{Context, Denied, TalosDenial, TalosRequest};
 use time::OffsetDateTime;
@@ -21,7 +22,7 @@ use crate::budget::{BudgetKey, OnExpiry, Reservation};
 use crate::caller::Caller;
 use crate::config::TalosIssuer;
 use crate::gatekeeper::{GateError, Gatekeeper, Grant};
-use crate::replay::ReplayStore;
+use crate::state::ReplayStore;
 use crate::telemetry;
 
 /// A refused Talos call: the Talos reason (or the pipeline's denial type,
@@ -42,6 +43,9 @@ pub struct Allowed {
     pub request_hash: String,
 }
 
+/// A refusal's reason, detail and capability (once read).
+type Rejected = (String, String, Option<Capability>);
+
 /// What a tool call asks, in Talos terms.
 pub struct Call<'a> {
     pub envelope: Envelope,
@@ -61,9 +65,19 @@ pub struct TalosGate {
     gate: Arc<Gatekeeper>,
     issuers: Issuers,
     settings: HashMap<String, TalosIssuer>,
-    replay: ReplayStore,
+    /// Correlation IDs seen lately, per session (the adapter's LRU): a
+    /// replay is refused without a trip to the store.
+    seen: Mutex<ReplayCache>,
+    /// Correlation IDs seen, durably, until their capability expires.
+    replay: Arc<dyn ReplayStore>,
     audit: AuditLog,
 }
+
+/// The revocation kind of Talos capability IDs and hashes (named as the
+/// tree that held them before the state seam).
+pub const REVOCATIONS: &str = "talos_revocations";
+/// The replay namespace of correlation IDs, keyed `session \0 correlation ID`.
+const REPLAY: &str = "replay";
 
 /// The budget-key root of an issuer's capabilities.
 fn budget_root(issuer: &str) -> String {
@@ -84,7 +98,7 @@ impl TalosGate {
     pub fn new(
         gate: Arc<Gatekeeper>,
         issuers: &[TalosIssuer],
-        replay: ReplayStore,
+        replay: Arc<dyn ReplayStore>,
         audit: AuditLog,
     ) -> Self {
         let mut keys = Issuers::new();
@@ -96,9 +110,33 @@ impl TalosGate {
             gate,
             issuers: keys,
             settings: issuers.iter().map(|i| (i.did.clone(), i.clone())).collect(),
+            seen: Mutex::new(ReplayCache::new()),
             replay,
             audit,
         }
+    }
+
+    /// Records a correlation ID until `valid_until`; false if seen before
+    /// (lately in memory, or in the store and still valid).
+    async fn fresh(
+        &self,
+        session: &str,
+        correlation_id: &str,
+        now: i64,
+        valid_until: i64,
+    ) -> Result<bool, crate::state::StorageError> {
+        let fresh_in_memory = self
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(session, correlation_id);
+        if !fresh_in_memory {
+            return Ok(false);
+        }
+        let mut key = session.as_bytes().to_vec();
+        key.push(0);
+        key.extend_from_slice(correlation_id.as_bytes());
+        self.replay.insert_new(REPLAY, &key, now, valid_until).await
     }
 
     /// The audit log.
@@ -106,7 +144,7 @@ impl TalosGate {
         &self.audit
     }
 
-    fn refuse(
+    async fn refuse(
         &self,
         call: &Call<'_>,
         cap: Option<&Capability>,
@@ -114,21 +152,22 @@ impl TalosGate {
         detail: String,
     ) -> Refusal {
         self.deny(call.tool, &call.request_hash, cap, reason, detail)
+            .await
     }
 
     /// A Talos request refused before its capability was read (a malformed
     /// envelope, an unknown tool): counted and audited like any denial.
-    pub fn refuse_early(
+    pub async fn refuse_early(
         &self,
         tool: &str,
         request_hash: &str,
         reason: &str,
         detail: String,
     ) -> Refusal {
-        self.deny(tool, request_hash, None, reason, detail)
+        self.deny(tool, request_hash, None, reason, detail).await
     }
 
-    fn deny(
+    async fn deny(
         &self,
         tool: &str,
         request_hash: &str,
@@ -149,15 +188,16 @@ impl TalosGate {
             result_code: ResultCode::Denied,
             denial_reason: Some(reason.to_owned()),
             signature: String::new(),
-        });
+        })
+        .await;
         Refusal {
             reason: reason.to_owned(),
             detail,
         }
     }
 
-    fn log(&self, event: AuditEvent) {
-        if let Err(e) = self.audit.record(event) {
+    async fn log(&self, event: AuditEvent) {
+        if let Err(e) = self.audit.record(event).await {
             tracing::error!(error = %e, "writing an audit event failed");
         }
     }
@@ -165,8 +205,19 @@ impl TalosGate {
     /// §4.2, then the pipeline; the reservation is charged on expiry (the
     /// gateway forwards the call itself).
     pub async fn authorize(&self, call: Call<'_>) -> Result<Result<Allowed, Refusal>, GateError> {
+        match self.decide(&call).await? {
+            Ok(allowed) => Ok(Ok(allowed)),
+            Err((reason, detail, cap)) => {
+                Ok(Err(self.refuse(&call, cap.as_ref(), &reason, detail).await))
+            }
+        }
+    }
+
+    /// The decision: allowed, or the reason, detail and capability (once
+    /// read) of a refusal.
+    async fn decide(&self, call: &Call<'_>) -> Result<Result<Allowed, Rejected>, GateError> {
         let denied = |d: Denied, cap: Option<&Capability>| {
-            Ok(Err(self.refuse(&call, cap, d.reason.as_str(), d.detail)))
+            Ok(Err((d.reason.as_str().to_owned(), d.detail, cap.cloned())))
         };
         let Some(raw) = &call.envelope.capability else {
             return denied(
@@ -190,7 +241,7 @@ impl TalosGate {
         // The context holds borrowed closures (not Send): done before any await.
         let checked = {
             let revocations = self.gate.revocations();
-            let revoked = |name: &str| revocations.is_talos_revoked(name);
+            let revoked = |name: &str| revocations.contains_name(REVOCATIONS, name);
             let ctx = Context {
                 issuers: &self.issuers,
                 now,
@@ -209,8 +260,7 @@ impl TalosGate {
             .clone()
             .unwrap_or_else(|| format!("mcp:{}", call.mcp_session));
         let fresh = self
-            .replay
-            .record(
+            .fresh(
                 &session,
                 &call.envelope.correlation_id,
                 now,
@@ -280,21 +330,21 @@ impl TalosGate {
                     result_code: ResultCode::Ok,
                     denial_reason: None,
                     signature: String::new(),
-                });
+                })
+                .await;
                 Ok(Ok(allowed))
             }
-            Err(d) => Ok(Err(self.refuse(
-                &call,
-                Some(&cap),
-                d.reason.kind.as_str(),
+            Err(d) => Ok(Err((
+                d.reason.kind.as_str().to_owned(),
                 d.reason.detail,
+                Some(cap),
             ))),
         }
     }
 
     /// The call ran (or failed at the upstream): an INVOKE event with the
     /// response's hash.
-    pub fn invoked(&self, allowed: &Allowed, response_hash: String, ok: bool) {
+    pub async fn invoked(&self, allowed: &Allowed, response_hash: String, ok: bool) {
         self.log(AuditEvent {
             event_type: EventType::Invoke,
             tool: allowed.tool.clone(),
@@ -311,7 +361,8 @@ impl TalosGate {
             },
             denial_reason: None,
             signature: String::new(),
-        });
+        })
+        .await;
     }
 
     /// Verifies a revocation against the trusted issuers and records it in
@@ -328,18 +379,18 @@ impl TalosGate {
         let newly = self
             .gate
             .revocations()
-            .add_talos(revocation)
+            .add_name(REVOCATIONS, &name, record_value(&revocation)?)
             .await
             .map_err(|e| GateError::Rejected {
                 kind: "revocation_failed".into(),
                 detail: e.to_string(),
             })?;
-        self.revoked(name, issuer);
+        self.revoked(name, issuer).await;
         Ok(newly)
     }
 
     /// Counts and audits a recorded revocation of `name` by `by`.
-    fn revoked(&self, name: String, by: String) {
+    async fn revoked(&self, name: String, by: String) {
         telemetry::record_revocation();
         self.log(AuditEvent {
             event_type: EventType::Revoke,
@@ -353,7 +404,8 @@ impl TalosGate {
             result_code: ResultCode::Ok,
             denial_reason: None,
             signature: String::new(),
-        });
+        })
+        .await;
     }
 
     /// An administrator revokes the capability `name` (an id or hash)
@@ -382,20 +434,26 @@ impl TalosGate {
         let newly = self
             .gate
             .revocations()
-            .add_talos(record)
+            .add_name(REVOCATIONS, name, record_value(&record)?)
             .await
             .map_err(|e| GateError::Rejected {
                 kind: "revocation_failed".into(),
                 detail: e.to_string(),
             })?;
-        self.revoked(name.to_owned(), by);
+        self.revoked(name.to_owned(), by).await;
         Ok(newly)
     }
 
     /// Drops stored correlation IDs whose capabilities have expired.
-    pub fn sweep(&self) {
-        if let Err(e) = self.replay.sweep(now_secs()) {
+    pub async fn sweep(&self) {
+        if let Err(e) = self.replay.sweep(now_secs()).await {
             tracing::error!(error = %e, "sweeping the replay store failed");
         }
     }
+}
+
+/// A Talos revocation as the revocation store keeps it.
+fn record_value(r: &TalosRevocation) -> Result<serde_json::Value, GateError> {
+    serde_json::to_value(r)
+        .map_err(|e| GateError::Storage(crate::state::StorageError::Backend(e.to_string())))
 }

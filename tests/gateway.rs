@@ -662,6 +662,71 @@ fn state_survives_a_clean_restart_and_sigterm_exits_zero() {
     let _ = &s.dir;
 }
 
+/// `--ephemeral`: the same enforcement over the in-memory backend, nothing
+/// written under data_dir but the keys, and a restart forgets it all.
+#[test]
+fn ephemeral_state_is_enforced_in_memory_and_forgotten_at_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, alice) = (seed(1), seed(2));
+    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], "");
+    let mut gw = Gateway::start_ephemeral(&config);
+    let c = contract(&root, ct(1), &[]);
+    let t0 = root_token(&root, &alice, &["docs:read:/project/**"], 100, 3600);
+    let r = gw.ok(
+        "delegateos/delegate",
+        delegate(&c, &t0, del(1), DelegationId::root_parent()),
+    );
+    assert_eq!(r["accepted"], true, "{r}");
+    let rid = gw.ok(
+        "delegateos/authorize",
+        authorize(&t0.encode(), "/project/a", 70),
+    )["reservationId"]
+        .clone();
+    assert_eq!(
+        gw.err(
+            "delegateos/authorize",
+            authorize(&t0.encode(), "/project/a", 31)
+        )["data"]["type"],
+        "budget_exceeded"
+    );
+    gw.ok(
+        "delegateos/settle",
+        json!({"reservationId": rid, "actualMicrocents": 60, "dct": t0.encode()}),
+    );
+    let chain = gw.ok("delegateos/budget", json!({"delegationId": del(1)}))["chains"][0].clone();
+    assert_eq!(chain[0]["spentMicrocents"], 60);
+    let rev = RevocationEntry::sign(
+        &root,
+        &t0.revocation_ids()[0],
+        at(0),
+        RevocationScope::Block,
+    )
+    .unwrap();
+    gw.ok("delegateos/revoke", json!({"revocation": rev}));
+    assert_eq!(
+        gw.err(
+            "delegateos/authorize",
+            authorize(&t0.encode(), "/project/a", 1)
+        )["data"]["type"],
+        "revoked"
+    );
+    let data = dir.path().join("data");
+    assert!(!data.join("db").exists() && !data.join("journal").exists());
+    assert!(gw.terminate().success());
+
+    // A restart forgets the revocation, the spend and the delegation.
+    let gw = Gateway::start_ephemeral(&config);
+    let r = gw.ok(
+        "delegateos/delegate",
+        delegate(&c, &t0, del(1), DelegationId::root_parent()),
+    );
+    assert_eq!(r["accepted"], true, "not a replay: {r}");
+    gw.ok(
+        "delegateos/authorize",
+        authorize(&t0.encode(), "/project/a", 100),
+    );
+}
+
 #[test]
 fn metrics_move() {
     let (s, gw) = setup("");

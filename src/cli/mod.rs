@@ -29,6 +29,10 @@ enum Command {
         /// The configuration file.
         #[arg(long, default_value = "config/gateway.toml")]
         config: PathBuf,
+        /// Keep budgets, delegations, revocations and audit in memory
+        /// instead of data_dir: a restart forgets them all (tests, demos).
+        #[arg(long)]
+        ephemeral: bool,
         /// Log format.
         #[arg(long = "log-format", value_enum, default_value = "text")]
         log_format: crate::telemetry::LogFormat,
@@ -99,9 +103,12 @@ fn run_gateway(
     config: &std::path::Path,
     log_format: crate::telemetry::LogFormat,
     stdio: bool,
+    ephemeral: bool,
 ) -> Result<Outcome, CliError> {
     crate::telemetry::init_logs(log_format);
-    let config = crate::config::Config::load(config).map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut config =
+        crate::config::Config::load(config).map_err(|e| CliError::Usage(e.to_string()))?;
+    config.ephemeral = ephemeral;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = config.server.workers {
         runtime.worker_threads(n);
@@ -167,8 +174,12 @@ impl From<Outcome> for ExitCode {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<Outcome, CliError> {
     match cli.command {
-        Command::Serve { config, log_format } => run_gateway(&config, log_format, false),
-        Command::Mcp { config, log_format } => run_gateway(&config, log_format, true),
+        Command::Serve {
+            config,
+            ephemeral,
+            log_format,
+        } => run_gateway(&config, log_format, false, ephemeral),
+        Command::Mcp { config, log_format } => run_gateway(&config, log_format, true, false),
         Command::Keygen { out, force } => {
             let key = keyfile::generate()?;
             keyfile::write(&out, &key, force)?;

@@ -16,7 +16,7 @@ use super::{
     GateError, Gatekeeper,
 };
 use crate::budget::LedgerError;
-use crate::delegations::ContractPut;
+use crate::state::ContractPut;
 use crate::telemetry;
 
 impl Gatekeeper {
@@ -72,8 +72,10 @@ impl Gatekeeper {
         };
         let levels = &verified.levels;
         let spent = self
-            .ledger
-            .spent(&levels.last().expect("a chain has a level").0);
+            .budgets
+            .spent(&levels.last().expect("a chain has a level").0)
+            .await
+            .map_err(super::ledger_error)?;
         if let Err(r) = verified
             .token
             .check_standing(&self.revocations.read(), &now, spent)
@@ -148,7 +150,7 @@ impl Gatekeeper {
         let invariant = if record.parent_id.is_root_parent() {
             record.check_root()
         } else {
-            match self.delegations.get(&record.parent_id)? {
+            match self.delegations.get(&record.parent_id).await? {
                 Some(parent) => record.check_child_of(&parent),
                 None => {
                     return reject(
@@ -164,32 +166,33 @@ impl Gatekeeper {
         if let Err(e) = invariant {
             return reject("chain_invariant", e.to_string());
         }
-        if self.delegations.put_contract(contract)? == ContractPut::Conflict {
+        if self.delegations.put_contract(contract).await? == ContractPut::Conflict {
             return reject(
                 "contract_conflict",
                 format!("another contract with ID {} is recorded", contract.id),
             );
         }
-        if !self.delegations.insert_new(&record, token)? {
+        if !self.delegations.insert_new(&record, token).await? {
             return reject(
                 "replay",
                 format!("delegation {} was already accepted", record.id),
             );
         }
-        self.ledger.storage().sync().await?;
+        self.delegations.sync().await?;
         Ok(DelegateResponse::accept(record.id))
     }
 
     /// `delegateos/complete` (§9.4): verify the attestation against the stored
     /// contract, charge its cost, and close the delegation.
     pub async fn complete(&self, p: CompleteParams) -> Result<Completion, GateError> {
-        let delegation =
-            self.delegations
-                .get(&p.delegation_id)?
-                .ok_or_else(|| GateError::NotFound {
-                    kind: "delegation",
-                    id: p.delegation_id.to_string(),
-                })?;
+        let delegation = self
+            .delegations
+            .get(&p.delegation_id)
+            .await?
+            .ok_or_else(|| GateError::NotFound {
+                kind: "delegation",
+                id: p.delegation_id.to_string(),
+            })?;
         if delegation.status != DelegationStatus::Active {
             return Err(GateError::Conflict {
                 kind: "delegation_not_active",
@@ -214,12 +217,13 @@ impl Gatekeeper {
         }
         let contract = self
             .delegations
-            .contract(&delegation.contract_id)?
+            .contract(&delegation.contract_id)
+            .await?
             .ok_or_else(|| GateError::NotFound {
                 kind: "contract",
                 id: delegation.contract_id.to_string(),
             })?;
-        let (children, contracts) = self.stored_children(att, contract)?;
+        let (children, contracts) = self.stored_children(att, contract).await?;
         let report = verify_attestation(
             att,
             &AttestationContext {
@@ -250,7 +254,7 @@ impl Gatekeeper {
             })?;
         let cost = att.result.cost_microcents;
         let mut reason = report.reason.clone();
-        let charged = match self.ledger.charge(&verified.levels, cost).await {
+        let charged = match self.budgets.charge(&verified.levels, cost).await {
             Ok(()) => cost,
             Err(e @ LedgerError::Exceeded { .. }) => {
                 reason.get_or_insert(AttestationFailure {
@@ -277,14 +281,14 @@ impl Gatekeeper {
             })?;
         closed.completed_at = Some(now().0);
         closed.attestation_id = Some(att.id.clone());
-        self.delegations.put_attestation(att)?;
-        if !self.delegations.replace(&delegation, &closed)? {
+        self.delegations.put_attestation(att).await?;
+        if !self.delegations.replace(&delegation, &closed).await? {
             return Err(GateError::Conflict {
                 kind: "concurrent_update",
                 detail: format!("delegation {} changed while completing", delegation.id),
             });
         }
-        self.ledger.storage().sync().await?;
+        self.delegations.sync().await?;
         Ok(Completion {
             delegation_id: closed.id,
             status: closed.status,
@@ -295,7 +299,7 @@ impl Gatekeeper {
     }
 
     /// The stored attestations below `att` (bounded), and the contracts they need.
-    fn stored_children(
+    async fn stored_children(
         &self,
         att: &delegateos::Attestation,
         contract: delegateos::TaskContract,
@@ -307,9 +311,9 @@ impl Gatekeeper {
             if children.len() >= 1024 || children.contains_key(&id) {
                 continue;
             }
-            if let Some(child) = self.delegations.attestation(&id)? {
+            if let Some(child) = self.delegations.attestation(&id).await? {
                 if !contracts.contains_key(&child.contract_id) {
-                    if let Some(c) = self.delegations.contract(&child.contract_id)? {
+                    if let Some(c) = self.delegations.contract(&child.contract_id).await? {
                         contracts.insert(c.id.clone(), c);
                     }
                 }

@@ -48,7 +48,7 @@ impl Gatekeeper {
     /// Whether `caller` may read delegation `id`'s record and budget: an
     /// administrator, or the holder presenting a token (verified, in good
     /// standing or not) whose own delegation is `id`.
-    fn check_reader(&self, caller: &Caller, id: &DelegationId) -> Result<(), GateError> {
+    async fn check_reader(&self, caller: &Caller, id: &DelegationId) -> Result<(), GateError> {
         if caller.is_admin() {
             return Ok(());
         }
@@ -67,15 +67,16 @@ impl Gatekeeper {
     }
 
     /// A recorded delegation, without its token.
-    pub fn delegation(
+    pub async fn delegation(
         &self,
         caller: &Caller,
         id: &DelegationId,
     ) -> Result<DelegationView, GateError> {
-        self.check_reader(caller, id)?;
+        self.check_reader(caller, id).await?;
         let d = self
             .delegations
-            .get(id)?
+            .get(id)
+            .await?
             .ok_or_else(|| GateError::NotFound {
                 kind: "delegation",
                 id: id.to_string(),
@@ -99,17 +100,26 @@ impl Gatekeeper {
     }
 
     /// `delegateos/budget`: spent, reserved and remaining at each level.
-    pub fn budget(
+    pub async fn budget(
         &self,
         caller: &Caller,
         delegation_id: &DelegationId,
     ) -> Result<BudgetReport, GateError> {
-        self.check_reader(caller, delegation_id)?;
-        let mut chains = self.ledger.report(delegation_id.as_str());
+        self.check_reader(caller, delegation_id).await?;
+        let mut chains = self
+            .budgets
+            .report(delegation_id.as_str())
+            .await
+            .map_err(super::ledger_error)?;
         if chains.is_empty() {
-            if let Some(d) = self.delegations.get(delegation_id)? {
+            if let Some(d) = self.delegations.get(delegation_id).await? {
                 if let Ok(v) = self.verified(&d.dct.token) {
-                    chains.push(self.ledger.report_levels(&v.levels));
+                    let levels = self
+                        .budgets
+                        .report_levels(&v.levels)
+                        .await
+                        .map_err(super::ledger_error)?;
+                    chains.push(levels);
                 }
             }
         }

@@ -21,12 +21,11 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::budget::{
-    BudgetKey, Ledger, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
+    BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
 };
-use crate::caller::{Caller, HolderDigest};
-use crate::delegations::DelegationStore;
-use crate::revocations::RevocationStore;
-use crate::storage::StorageError;
+use crate::caller::Caller;
+use crate::revocations::Revocations;
+use crate::state::{BudgetStore, DelegationStore, StorageError};
 use crate::telemetry::{self, Outcome};
 
 mod lifecycle;
@@ -187,9 +186,9 @@ pub struct Gatekeeper {
     /// Keyed by the token's bytes; `ahash` because the keys are kilobytes
     /// long and hashed on every request (keyed per process, so DoS-resistant).
     cache: RwLock<HashMap<String, Arc<Verified>, ahash::RandomState>>,
-    ledger: Ledger,
-    revocations: RevocationStore,
-    delegations: DelegationStore,
+    budgets: Arc<dyn BudgetStore>,
+    revocations: Arc<Revocations>,
+    delegations: Arc<dyn DelegationStore>,
     registry: CheckFunctionRegistry,
     decisions: tokio::sync::broadcast::Sender<Arc<DecisionEvent>>,
     /// Budget-key roots of adapters' grants, with their tenants (for gauges).
@@ -255,15 +254,15 @@ impl Gatekeeper {
     /// A gatekeeper over opened state, trusting each tenant's root.
     pub fn new(
         tenants: Vec<(String, PrincipalId)>,
-        ledger: Ledger,
-        revocations: RevocationStore,
-        delegations: DelegationStore,
+        budgets: Arc<dyn BudgetStore>,
+        revocations: Arc<Revocations>,
+        delegations: Arc<dyn DelegationStore>,
     ) -> Self {
         Self {
             roots: tenants.iter().map(|(_, r)| r.clone()).collect(),
             tenant_names: tenants.into_iter().map(|(n, r)| (r, n)).collect(),
             cache: RwLock::new(HashMap::default()),
-            ledger,
+            budgets,
             revocations,
             delegations,
             registry: CheckFunctionRegistry::with_builtins(),
@@ -333,9 +332,9 @@ impl Gatekeeper {
         });
     }
 
-    /// The ledger, for the sweeper and metrics.
-    pub fn ledger(&self) -> &Ledger {
-        &self.ledger
+    /// The budgets, for the sweeper and metrics.
+    pub fn budgets(&self) -> &Arc<dyn BudgetStore> {
+        &self.budgets
     }
 
     /// §10.1 steps 1–4, from the cache when these exact bytes were verified before.
@@ -418,7 +417,7 @@ impl Gatekeeper {
         };
         let levels = &verified.levels;
         let leaf = &levels.last().expect("a chain has at least its authority").0;
-        let spent = self.ledger.spent(leaf);
+        let spent = self.budgets.spent(leaf).await.map_err(ledger_error)?;
         let deny = |reason: DenialReason, request: &CapabilityRequest| {
             self.publish_authorize(Some(&verified), request, cost_microcents, Err(&reason));
             Ok(Err(denied(reason, Some(request))))
@@ -544,7 +543,7 @@ impl Gatekeeper {
         holder: Option<HolderDigest>,
     ) -> Result<Result<Reservation, DenialReason>, GateError> {
         match self
-            .ledger
+            .budgets
             .reserve(levels, cost_microcents, now_ms, on_expiry, holder)
             .await
         {
@@ -556,15 +555,15 @@ impl Gatekeeper {
         }
     }
 
-    /// The revocation store (Talos revocations are recorded there too).
-    pub fn revocations(&self) -> &RevocationStore {
+    /// The revocations (protocols record theirs there too).
+    pub fn revocations(&self) -> &Revocations {
         &self.revocations
     }
 
     /// Whether `token` is in good standing now (signatures, chain,
     /// revocation, expiry, budget left), without a request to match: what
     /// MCP `tools/list` filters with.
-    pub fn standing(&self, token: &str) -> Result<AuthorizedScope, Box<Denial>> {
+    pub async fn standing(&self, token: &str) -> Result<AuthorizedScope, Box<Denial>> {
         let verified = self
             .verified(token)
             .map_err(|r| Box::new(denied(r, None)))?;
@@ -573,20 +572,26 @@ impl Gatekeeper {
             .last()
             .expect("a chain has at least its authority")
             .0;
+        // A budget that cannot be read stands as spent: fail closed.
+        let spent = self.budgets.spent(leaf).await.unwrap_or(u64::MAX);
         verified
             .token
-            .check_standing(&self.revocations.read(), &now().0, self.ledger.spent(leaf))
+            .check_standing(&self.revocations.read(), &now().0, spent)
             .map_err(|r| Box::new(denied(r, None)))
     }
 
     /// Whether `caller` may end `reservation_id`: its holder (the same
     /// credential, compared by digest), the gateway, or an administrator who
     /// proved it with a secret. Anything else is `not_reservation_holder`.
-    fn check_holder(&self, caller: &Caller, reservation_id: &str) -> Result<(), GateError> {
+    async fn check_holder(&self, caller: &Caller, reservation_id: &str) -> Result<(), GateError> {
         if caller.is_authenticated_admin() {
             return Ok(());
         }
-        let holder = self.ledger.holder(reservation_id).map_err(ledger_error)?;
+        let holder = self
+            .budgets
+            .holder(reservation_id)
+            .await
+            .map_err(ledger_error)?;
         let presented = caller.credential().map(HolderDigest::of);
         match (holder, presented) {
             (Some(h), Some(p)) if h.matches(&p) => Ok(()),
@@ -604,36 +609,45 @@ impl Gatekeeper {
         reservation_id: &str,
         actual_microcents: u64,
     ) -> Result<Settlement, GateError> {
-        self.check_holder(caller, reservation_id)?;
-        self.ledger
+        self.check_holder(caller, reservation_id).await?;
+        self.budgets
             .settle(reservation_id, actual_microcents)
             .await
             .map_err(ledger_error)
     }
 
     /// Settles a reservation made with [`OnExpiry::Charge`] without waiting
-    /// for the disk (see [`Ledger::settle_charged`]).
-    pub fn settle_charged(
+    /// for the disk (see [`BudgetStore::settle_charged`]).
+    pub async fn settle_charged(
         &self,
         reservation_id: &str,
         actual_microcents: u64,
     ) -> Result<Settlement, GateError> {
-        self.ledger
+        self.budgets
             .settle_charged(reservation_id, actual_microcents)
+            .await
             .map_err(ledger_error)
     }
 
     /// Cancels a reservation.
-    pub fn release(&self, caller: &Caller, reservation_id: &str) -> Result<u64, GateError> {
-        self.check_holder(caller, reservation_id)?;
-        self.ledger.release(reservation_id).map_err(ledger_error)
+    pub async fn release(&self, caller: &Caller, reservation_id: &str) -> Result<u64, GateError> {
+        self.check_holder(caller, reservation_id).await?;
+        self.budgets
+            .release(reservation_id)
+            .await
+            .map_err(ledger_error)
     }
 
     /// Refreshes the budget gauges (before a scrape).
-    pub fn refresh_gauges(&self) {
-        telemetry::set_state_writable(!self.ledger.journal_failed());
-        let totals = self.ledger.tenant_totals();
-        let open = self.ledger.open_reservations();
+    pub async fn refresh_gauges(&self) {
+        telemetry::set_state_writable(self.budgets.writable());
+        let (Ok(totals), Ok(open)) = (
+            self.budgets.tenant_totals().await,
+            self.budgets.open_reservations().await,
+        ) else {
+            tracing::error!("reading the budgets for the gauges failed");
+            return;
+        };
         let mut per_tenant: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         let adapter_roots = self.adapter_roots.read().unwrap_or_else(|p| p.into_inner());
         let roots = self
@@ -685,6 +699,6 @@ fn ledger_error(e: LedgerError) -> GateError {
             detail: e.to_string(),
         },
         LedgerError::Storage(e) => GateError::Storage(e),
-        LedgerError::Random(e) => GateError::Storage(StorageError::Sled(e.to_string())),
+        LedgerError::Random(e) => GateError::Storage(StorageError::Backend(e.to_string())),
     }
 }

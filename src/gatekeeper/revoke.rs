@@ -86,8 +86,8 @@ impl Gatekeeper {
         signer: Option<&PrincipalId>,
     ) -> Result<Vec<DelegationId>, GateError> {
         let mut revoked = Vec::new();
-        for id in self.delegations.carrying_block(revocation_id)? {
-            let Some(d) = self.delegations.get(&id)? else {
+        for id in self.delegations.carrying_block(revocation_id).await? {
+            let Some(d) = self.delegations.get(&id).await? else {
                 continue;
             };
             if d.status != DelegationStatus::Active {
@@ -104,11 +104,11 @@ impl Gatekeeper {
             let mut closed = d.clone();
             closed.status = DelegationStatus::Revoked;
             closed.completed_at = Some(now().0);
-            if self.delegations.replace(&d, &closed)? {
+            if self.delegations.replace(&d, &closed).await? {
                 revoked.push(id);
             }
         }
-        self.ledger.storage().sync().await?;
+        self.delegations.sync().await?;
         Ok(revoked)
     }
 

@@ -158,7 +158,7 @@ pub async fn serve(
     set_health(&health, ServingStatus::Serving).await;
     let journal = gate.clone();
     let follow = tokio::spawn(follow_readiness(health.clone(), move || {
-        journal.ledger().journal_failed()
+        !journal.budgets().writable()
     }));
     // Reflection in both versions: grpcurl and newer clients ask for v1,
     // older ones for v1alpha.

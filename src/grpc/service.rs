@@ -353,6 +353,7 @@ impl DelegationGateway for GrpcFront {
             let released = self
                 .gate
                 .release(&caller, &r.reservation_id)
+                .await
                 .map_err(|e| gate_failure(&e))?;
             let message = pb::ReleaseResponse {
                 reservation_id: r.reservation_id,
@@ -374,6 +375,7 @@ impl DelegationGateway for GrpcFront {
             let report = self
                 .gate
                 .budget(&caller, &id)
+                .await
                 .map_err(|e| gate_failure(&e))?;
             Ok((convert::budget(&report), Outcome::Ok))
         })
@@ -391,6 +393,7 @@ impl DelegationGateway for GrpcFront {
             let d = self
                 .gate
                 .delegation(&caller, &id)
+                .await
                 .map_err(|e| gate_failure(&e))?;
             let message = pb::GetDelegationResponse {
                 delegation: Some(convert::delegation(&d)),

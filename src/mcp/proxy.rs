@@ -371,7 +371,7 @@ impl McpProxy {
             },
         );
         let result = match method {
-            "initialize" => self.initialize(caller, params),
+            "initialize" => self.initialize(caller, params).await,
             "ping" => Ok(Reply::Result(json!({}))),
             "tools/list" => self.list_tools(caller, params).await,
             "tools/call" => self.call_tool(caller, &id, params, cancel).await,
@@ -390,7 +390,7 @@ impl McpProxy {
     }
 
     /// Our server info, the upstreams' capabilities merged (§11.3 step 3).
-    fn initialize(
+    async fn initialize(
         &self,
         caller: Caller<'_>,
         params: Option<Map<String, Value>>,
@@ -400,6 +400,7 @@ impl McpProxy {
             // Refuse a session DCT that could never authorize anything.
             self.gate
                 .standing(&field.dct)
+                .await
                 .map_err(|d| denial_error(&d))?;
             *caller
                 .session
@@ -484,6 +485,7 @@ impl McpProxy {
             Some(p) => Some(
                 self.gate
                     .standing(&p.dct)
+                    .await
                     .map_err(|d| denial_error(&d))?
                     .capabilities,
             ),
@@ -577,18 +579,22 @@ impl McpProxy {
         request.insert("id".into(), id.clone());
         request.insert("method".into(), json!("tools/call"));
         request.insert("params".into(), Value::Object(params));
-        let envelope = talos::envelope::take(&mut request).map_err(|d| {
-            let tool = request
-                .get("params")
-                .and_then(|p| p.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let r = self
-                .talos
-                .refuse_early(&tool, "", d.reason.as_str(), d.detail);
-            talos_denied(&r.reason, &r.detail)
-        })?;
+        let envelope = match talos::envelope::take(&mut request) {
+            Ok(e) => e,
+            Err(d) => {
+                let tool = request
+                    .get("params")
+                    .and_then(|p| p.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let r = self
+                    .talos
+                    .refuse_early(&tool, "", d.reason.as_str(), d.detail)
+                    .await;
+                return Err(talos_denied(&r.reason, &r.detail));
+            }
+        };
         let request_hash = envelope
             .as_ref()
             .map(|_| talos::envelope::request_hash(&request))
@@ -611,17 +617,21 @@ impl McpProxy {
         }
         // Talos names an unknown or unmapped tool UNKNOWN_TOOL (§4.2 step 6).
         let unknown_to_talos = |detail: String| {
-            let r = self
-                .talos
-                .refuse_early(&name, &request_hash, "UNKNOWN_TOOL", detail);
-            talos_denied(&r.reason, &r.detail)
+            let (name, request_hash) = (&name, &request_hash);
+            async move {
+                let r = self
+                    .talos
+                    .refuse_early(name, request_hash, "UNKNOWN_TOOL", detail)
+                    .await;
+                talos_denied(&r.reason, &r.detail)
+            }
         };
         if envelope.is_some() {
             labels.protocol = "talos";
         }
         let Some(tool) = self.find_tool(&name).await else {
             if envelope.is_some() {
-                return Err(unknown_to_talos(format!("unknown tool {name:?}")));
+                return Err(unknown_to_talos(format!("unknown tool {name:?}")).await);
             }
             let mut e = invalid_params("unknown_tool", format!("unknown tool {name:?}"));
             e.data["tool"] = json!(name);
@@ -634,7 +644,8 @@ impl McpProxy {
             if envelope.is_some() {
                 return Err(unknown_to_talos(format!(
                     "tool {name:?} is not mapped to a capability, so it is denied"
-                )));
+                ))
+                .await);
             }
             return Err(call_denied(
                 "tool_not_mapped",
@@ -725,12 +736,13 @@ impl McpProxy {
             if let Some(reservation) = &reservation {
                 match &reply {
                     Err(e) if !e.reached() => {
-                        if let Err(r) = gate.release(&caller::Caller::gateway(), reservation) {
+                        if let Err(r) = gate.release(&caller::Caller::gateway(), reservation).await
+                        {
                             tracing::error!(error = %r, "releasing a reservation failed");
                         }
                     }
                     _ => {
-                        if let Err(e) = gate.settle_charged(reservation, cost) {
+                        if let Err(e) = gate.settle_charged(reservation, cost).await {
                             tracing::error!(%reservation, error = %e, "settling a tool call failed");
                         }
                     }
@@ -741,9 +753,11 @@ impl McpProxy {
                     Ok(r) => {
                         let response = r.clone().into_response(id);
                         let ok = matches!(r, Reply::Result(_));
-                        talos.invoked(allowed, talos::canonical::sha256_hex(&response), ok);
+                        talos
+                            .invoked(allowed, talos::canonical::sha256_hex(&response), ok)
+                            .await;
                     }
-                    Err(e) if e.reached() => talos.invoked(allowed, String::new(), false),
+                    Err(e) if e.reached() => talos.invoked(allowed, String::new(), false).await,
                     Err(_) => {}
                 }
             }
@@ -793,9 +807,13 @@ impl McpProxy {
         };
         if let Some(m) = mismatch {
             if let Some(r) = &a.reservation {
-                let _ = self
+                if let Err(e) = self
                     .gate
-                    .release(&caller::Caller::gateway(), &r.reservation_id);
+                    .release(&caller::Caller::gateway(), &r.reservation_id)
+                    .await
+                {
+                    tracing::error!(error = %e, "releasing a reservation failed");
+                }
             }
             return Err(invalid_params("delegation_mismatch", m));
         }

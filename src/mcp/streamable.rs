@@ -332,7 +332,7 @@ impl StreamableHttp {
             let owner = match credential {
                 Some(dct) => {
                     // Only a credential in good standing holds a slot.
-                    if let Err(d) = self.proxy.gate().standing(dct) {
+                    if let Err(d) = self.proxy.gate().standing(dct).await {
                         // Answered as the proxy answers a refused session
                         // DCT: a JSON-RPC error for the request, no session.
                         let id = match &messages[0] {

@@ -308,6 +308,13 @@ impl Gateway {
         Self::start_as(dgw(), config)
     }
 
+    /// Starts `dgw serve --ephemeral --config CONFIG`: state in memory.
+    pub fn start_ephemeral(config: &Path) -> Gateway {
+        let mut command = dgw();
+        command.arg("serve").arg("--ephemeral");
+        Self::start_command(command, config)
+    }
+
     /// [`Gateway::start`] with at most `n` open descriptors (hard limit).
     pub fn start_with_descriptors(config: &Path, n: u32) -> Gateway {
         let mut command = Command::new("prlimit");
@@ -320,6 +327,12 @@ impl Gateway {
 
     /// Runs `command serve --config CONFIG` (`command` runs dgw).
     fn start_as(mut command: Command, config: &Path) -> Gateway {
+        command.arg("serve");
+        Self::start_command(command, config)
+    }
+
+    /// Runs `command --config CONFIG` (`command` runs `dgw serve`).
+    fn start_command(mut command: Command, config: &Path) -> Gateway {
         use std::io::BufRead;
         let stderr_log = config.with_extension(format!("stderr.{}.log", std::process::id()));
         let log = std::fs::OpenOptions::new()
@@ -328,7 +341,7 @@ impl Gateway {
             .open(&stderr_log)
             .unwrap();
         let mut child = command
-            .args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--config", config.to_str().unwrap()])
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()

@@ -1,7 +1,20 @@
-//! The embedded sled database: one tree per concept, a versioned value
-//! encoding, and group-committed durability. Layout: `docs/storage.md`.
+//! The embedded default backend: sled, one tree per concept, a versioned
+//! value encoding, and group-committed durability; the budgets journaled
+//! beside it (`ledger.rs`). Layout: `docs/storage.md`.
 
+mod audit;
 mod compact;
+mod delegations;
+mod journal;
+mod ledger;
+mod replay;
+mod revocations;
+
+pub use audit::SledAudit;
+pub use delegations::SledDelegations;
+pub use ledger::Ledger;
+pub use replay::SledReplay;
+pub use revocations::SledRevocations;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,37 +24,50 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
+use crate::state::{BudgetSettings, StorageError, Stores};
+
 /// The encoding version written as the first byte of every value.
 pub const VALUE_VERSION: u8 = 1;
 
-/// A storage failure.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StorageError {
-    #[error("storage: {0}")]
-    Sled(String),
-    #[error("stored value under {key:?} in {tree} is unreadable: {problem}")]
-    Corrupt {
-        tree: &'static str,
-        key: String,
-        problem: String,
-    },
-    #[error("storage is shutting down")]
-    Closed,
-}
-
 impl From<sled::Error> for StorageError {
     fn from(e: sled::Error) -> Self {
-        StorageError::Sled(e.to_string())
+        StorageError::Backend(e.to_string())
     }
 }
 
 impl<E: std::fmt::Debug> From<sled::transaction::TransactionError<E>> for StorageError {
     fn from(e: sled::transaction::TransactionError<E>) -> Self {
-        StorageError::Sled(format!("{e:?}"))
+        StorageError::Backend(format!("{e:?}"))
     }
 }
 
-/// The trees (see `docs/storage.md`).
+/// Opens the sled backend in `data_dir` (the database in `db/`, the budget
+/// journal in `journal/`): its stores, recovered.
+pub fn open(data_dir: &Path, budget: BudgetSettings) -> Result<Stores, StorageError> {
+    let storage = Storage::open(&data_dir.join("db"))?;
+    let ledger = Arc::new(
+        Ledger::open(storage.clone(), &data_dir.join("journal"), budget)
+            .map_err(|e| StorageError::Backend(e.to_string()))?,
+    );
+    let close = {
+        let (ledger, storage) = (ledger.clone(), storage.clone());
+        Arc::new(move || {
+            ledger.snapshot()?;
+            storage.flush_now()
+        })
+    };
+    Ok(Stores {
+        budgets: ledger,
+        revocations: Arc::new(SledRevocations::new(storage.clone())),
+        delegations: Arc::new(SledDelegations::new(storage.clone())),
+        replay: Arc::new(SledReplay::new(storage.clone())),
+        audit: Arc::new(SledAudit::new(&storage)),
+        close,
+    })
+}
+
+/// The trees of fixed names (see `docs/storage.md`); revocations and
+/// replay keep a tree per kind, opened when first used.
 #[derive(Clone)]
 pub struct Trees {
     pub budgets: sled::Tree,
@@ -49,17 +75,9 @@ pub struct Trees {
     pub delegations: sled::Tree,
     pub contracts: sled::Tree,
     pub attestations: sled::Tree,
-    pub revocations: sled::Tree,
     pub revocation_index: sled::Tree,
     pub ledger: sled::Tree,
-    /// Talos revocations, by capability id or hash.
-    pub talos_revocations: sled::Tree,
-    /// Blocks revoked by an administrator without a signed entry, by
-    /// revocation ID.
-    pub admin_revocations: sled::Tree,
-    /// Correlation IDs seen (Talos replay protection), by session.
-    pub replay: sled::Tree,
-    /// Signed audit events, in order.
+    /// Audit events, in order.
     pub audit: sled::Tree,
 }
 
@@ -77,7 +95,7 @@ impl Storage {
     /// burst of reservations that ended) is rewritten first ([`compact`]).
     pub fn open(dir: &Path) -> Result<Self, StorageError> {
         let io =
-            |e: std::io::Error| StorageError::Sled(format!("compacting {}: {e}", dir.display()));
+            |e: std::io::Error| StorageError::Backend(format!("compacting {}: {e}", dir.display()));
         compact::recover(dir).map_err(io)?;
         let mut db = open_db(dir)?;
         if compact::worth_it(&db)? {
@@ -97,12 +115,8 @@ impl Storage {
             delegations: db.open_tree("delegations/v1")?,
             contracts: db.open_tree("contracts/v1")?,
             attestations: db.open_tree("attestations/v1")?,
-            revocations: db.open_tree("revocations/v1")?,
             revocation_index: db.open_tree("revocation_index/v1")?,
             ledger: db.open_tree("ledger/v1")?,
-            talos_revocations: db.open_tree("talos_revocations/v1")?,
-            admin_revocations: db.open_tree("admin_revocations/v1")?,
-            replay: db.open_tree("replay/v1")?,
             audit: db.open_tree("audit/v1")?,
         };
         let durability = Durability::start(db.clone());
@@ -132,6 +146,11 @@ impl Storage {
             .is_ok();
         self.sync().await?;
         Ok(inserted)
+    }
+
+    /// Opens (or creates) a tree.
+    pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StorageError> {
+        Ok(self.db.open_tree(name)?)
     }
 
     /// Flushes synchronously (at shutdown).
@@ -239,6 +258,125 @@ pub fn scan<T: DeserializeOwned>(
 
 /// A shared handle.
 pub type SharedStorage = Arc<Storage>;
+
+#[cfg(test)]
+mod contract_suite {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::state::contract::{self, Backend};
+    use crate::state::{AuditSink, BudgetStore, DelegationStore, ReplayStore, RevocationStore};
+
+    /// A data dir with one sled handle (sled locks its directory); the
+    /// ledger, with its in-memory book and journal, is what a restart
+    /// rebuilds.
+    struct Sled {
+        dir: tempfile::TempDir,
+        storage: Storage,
+        /// The open ledger, kept to stop it as a crash would.
+        ledger: Mutex<Option<Arc<Ledger>>>,
+    }
+
+    impl Sled {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            Self {
+                storage: Storage::open(&dir.path().join("db")).unwrap(),
+                dir,
+                ledger: Mutex::new(None),
+            }
+        }
+
+        fn take(&self, store: Arc<dyn BudgetStore>) -> Ledger {
+            drop(store);
+            let ledger = self
+                .ledger
+                .lock()
+                .unwrap()
+                .take()
+                .expect("a ledger is open");
+            Arc::try_unwrap(ledger)
+                .ok()
+                .expect("only the suite held the store")
+        }
+    }
+
+    impl Backend for Sled {
+        fn budgets(&self, settings: BudgetSettings) -> Arc<dyn BudgetStore> {
+            let ledger = Arc::new(
+                Ledger::open(
+                    self.storage.clone(),
+                    &self.dir.path().join("journal"),
+                    settings,
+                )
+                .unwrap(),
+            );
+            *self.ledger.lock().unwrap() = Some(ledger.clone());
+            ledger
+        }
+        fn persistent(&self) -> bool {
+            true
+        }
+        fn stop(&self, store: Arc<dyn BudgetStore>) {
+            drop(self.take(store));
+        }
+        fn crash(&self, store: Arc<dyn BudgetStore>) {
+            self.take(store).crash();
+        }
+        fn revocations(&self) -> Arc<dyn RevocationStore> {
+            Arc::new(SledRevocations::new(self.storage.clone()))
+        }
+        fn replay(&self) -> Arc<dyn ReplayStore> {
+            Arc::new(SledReplay::new(self.storage.clone()))
+        }
+        fn delegations(&self) -> Arc<dyn DelegationStore> {
+            Arc::new(SledDelegations::new(self.storage.clone()))
+        }
+        fn audit(&self) -> Arc<dyn AuditSink> {
+            Arc::new(SledAudit::new(&self.storage))
+        }
+    }
+
+    #[test]
+    fn budgets_never_overspend() {
+        contract::budgets_never_overspend(Sled::new);
+    }
+
+    #[test]
+    fn concurrent_reservations_never_overspend() {
+        contract::concurrent_reservations_never_overspend(Sled::new());
+    }
+
+    #[test]
+    fn expiry_ends_each_reservation_once() {
+        contract::expiry_ends_each_reservation_once(Sled::new());
+    }
+
+    #[test]
+    fn budget_bookkeeping() {
+        contract::budget_bookkeeping(Sled::new());
+    }
+
+    #[test]
+    fn revocation_subscribers_see_every_entry() {
+        contract::revocation_subscribers_see_every_entry(Sled::new());
+    }
+
+    #[test]
+    fn replay_is_insert_if_absent() {
+        contract::replay_is_insert_if_absent(Sled::new());
+    }
+
+    #[test]
+    fn audit_keeps_order() {
+        contract::audit_keeps_order(Sled::new());
+    }
+
+    #[test]
+    fn delegations_are_compare_and_swap() {
+        contract::delegations_are_compare_and_swap(Sled::new());
+    }
+}
 
 #[cfg(test)]
 mod tests {

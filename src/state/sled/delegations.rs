@@ -1,35 +1,28 @@
 //! Persisted delegation records, contracts and attestations, and the index
 //! from token blocks to the delegations that carry them.
 
+use async_trait::async_trait;
 use delegateos::attestation::Attestation;
 use delegateos::{Dct, Delegation, DelegationId, TaskContract};
 
-use crate::storage::{encode, get, Storage, StorageError};
-
-/// Whether storing a contract added it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContractPut {
-    Inserted,
-    /// The same contract was already stored.
-    Unchanged,
-    /// A different contract already has this ID.
-    Conflict,
-}
+use super::{encode, get, Storage};
+use crate::state::{ContractPut, DelegationStore, StorageError};
 
 /// Delegations, contracts and attestations in sled.
 #[derive(Clone)]
-pub struct DelegationStore {
+pub struct SledDelegations {
     storage: Storage,
 }
 
-impl DelegationStore {
+impl SledDelegations {
     pub fn new(storage: Storage) -> Self {
         Self { storage }
     }
+}
 
-    /// Records a new delegation and indexes its token's blocks. `false` when
-    /// the ID is already taken (a replay): nothing is written then.
-    pub fn insert_new(&self, delegation: &Delegation, token: &Dct) -> Result<bool, StorageError> {
+#[async_trait]
+impl DelegationStore for SledDelegations {
+    async fn insert_new(&self, delegation: &Delegation, token: &Dct) -> Result<bool, StorageError> {
         let t = &self.storage.trees;
         let inserted = t
             .delegations
@@ -49,7 +42,7 @@ impl DelegationStore {
     }
 
     /// A delegation by ID.
-    pub fn get(&self, id: &DelegationId) -> Result<Option<Delegation>, StorageError> {
+    async fn get(&self, id: &DelegationId) -> Result<Option<Delegation>, StorageError> {
         get(
             &self.storage.trees.delegations,
             "delegations",
@@ -59,7 +52,7 @@ impl DelegationStore {
 
     /// Replaces a delegation record, only if it is still `expected`
     /// (so two concurrent transitions cannot both apply). `false` if it changed.
-    pub fn replace(&self, expected: &Delegation, new: &Delegation) -> Result<bool, StorageError> {
+    async fn replace(&self, expected: &Delegation, new: &Delegation) -> Result<bool, StorageError> {
         Ok(self
             .storage
             .trees
@@ -73,7 +66,7 @@ impl DelegationStore {
     }
 
     /// The delegations whose tokens contain the block with this revocation ID.
-    pub fn carrying_block(&self, revocation_id: &str) -> Result<Vec<DelegationId>, StorageError> {
+    async fn carrying_block(&self, revocation_id: &str) -> Result<Vec<DelegationId>, StorageError> {
         let prefix = format!("{revocation_id}/");
         self.storage
             .trees
@@ -92,7 +85,7 @@ impl DelegationStore {
     }
 
     /// Stores a contract unless its ID is taken.
-    pub fn put_contract(&self, contract: &TaskContract) -> Result<ContractPut, StorageError> {
+    async fn put_contract(&self, contract: &TaskContract) -> Result<ContractPut, StorageError> {
         let bytes = encode(contract);
         match self.storage.trees.contracts.compare_and_swap(
             contract.id.as_str(),
@@ -108,7 +101,7 @@ impl DelegationStore {
     }
 
     /// A contract by ID.
-    pub fn contract(
+    async fn contract(
         &self,
         id: &delegateos::ContractId,
     ) -> Result<Option<TaskContract>, StorageError> {
@@ -120,7 +113,7 @@ impl DelegationStore {
     }
 
     /// Stores an attestation (the first one with an ID wins).
-    pub fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError> {
+    async fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError> {
         self.storage
             .trees
             .attestations
@@ -134,7 +127,7 @@ impl DelegationStore {
     }
 
     /// An attestation by ID.
-    pub fn attestation(
+    async fn attestation(
         &self,
         id: &delegateos::AttestationId,
     ) -> Result<Option<Attestation>, StorageError> {
@@ -143,5 +136,9 @@ impl DelegationStore {
             "attestations",
             id.as_str().as_bytes(),
         )
+    }
+
+    async fn sync(&self) -> Result<(), StorageError> {
+        self.storage.sync().await
     }
 }

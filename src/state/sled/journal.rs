@@ -25,7 +25,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use crate::storage::{decode, encode, StorageError};
+use super::{decode, encode};
+use crate::state::StorageError;
 
 const HEADER: usize = 8;
 /// How far ahead of its frames a file is filled with zeros.
@@ -185,11 +186,13 @@ pub struct Journal {
 /// file new records go to.
 pub struct Recovered<T> {
     pub records: Vec<T>,
+    /// The file new records go to (the tests read it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub current_file: u64,
 }
 
 fn io(e: std::io::Error) -> StorageError {
-    StorageError::Sled(format!("journal: {e}"))
+    StorageError::Backend(format!("journal: {e}"))
 }
 
 impl Journal {

@@ -1,0 +1,319 @@
+//! The in-memory backend: every store in this process's memory, nothing on
+//! disk. For tests and `dgw serve --ephemeral`; a restart forgets all.
+
+mod ledger;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use delegateos::attestation::Attestation;
+use delegateos::{Dct, Delegation, DelegationId, TaskContract};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+pub use ledger::MemoryBudgets;
+
+use crate::state::{
+    AuditSink, BudgetSettings, ContractPut, DelegationStore, ReplayStore, RevocationRecord,
+    RevocationStore, StorageError, Stores,
+};
+
+/// Most audit events kept (the oldest go first).
+const AUDIT_EVENTS: usize = 100_000;
+
+/// Opens an empty in-memory backend.
+pub fn open(budget: BudgetSettings) -> Result<Stores, StorageError> {
+    let budgets = MemoryBudgets::new(budget).map_err(|e| StorageError::Backend(e.to_string()))?;
+    Ok(Stores {
+        budgets: Arc::new(budgets),
+        revocations: Arc::new(MemoryRevocations::default()),
+        delegations: Arc::new(MemoryDelegations::default()),
+        replay: Arc::new(MemoryReplay::default()),
+        audit: Arc::new(MemoryAudit::default()),
+        close: Arc::new(|| Ok(())),
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The in-memory [`RevocationStore`].
+pub struct MemoryRevocations {
+    records: Mutex<HashMap<(&'static str, String), Value>>,
+    added: broadcast::Sender<RevocationRecord>,
+}
+
+impl Default for MemoryRevocations {
+    fn default() -> Self {
+        Self {
+            records: Mutex::default(),
+            added: broadcast::channel(1024).0,
+        }
+    }
+}
+
+#[async_trait]
+impl RevocationStore for MemoryRevocations {
+    async fn add(&self, record: RevocationRecord) -> Result<bool, StorageError> {
+        let inserted = {
+            let mut records = lock(&self.records);
+            match records.entry((record.kind, record.key.clone())) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(record.value.clone());
+                    true
+                }
+            }
+        };
+        if inserted {
+            let _ = self.added.send(record);
+        }
+        Ok(inserted)
+    }
+
+    async fn contains(&self, kind: &'static str, key: &str) -> Result<bool, StorageError> {
+        Ok(lock(&self.records).contains_key(&(kind, key.to_owned())))
+    }
+
+    async fn all(&self, kind: &'static str) -> Result<Vec<RevocationRecord>, StorageError> {
+        Ok(lock(&self.records)
+            .iter()
+            .filter(|((k, _), _)| *k == kind)
+            .map(|((kind, key), value)| RevocationRecord {
+                kind,
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect())
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<RevocationRecord> {
+        self.added.subscribe()
+    }
+}
+
+/// The in-memory [`DelegationStore`].
+#[derive(Default)]
+pub struct MemoryDelegations {
+    delegations: Mutex<HashMap<String, Delegation>>,
+    /// `(revocation ID, delegation ID)`.
+    carrying: Mutex<std::collections::BTreeSet<(String, DelegationId)>>,
+    contracts: Mutex<HashMap<String, TaskContract>>,
+    attestations: Mutex<HashMap<String, Attestation>>,
+}
+
+#[async_trait]
+impl DelegationStore for MemoryDelegations {
+    async fn insert_new(&self, delegation: &Delegation, token: &Dct) -> Result<bool, StorageError> {
+        {
+            let mut all = lock(&self.delegations);
+            if all.contains_key(delegation.id.as_str()) {
+                return Ok(false);
+            }
+            all.insert(delegation.id.as_str().to_owned(), delegation.clone());
+        }
+        let mut carrying = lock(&self.carrying);
+        for rev in token.revocation_ids() {
+            carrying.insert((rev.to_string(), delegation.id.clone()));
+        }
+        Ok(true)
+    }
+
+    async fn get(&self, id: &DelegationId) -> Result<Option<Delegation>, StorageError> {
+        Ok(lock(&self.delegations).get(id.as_str()).cloned())
+    }
+
+    async fn replace(&self, expected: &Delegation, new: &Delegation) -> Result<bool, StorageError> {
+        let mut all = lock(&self.delegations);
+        match all.get_mut(expected.id.as_str()) {
+            Some(current) if current == expected => {
+                *current = new.clone();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn carrying_block(&self, revocation_id: &str) -> Result<Vec<DelegationId>, StorageError> {
+        Ok(lock(&self.carrying)
+            .iter()
+            .filter(|(rev, _)| rev == revocation_id)
+            .map(|(_, d)| d.clone())
+            .collect())
+    }
+
+    async fn put_contract(&self, contract: &TaskContract) -> Result<ContractPut, StorageError> {
+        let mut all = lock(&self.contracts);
+        match all.get(contract.id.as_str()) {
+            None => {
+                all.insert(contract.id.as_str().to_owned(), contract.clone());
+                Ok(ContractPut::Inserted)
+            }
+            Some(existing)
+                if serde_json::to_value(existing).ok() == serde_json::to_value(contract).ok() =>
+            {
+                Ok(ContractPut::Unchanged)
+            }
+            Some(_) => Ok(ContractPut::Conflict),
+        }
+    }
+
+    async fn contract(
+        &self,
+        id: &delegateos::ContractId,
+    ) -> Result<Option<TaskContract>, StorageError> {
+        Ok(lock(&self.contracts).get(id.as_str()).cloned())
+    }
+
+    async fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError> {
+        lock(&self.attestations)
+            .entry(attestation.id.as_str().to_owned())
+            .or_insert_with(|| attestation.clone());
+        Ok(())
+    }
+
+    async fn attestation(
+        &self,
+        id: &delegateos::AttestationId,
+    ) -> Result<Option<Attestation>, StorageError> {
+        Ok(lock(&self.attestations).get(id.as_str()).cloned())
+    }
+
+    async fn sync(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+}
+
+/// The in-memory [`ReplayStore`].
+#[derive(Default)]
+pub struct MemoryReplay {
+    seen: Mutex<HashMap<(&'static str, Vec<u8>), i64>>,
+}
+
+#[async_trait]
+impl ReplayStore for MemoryReplay {
+    async fn insert_new(
+        &self,
+        namespace: &'static str,
+        key: &[u8],
+        now: i64,
+        valid_until: i64,
+    ) -> Result<bool, StorageError> {
+        let mut seen = lock(&self.seen);
+        match seen.get(&(namespace, key.to_vec())) {
+            Some(until) if *until >= now => Ok(false),
+            _ => {
+                seen.insert((namespace, key.to_vec()), valid_until);
+                Ok(true)
+            }
+        }
+    }
+
+    async fn sweep(&self, now: i64) -> Result<usize, StorageError> {
+        let mut seen = lock(&self.seen);
+        let before = seen.len();
+        seen.retain(|_, until| *until >= now);
+        Ok(before - seen.len())
+    }
+}
+
+/// The in-memory [`AuditSink`]: the last [`AUDIT_EVENTS`] events.
+#[derive(Default)]
+pub struct MemoryAudit {
+    events: Mutex<BTreeMap<u64, Value>>,
+}
+
+#[async_trait]
+impl AuditSink for MemoryAudit {
+    async fn append(&self, event: &Value) -> Result<(), StorageError> {
+        let mut events = lock(&self.events);
+        let next = events.last_key_value().map_or(0, |(k, _)| k + 1);
+        events.insert(next, event.clone());
+        while events.len() > AUDIT_EVENTS {
+            events.pop_first();
+        }
+        Ok(())
+    }
+
+    async fn recent(&self, limit: usize) -> Result<Vec<Value>, StorageError> {
+        let events = lock(&self.events);
+        let skip = events.len().saturating_sub(limit);
+        Ok(events.values().skip(skip).cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::contract::{self, Backend};
+    use crate::state::BudgetStore;
+
+    /// One in-memory backend; nothing survives a restart.
+    #[derive(Default)]
+    struct Memory;
+
+    impl Backend for Memory {
+        fn budgets(&self, settings: BudgetSettings) -> Arc<dyn BudgetStore> {
+            Arc::new(MemoryBudgets::new(settings).unwrap())
+        }
+        fn persistent(&self) -> bool {
+            false
+        }
+        fn stop(&self, _: Arc<dyn BudgetStore>) {}
+        fn crash(&self, _: Arc<dyn BudgetStore>) {}
+        fn revocations(&self) -> Arc<dyn RevocationStore> {
+            Arc::new(MemoryRevocations::default())
+        }
+        fn replay(&self) -> Arc<dyn ReplayStore> {
+            Arc::new(MemoryReplay::default())
+        }
+        fn delegations(&self) -> Arc<dyn DelegationStore> {
+            Arc::new(MemoryDelegations::default())
+        }
+        fn audit(&self) -> Arc<dyn AuditSink> {
+            Arc::new(MemoryAudit::default())
+        }
+    }
+
+    #[test]
+    fn budgets_never_overspend() {
+        contract::budgets_never_overspend(Memory::default);
+    }
+
+    #[test]
+    fn concurrent_reservations_never_overspend() {
+        contract::concurrent_reservations_never_overspend(Memory);
+    }
+
+    #[test]
+    fn expiry_ends_each_reservation_once() {
+        contract::expiry_ends_each_reservation_once(Memory);
+    }
+
+    #[test]
+    fn budget_bookkeeping() {
+        contract::budget_bookkeeping(Memory);
+    }
+
+    #[test]
+    fn revocation_subscribers_see_every_entry() {
+        contract::revocation_subscribers_see_every_entry(Memory);
+    }
+
+    #[test]
+    fn replay_is_insert_if_absent() {
+        contract::replay_is_insert_if_absent(Memory);
+    }
+
+    #[test]
+    fn audit_keeps_order() {
+        contract::audit_keeps_order(Memory);
+    }
+
+    #[test]
+    fn delegations_are_compare_and_swap() {
+        contract::delegations_are_compare_and_swap(Memory);
+    }
+}

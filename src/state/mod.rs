@@ -1,0 +1,254 @@
+//! The state seam: every piece of state the pipeline shares, as traits a
+//! backend implements. The gatekeeper, the protocols, the fronts and the CLI
+//! see only these; each backend is a folder of its own:
+//!
+//! - [`sled`]: the embedded default (a data directory; journal, snapshots
+//!   and leases for the budgets);
+//! - [`memory`]: nothing on disk (tests, `dgw serve --ephemeral`).
+//!
+//! Every backend passes one contract suite (`contract.rs`): concurrent
+//! reserve/settle/release never overspends, a crash loses nothing
+//! acknowledged, expiry ends a reservation exactly once, revocation
+//! subscribers see every entry. A new backend passes it or does not ship
+//! (`docs/architecture.md`, "Adding a state backend").
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use delegateos::attestation::Attestation;
+use delegateos::{Dct, Delegation, DelegationId, TaskContract};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::budget::{
+    BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
+    TenantTotals,
+};
+
+#[cfg(test)]
+pub(crate) mod contract;
+pub mod memory;
+pub mod sled;
+
+/// A storage failure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StorageError {
+    /// The backend failed (an I/O error, a lost connection).
+    #[error("storage: {0}")]
+    Backend(String),
+    #[error("stored value under {key:?} in {tree} is unreadable: {problem}")]
+    Corrupt {
+        tree: &'static str,
+        key: String,
+        problem: String,
+    },
+    #[error("storage is shutting down")]
+    Closed,
+}
+
+/// Hierarchical budgets with two-phase reservations (see [`crate::budget`]).
+///
+/// The contract: `reserve` checks and reserves at every level atomically,
+/// against every process sharing the state; a reservation, settle or charge
+/// that returned `Ok` survives a crash (a release, or the settle of a
+/// reservation charged on expiry, may be lost and is redone by expiry); no
+/// level ever has more spent and reserved than its limit.
+#[async_trait]
+pub trait BudgetStore: Send + Sync {
+    /// Reserves `amount` at every level if it fits at each, until `now_ms`
+    /// plus the backend's reservation TTL; then it ends as `on_expiry` says.
+    async fn reserve(
+        &self,
+        levels: &[(BudgetKey, u64)],
+        amount: u64,
+        now_ms: u64,
+        on_expiry: OnExpiry,
+        holder: Option<HolderDigest>,
+    ) -> Result<Reservation, LedgerError>;
+
+    /// Charges `actual` (at most the reserved amount) and releases the rest.
+    async fn settle(&self, reservation_id: &str, actual: u64) -> Result<Settlement, LedgerError>;
+
+    /// Settles a reservation made with [`OnExpiry::Charge`]; the backend
+    /// need not wait for durability (a lost settle is charged in full at
+    /// expiry, so the spend is never lost).
+    async fn settle_charged(
+        &self,
+        reservation_id: &str,
+        actual: u64,
+    ) -> Result<Settlement, LedgerError>;
+
+    /// Charges `amount` at every level at once, if it fits (a cost reported
+    /// after the fact, such as an attestation's).
+    async fn charge(&self, levels: &[(BudgetKey, u64)], amount: u64) -> Result<(), LedgerError>;
+
+    /// Cancels a reservation; the amount it held.
+    async fn release(&self, reservation_id: &str) -> Result<u64, LedgerError>;
+
+    /// Ends every reservation whose deadline is at or before `now_ms`, as
+    /// its [`OnExpiry`] says; how many. Each ends exactly once, even when
+    /// several processes sweep.
+    async fn sweep(&self, now_ms: u64) -> Result<usize, LedgerError>;
+
+    /// Who holds an open reservation (`None`: the gateway itself).
+    async fn holder(&self, reservation_id: &str) -> Result<Option<HolderDigest>, LedgerError>;
+
+    /// What has been spent at a node.
+    async fn spent(&self, key: &BudgetKey) -> Result<u64, LedgerError>;
+
+    /// The state of the given levels (unknown ones at zero spent).
+    async fn report_levels(
+        &self,
+        levels: &[(BudgetKey, u64)],
+    ) -> Result<Vec<LevelReport>, LedgerError>;
+
+    /// Every chain that ends at `delegation_id`, each level root first.
+    async fn report(&self, delegation_id: &str) -> Result<Vec<Vec<LevelReport>>, LedgerError>;
+
+    /// Spent and remaining over each tenant root's top-level nodes.
+    async fn tenant_totals(&self) -> Result<HashMap<String, TenantTotals>, LedgerError>;
+
+    /// Open reservations.
+    async fn open_reservations(&self) -> Result<usize, LedgerError>;
+
+    /// Whether changes are accepted (false after a failed durable write,
+    /// until a restart).
+    fn writable(&self) -> bool;
+
+    /// Compacts what is kept about the budgets (sled: a snapshot that lets
+    /// the journal go); blocking, so run it off the async workers.
+    fn checkpoint(&self) -> Result<(), StorageError>;
+}
+
+/// A revocation as stored: which list (`kind`), its key in that list, and
+/// the record itself. Kinds belong to whoever records them (the gatekeeper
+/// for DelegateOS and administrators, each protocol for its own); a backend
+/// treats them as opaque names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RevocationRecord {
+    pub kind: &'static str,
+    pub key: String,
+    pub value: Value,
+}
+
+/// Revocations: a grow-only set, durable, shared by every process.
+#[async_trait]
+pub trait RevocationStore: Send + Sync {
+    /// Records durably; `false` if `(kind, key)` was already recorded.
+    /// Subscribers see the record once it is durable.
+    async fn add(&self, record: RevocationRecord) -> Result<bool, StorageError>;
+
+    /// Whether `(kind, key)` is recorded.
+    async fn contains(&self, kind: &'static str, key: &str) -> Result<bool, StorageError>;
+
+    /// Every record of `kind` (read at start).
+    async fn all(&self, kind: &'static str) -> Result<Vec<RevocationRecord>, StorageError>;
+
+    /// Every record added from now on, by this process or another. A
+    /// receiver that lags (`RecvError::Lagged`) reads [`RevocationStore::all`] again.
+    fn subscribe(&self) -> broadcast::Receiver<RevocationRecord>;
+}
+
+/// Whether storing a contract added it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContractPut {
+    Inserted,
+    /// The same contract was already stored.
+    Unchanged,
+    /// A different contract already has this ID.
+    Conflict,
+}
+
+/// Delegation records, contracts and attestations, and the index from token
+/// blocks to the delegations that carry them. Writes are durable once
+/// [`DelegationStore::sync`] returns.
+#[async_trait]
+pub trait DelegationStore: Send + Sync {
+    /// Records a new delegation and indexes its token's blocks. `false` when
+    /// the ID is already taken (a replay): nothing is written then.
+    async fn insert_new(&self, delegation: &Delegation, token: &Dct) -> Result<bool, StorageError>;
+
+    /// A delegation by ID.
+    async fn get(&self, id: &DelegationId) -> Result<Option<Delegation>, StorageError>;
+
+    /// Replaces a delegation record only if it is still `expected` (two
+    /// concurrent transitions cannot both apply); `false` if it changed.
+    async fn replace(&self, expected: &Delegation, new: &Delegation) -> Result<bool, StorageError>;
+
+    /// The delegations whose tokens contain the block with this revocation ID.
+    async fn carrying_block(&self, revocation_id: &str) -> Result<Vec<DelegationId>, StorageError>;
+
+    /// Stores a contract unless its ID is taken.
+    async fn put_contract(&self, contract: &TaskContract) -> Result<ContractPut, StorageError>;
+
+    /// A contract by ID.
+    async fn contract(
+        &self,
+        id: &delegateos::ContractId,
+    ) -> Result<Option<TaskContract>, StorageError>;
+
+    /// Stores an attestation (the first one with an ID wins).
+    async fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError>;
+
+    /// An attestation by ID.
+    async fn attestation(
+        &self,
+        id: &delegateos::AttestationId,
+    ) -> Result<Option<Attestation>, StorageError>;
+
+    /// Waits until every write before this call is durable.
+    async fn sync(&self) -> Result<(), StorageError>;
+}
+
+/// Things seen once: nonces, correlation IDs, token IDs, idempotency keys.
+#[async_trait]
+pub trait ReplayStore: Send + Sync {
+    /// Records `key` in `namespace` until `valid_until` (Unix seconds),
+    /// durably; `false` if it is there and still valid at `now`.
+    async fn insert_new(
+        &self,
+        namespace: &'static str,
+        key: &[u8],
+        now: i64,
+        valid_until: i64,
+    ) -> Result<bool, StorageError>;
+
+    /// Forgets keys whose validity ended before `now`; how many.
+    async fn sweep(&self, now: i64) -> Result<usize, StorageError>;
+}
+
+/// The audit log: events in order (durable with the backend's next flush:
+/// they are evidence, not state).
+#[async_trait]
+pub trait AuditSink: Send + Sync {
+    /// Appends an event.
+    async fn append(&self, event: &Value) -> Result<(), StorageError>;
+
+    /// The last `limit` events, oldest first.
+    async fn recent(&self, limit: usize) -> Result<Vec<Value>, StorageError>;
+}
+
+/// One backend's stores, as the gateway holds them.
+#[derive(Clone)]
+pub struct Stores {
+    pub budgets: Arc<dyn BudgetStore>,
+    pub revocations: Arc<dyn RevocationStore>,
+    pub delegations: Arc<dyn DelegationStore>,
+    pub replay: Arc<dyn ReplayStore>,
+    pub audit: Arc<dyn AuditSink>,
+    /// Flushes everything at exit.
+    pub close: Arc<dyn Fn() -> Result<(), StorageError> + Send + Sync>,
+}
+
+/// The budget settings every backend takes.
+#[derive(Debug, Clone, Copy)]
+pub struct BudgetSettings {
+    /// How long a reservation lives before the sweeper ends it.
+    pub reservation_ttl: std::time::Duration,
+    /// Most reservations open at once under one delegation (any level).
+    pub max_open: usize,
+    /// How far ahead reservations charged on expiry lease budget (backends
+    /// that sync per change; see [`crate::budget::LeasePolicy`]).
+    pub lease: crate::budget::LeasePolicy,
+}

@@ -1,0 +1,51 @@
+//! The audit log in sled: the `audit/v1` tree, keyed by a counter.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{decode, encode, Storage};
+use crate::state::{AuditSink, StorageError};
+
+/// The sled [`AuditSink`].
+pub struct SledAudit {
+    tree: sled::Tree,
+    /// The key of the next event.
+    next: AtomicU64,
+}
+
+impl SledAudit {
+    pub fn new(storage: &Storage) -> Self {
+        let tree = storage.trees.audit.clone();
+        // Keys continue from the last event stored, not from sled's ID
+        // generator, which a rewrite of the database starts again.
+        let next = match tree.last() {
+            Ok(Some((k, _))) => <[u8; 8]>::try_from(k.as_ref()).map_or(0, u64::from_be_bytes) + 1,
+            _ => 0,
+        };
+        Self {
+            tree,
+            next: AtomicU64::new(next),
+        }
+    }
+}
+
+#[async_trait]
+impl AuditSink for SledAudit {
+    async fn append(&self, event: &Value) -> Result<(), StorageError> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.tree.insert(id.to_be_bytes(), encode(event))?;
+        Ok(())
+    }
+
+    async fn recent(&self, limit: usize) -> Result<Vec<Value>, StorageError> {
+        let mut out = Vec::new();
+        for item in self.tree.iter().rev().take(limit) {
+            let (k, v) = item?;
+            out.push(decode("audit", &k, &v)?);
+        }
+        out.reverse();
+        Ok(out)
+    }
+}
