@@ -116,9 +116,7 @@ fn gatekeeper(
             Some(dir) => state::sled::open(dir, settings).unwrap(),
             None => state::memory::open(settings).unwrap(),
         };
-        let revocations = Revocations::load(stores.revocations.clone(), &[])
-            .await
-            .unwrap();
+        let revocations = Revocations::load(stores.revocations.clone()).await.unwrap();
         Arc::new(Gatekeeper::new(
             vec![("bench".into(), root.principal_id().clone())],
             stores.budgets,

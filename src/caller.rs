@@ -47,8 +47,10 @@ pub use crate::budget::HolderDigest;
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
     admin: Option<Admin>,
-    /// A DCT presented as `Authorization: DCT <token>`.
+    /// A protocol's credential presented as `Authorization: <scheme> <credential>`.
     credential: Option<String>,
+    /// Its scheme (`DCT`).
+    scheme: Option<String>,
 }
 
 impl Caller {
@@ -62,6 +64,7 @@ impl Caller {
         Self {
             admin: Some(Admin::Gateway),
             credential: None,
+            scheme: None,
         }
     }
 
@@ -94,6 +97,12 @@ impl Caller {
         self.credential.as_deref()
     }
 
+    /// The credential from the transport with its scheme, for the protocol
+    /// registry (`("DCT", token)`).
+    pub fn presented(&self) -> Option<(&str, &str)> {
+        Some((self.scheme.as_deref()?, self.credential.as_deref()?))
+    }
+
     /// `self` with the credential a request carried in its params when the
     /// transport carried none; a different one in each is refused.
     pub fn with_param_credential(mut self, param: Option<String>) -> Result<Self, AuthError> {
@@ -114,7 +123,7 @@ pub enum AuthError {
     #[error("the bearer token is not a configured admin token")]
     InvalidAdminToken,
     /// An `Authorization` header of a scheme dgw does not take.
-    #[error("the Authorization header must be `Bearer <admin secret>` or `DCT <token>`")]
+    #[error("the Authorization header must be `Bearer <admin secret>` or a protocol's credential, such as `DCT <token>`")]
     UnknownScheme,
     /// The header and the params name different credentials.
     #[error("the Authorization header and the params carry different credentials")]
@@ -141,6 +150,8 @@ pub struct Authenticator {
     /// No tokens or certificates are configured and the listener is on
     /// loopback.
     loopback_admin: bool,
+    /// The schemes the registered protocols' credentials travel under.
+    schemes: Vec<&'static str>,
 }
 
 impl Authenticator {
@@ -155,7 +166,14 @@ impl Authenticator {
             tokens,
             certs,
             loopback_admin,
+            schemes: vec!["DCT"],
         }
+    }
+
+    /// Takes credentials under exactly these schemes (the registry's).
+    pub fn with_schemes(mut self, schemes: Vec<&'static str>) -> Self {
+        self.schemes = schemes;
+        self
     }
 
     /// The caller behind an `Authorization` header value (absent: none)
@@ -171,6 +189,7 @@ impl Authenticator {
         let mut caller = Caller {
             admin: by_cert.or(self.loopback_admin.then_some(Admin::Loopback)),
             credential: None,
+            scheme: None,
         };
         let Some(value) = authorization else {
             return Ok(caller);
@@ -183,8 +202,9 @@ impl Authenticator {
         let rest = rest.trim();
         if scheme.eq_ignore_ascii_case("bearer") {
             caller.admin = Some(self.admin_token(rest).ok_or(AuthError::InvalidAdminToken)?);
-        } else if scheme.eq_ignore_ascii_case("dct") {
+        } else if let Some(s) = self.schemes.iter().find(|s| s.eq_ignore_ascii_case(scheme)) {
             caller.credential = Some(rest.to_owned());
+            caller.scheme = Some((*s).to_owned());
         } else {
             return Err(AuthError::UnknownScheme);
         }

@@ -8,6 +8,8 @@ use std::time::Duration;
 use delegateos::PrincipalId;
 use serde::Deserialize;
 
+use crate::protocols::talos::{TalosIssuer, TalosSection};
+
 use crate::budget::LeasePolicy;
 use crate::caller::AdminToken;
 use crate::mcp::proxy::DATA_METHODS;
@@ -57,16 +59,6 @@ pub struct Config {
     /// Keep the state in memory instead of `data_dir` (`dgw serve
     /// --ephemeral`; never from the file).
     pub ephemeral: bool,
-}
-
-/// A trusted Talos issuer: its DID and key, the tenant its capabilities
-/// belong to, and the budget each of its capabilities gets.
-#[derive(Debug, Clone)]
-pub struct TalosIssuer {
-    pub did: String,
-    pub key: ed25519_dalek::VerifyingKey,
-    pub tenant: String,
-    pub budget_microcents: u64,
 }
 
 /// The MCP proxy's downstream side.
@@ -169,7 +161,7 @@ struct RawConfig {
     #[serde(default)]
     upstreams: Vec<RawUpstream>,
     #[serde(default)]
-    talos: RawTalos,
+    talos: TalosSection,
     #[serde(default)]
     admin: RawAdmin,
 }
@@ -196,22 +188,6 @@ struct RawAdminCert {
 struct RawAdminToken {
     name: String,
     sha256: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawTalos {
-    #[serde(default)]
-    issuers: Vec<RawTalosIssuer>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTalosIssuer {
-    did: String,
-    key: String,
-    tenant: String,
-    budget_microcents: u64,
 }
 
 #[derive(Deserialize)]
@@ -678,32 +654,10 @@ impl Config {
         if raw.mcp.max_sessions == 0 {
             return Err(invalid("mcp.max_sessions", "must be at least 1".into()));
         }
-        let mut talos = Vec::new();
-        for (i, t) in raw.talos.issuers.into_iter().enumerate() {
-            let key = |field: &str| format!("talos.issuers[{i}].{field}");
-            if !t.did.starts_with("did:") || t.did.len() > 512 {
-                return Err(invalid(&key("did"), format!("{:?} is not a DID", t.did)));
-            }
-            if talos.iter().any(|x: &TalosIssuer| x.did == t.did) {
-                return Err(invalid(&key("did"), format!("{:?} is listed twice", t.did)));
-            }
-            let public = talos::keys::parse_public_key(&t.key).ok_or_else(|| {
-                invalid(
-                    &key("key"),
-                    "must be an Ed25519 public key: 64 hex digits or 43 base64url characters"
-                        .into(),
-                )
-            })?;
-            if t.tenant.is_empty() {
-                return Err(invalid(&key("tenant"), "must name a tenant".into()));
-            }
-            talos.push(TalosIssuer {
-                did: t.did,
-                key: public,
-                tenant: t.tenant,
-                budget_microcents: t.budget_microcents,
-            });
-        }
+        let talos = raw
+            .talos
+            .issuers()
+            .map_err(|(key, problem)| invalid(&key, problem))?;
         let mut admin_tokens: Vec<AdminToken> = Vec::new();
         for (i, t) in raw.admin.tokens.into_iter().enumerate() {
             let key = |field: &str| format!("admin.tokens[{i}].{field}");

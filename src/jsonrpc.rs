@@ -14,10 +14,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::audit::AuditLog;
 use crate::budget::OnExpiry;
 use crate::caller::{AuthError, Caller};
-use crate::gatekeeper::{Denial, GateError, Gatekeeper};
-use crate::talos_gate::TalosGate;
+use crate::gatekeeper::{GateError, Gatekeeper};
+use crate::protocol::{Call, Denial, DenialKind, Found, Registry};
 use crate::telemetry::{Outcome, RequestRecord};
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -43,7 +44,7 @@ pub const METHODS: &[&str] = &[
     "delegateos/release",
     "delegateos/budget",
     "delegateos/delegation",
-    "talos/revoke",
+    "dgw/authorize",
     "dgw/audit",
     "dgw/revoke",
 ];
@@ -75,21 +76,27 @@ impl RpcError {
     }
 }
 
-/// §11.2: a denial as `-32001` with `data.type`, `requested` and `granted`.
+/// §11.2: a denial as `-32001` (`-32602` for a malformed credential) with
+/// `data.type`, `detail`, `protocol`, `requested` and `granted`.
 pub fn denial_error(d: &Denial) -> RpcError {
     let mut data = json!({
-        "type": d.reason.kind.as_str(),
-        "detail": d.reason.detail,
+        "type": d.kind.as_str(),
+        "detail": d.detail,
+        "protocol": d.protocol.name,
     });
     if let Some(requested) = &d.requested {
         data["requested"] = json!(requested);
     }
-    if let Some(granted) = &d.reason.granted {
+    if let Some(granted) = &d.granted {
         data["granted"] = json!(granted);
     }
+    let code = match d.kind {
+        DenialKind::Malformed(_) => INVALID_PARAMS,
+        _ => DENIED,
+    };
     RpcError {
-        code: DENIED,
-        message: "DCT verification failed".into(),
+        code,
+        message: d.message(),
         data,
     }
 }
@@ -151,15 +158,20 @@ struct RevokeWithProof {
     dct: Option<String>,
 }
 
-/// `talos/revoke` params: an issuer-signed `revocation`, or (from an
-/// administrator) only the capability to `revoke`.
+/// `dgw/authorize` params: the request, and the credential of any
+/// registered protocol in its members (`_delegateos`, a Talos envelope) or
+/// the `Authorization` header.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TalosRevokeParams {
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct GenericAuthorizeParams {
+    namespace: String,
+    action: String,
+    resource: String,
     #[serde(default)]
-    revocation: Option<talos::revocation::TalosRevocation>,
+    cost_microcents: u64,
+    /// The tool, for protocols that name calls by it (default: the namespace).
     #[serde(default)]
-    revoke: Option<String>,
+    tool: Option<String>,
 }
 
 /// `dgw/revoke` params: the block to revoke, whoever signed it.
@@ -212,15 +224,22 @@ fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
 /// The JSON-RPC front over a gatekeeper.
 pub struct JsonRpc {
     gate: Arc<Gatekeeper>,
-    talos: Arc<TalosGate>,
+    protocols: Arc<Registry>,
+    audit: Arc<AuditLog>,
     max_body_bytes: usize,
 }
 
 impl JsonRpc {
-    pub fn new(gate: Arc<Gatekeeper>, talos: Arc<TalosGate>, max_body_bytes: usize) -> Self {
+    pub fn new(
+        gate: Arc<Gatekeeper>,
+        protocols: Arc<Registry>,
+        audit: Arc<AuditLog>,
+        max_body_bytes: usize,
+    ) -> Self {
         Self {
             gate,
-            talos,
+            protocols,
+            audit,
             max_body_bytes,
         }
     }
@@ -312,14 +331,9 @@ impl JsonRpc {
         if let Some(extra) = obj.keys().next() {
             return invalid(&format!("unknown member {extra:?}"));
         }
-        let record = RequestRecord::start(
-            "jsonrpc",
-            if METHODS.contains(&method.as_str()) {
-                method.as_str()
-            } else {
-                "unknown"
-            },
-        );
+        let known = METHODS.contains(&method.as_str()) || self.protocols.serving(&method).is_some();
+        let record =
+            RequestRecord::start("jsonrpc", if known { method.as_str() } else { "unknown" });
         let (result, outcome) = self.dispatch(caller, &method, params).await;
         record.end(outcome);
         let id = id?; // a notification gets no response
@@ -341,12 +355,15 @@ impl JsonRpc {
             "delegateos/release" => self.release(caller, p).await,
             "delegateos/budget" => self.budget(caller, p).await,
             "delegateos/delegation" => self.delegation(caller, p).await,
-            "talos/revoke" => self.talos_revoke(caller, p).await,
+            "dgw/authorize" => self.authorize_any(caller, p).await,
             "dgw/audit" => self.audit(caller, p).await,
             "dgw/revoke" => self.admin_revoke(caller, p).await,
             "delegateos/delegate" => self.delegate(p).await,
             "delegateos/complete" => self.complete(p).await,
             "delegateos/revoke" => self.revoke(caller, p).await,
+            other if self.protocols.serving(other).is_some() => {
+                self.protocol_method(caller, other, p).await
+            }
             other => Err((
                 RpcError::new(
                     METHOD_NOT_FOUND,
@@ -451,34 +468,98 @@ impl JsonRpc {
         Ok((json!(d), Outcome::Ok))
     }
 
-    async fn talos_revoke(
+    /// A method a protocol serves (`talos/revoke`).
+    async fn protocol_method(
+        &self,
+        caller: &Caller,
+        method: &str,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let Some(protocol) = self.protocols.serving(method) else {
+            return Err(err(RpcError::new(
+                METHOD_NOT_FOUND,
+                "method_not_found",
+                method,
+            )));
+        };
+        let value = protocol
+            .call_method(caller, method, p.unwrap_or_else(|| json!({})))
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((value, Outcome::Ok))
+    }
+
+    /// `dgw/authorize`: the credential of whichever protocol the request
+    /// carries, through the one pipeline.
+    async fn authorize_any(
         &self,
         caller: &Caller,
         p: Option<Value>,
     ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
-        let p: TalosRevokeParams = params(p).map_err(err)?;
-        let (name, newly) = match (p.revocation, p.revoke) {
-            (Some(revocation), None) => {
-                let name = revocation.revoke.clone();
-                (name, self.talos.revoke(revocation).await)
-            }
-            (None, Some(name)) => {
-                let newly = self.talos.revoke_by_admin(caller, &name).await;
-                (name, newly)
-            }
+        let mut members = match p {
+            Some(Value::Object(m)) => m,
             _ => {
                 return Err(err(RpcError::new(
                     INVALID_PARAMS,
                     "invalid_params",
-                    "give either `revocation` (issuer-signed) or `revoke` (admins only)",
+                    "params must be an object",
                 )))
             }
         };
-        let newly = newly.map_err(|e| gate(&e))?;
-        Ok((
-            json!({"revoked": name, "newlyRecorded": newly}),
-            Outcome::Ok,
-        ))
+        let mut request = serde_json::Map::new();
+        request.insert("params".into(), Value::Object(std::mem::take(&mut members)));
+        let in_params = self.protocols.take_from_request(&mut request).await;
+        let rest = request.remove("params").unwrap_or_else(|| json!({}));
+        let p: GenericAuthorizeParams = params(Some(rest)).map_err(err)?;
+        let denied = |d: &Denial| {
+            let outcome = match d.kind {
+                DenialKind::Malformed(_) => Outcome::Error,
+                _ => Outcome::Denied,
+            };
+            (denial_error(d), outcome)
+        };
+        let from_header = caller
+            .presented()
+            .and_then(|(scheme, credentials)| self.protocols.from_scheme(scheme, credentials));
+        let found: Found = match (in_params.map_err(|d| denied(&d))?, from_header) {
+            (Some(f), None) => f,
+            (None, Some(f)) => f.map_err(|d| denied(&d))?,
+            (Some(_), Some(_)) => {
+                return Err(err(RpcError::new(
+                    INVALID_PARAMS,
+                    "conflicting_credentials",
+                    "the Authorization header and the params carry credentials both",
+                )))
+            }
+            (None, None) => {
+                return Err(err(RpcError::new(
+                    INVALID_PARAMS,
+                    "credential_required",
+                    "dgw/authorize needs a protocol's credential in the params or the Authorization header",
+                )))
+            }
+        };
+        let request = CapabilityRequest {
+            namespace: p.namespace,
+            action: p.action,
+            resource: p.resource,
+        };
+        let call = Call {
+            tool: p.tool.as_deref().unwrap_or(&request.namespace),
+            action: &request.action,
+            requests: std::slice::from_ref(&request),
+            cost_microcents: p.cost_microcents,
+            session: "jsonrpc",
+        };
+        match self
+            .gate
+            .authorize_with(&found, &call, OnExpiry::Release)
+            .await
+        {
+            Ok(Ok((a, _))) => Ok((json!(a), Outcome::Ok)),
+            Ok(Err(d)) => Err(denied(&d)),
+            Err(e) => Err(gate(&e)),
+        }
     }
 
     async fn audit(
@@ -494,8 +575,7 @@ impl JsonRpc {
         }
         let p: AuditParams = params(p.or_else(|| Some(json!({})))).map_err(err)?;
         let events = self
-            .talos
-            .audit()
+            .audit
             .recent(p.limit.unwrap_or(100).min(10_000))
             .await
             .map_err(|e| gate(&GateError::Storage(e)))?;

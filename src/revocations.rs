@@ -70,17 +70,14 @@ fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 }
 
 impl Revocations {
-    /// Loads every stored entry of the DelegateOS kinds and of `kinds`
-    /// (protocols' own), checking each signed entry again.
-    pub async fn load(
-        store: Arc<dyn RevocationStore>,
-        kinds: &[&'static str],
-    ) -> Result<Self, RevokeError> {
+    /// Loads every stored DelegateOS entry, checking each signed one
+    /// again; protocols load their own kinds ([`Revocations::track`]).
+    pub async fn load(store: Arc<dyn RevocationStore>) -> Result<Self, RevokeError> {
         let this = Self {
             store,
             list: RwLock::new(RevocationList::new()),
             by_admin: RwLock::new(HashSet::new()),
-            names: RwLock::new(kinds.iter().map(|k| (*k, HashSet::new())).collect()),
+            names: RwLock::new(HashMap::new()),
         };
         this.reload().await?;
         Ok(this)
@@ -93,6 +90,18 @@ impl Revocations {
             for record in self.store.all(kind).await? {
                 self.index(&record)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Loads a protocol's revocation kind and keeps it current from now on.
+    pub async fn track(&self, kind: &'static str) -> Result<(), StorageError> {
+        write(&self.names).entry(kind).or_default();
+        for record in self.store.all(kind).await? {
+            write(&self.names)
+                .entry(kind)
+                .or_default()
+                .insert(record.key);
         }
         Ok(())
     }

@@ -20,9 +20,11 @@ use crate::jsonrpc::JsonRpc;
 use crate::keyfile::{self, KeyFileError};
 use crate::mcp::streamable::{SessionPolicy, Sessions, StreamableHttp};
 use crate::mcp::{McpProxy, Upstream};
+use crate::protocol::Registry;
+use crate::protocols::delegateos::DelegateOs;
+use crate::protocols::talos::Talos;
 use crate::revocations::{Revocations, RevokeError};
 use crate::state::{BudgetSettings, StorageError, Stores};
-use crate::talos_gate::TalosGate;
 use crate::telemetry;
 
 /// Why the gateway could not start or stop cleanly.
@@ -39,6 +41,8 @@ pub enum ServeError {
     Storage(#[from] StorageError),
     #[error("loading revocations: {0}")]
     Revocations(#[from] RevokeError),
+    #[error("registering protocols: {0}")]
+    Protocol(String),
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
     #[error("cannot listen on {addr}: {source}")]
@@ -68,7 +72,8 @@ fn load_or_create_key(path: &Path) -> Result<Keypair, KeyFileError> {
 /// The gateway's opened state.
 struct State {
     gate: Arc<Gatekeeper>,
-    talos: Arc<TalosGate>,
+    protocols: Arc<Registry>,
+    audit: Arc<AuditLog>,
     stores: Stores,
     gateway_key: Arc<Keypair>,
 }
@@ -108,14 +113,7 @@ async fn open_state(config: &Config) -> Result<State, ServeError> {
         .sweep(now().1)
         .await
         .map_err(|e| StorageError::Backend(e.to_string()))?;
-    let revocations = Arc::new(
-        Revocations::load(
-            stores.revocations.clone(),
-            &[crate::talos_gate::REVOCATIONS],
-        )
-        .await?,
-    );
-    revocations.follow();
+    let revocations = Arc::new(Revocations::load(stores.revocations.clone()).await?);
     tracing::info!(
         open_reservations = stores
             .budgets
@@ -129,18 +127,36 @@ async fn open_state(config: &Config) -> Result<State, ServeError> {
     let gate = Arc::new(Gatekeeper::new(
         tenants,
         stores.budgets.clone(),
-        revocations,
+        revocations.clone(),
         stores.delegations.clone(),
     ));
-    let talos = Arc::new(TalosGate::new(
-        gate.clone(),
+    let audit = Arc::new(AuditLog::new(stores.audit.clone(), gateway_key.clone()));
+    // The protocols this gateway speaks: one registration each.
+    let mut protocols = Registry::default();
+    protocols
+        .register(Arc::new(DelegateOs::new(gate.clone())))
+        .map_err(ServeError::Protocol)?;
+    let talos = Talos::new(
         &config.talos,
+        revocations.clone(),
         stores.replay.clone(),
-        AuditLog::new(stores.audit.clone(), gateway_key.clone()),
-    ));
+        audit.clone(),
+    )
+    .await?;
+    protocols
+        .register(Arc::new(talos))
+        .map_err(ServeError::Protocol)?;
+    for p in protocols.all() {
+        for (root, tenant) in p.budget_roots() {
+            gate.add_budget_root(root, tenant);
+        }
+    }
+    // Once every protocol tracks its revocation kinds.
+    revocations.follow();
     Ok(State {
         gate,
-        talos,
+        protocols: Arc::new(protocols),
+        audit,
         stores,
         gateway_key,
     })
@@ -169,7 +185,7 @@ async fn start_mcp(config: &Config, state: &State) -> Arc<McpProxy> {
     }
     let proxy = Arc::new(McpProxy::new(
         state.gate.clone(),
-        state.talos.clone(),
+        state.protocols.clone(),
         upstreams,
         config.mcp.unchecked_methods.clone(),
         config.mcp.strict_tool_names,
@@ -181,7 +197,7 @@ async fn start_mcp(config: &Config, state: &State) -> Arc<McpProxy> {
 /// Releases expired reservations every `sweep_interval` and snapshots the
 /// budgets every `snapshot_interval`.
 fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> {
-    let (gate, talos) = (state.gate.clone(), state.talos.clone());
+    let (gate, protocols) = (state.gate.clone(), state.protocols.clone());
     let every = config.budget.sweep_interval;
     let snapshot_every = config.budget.snapshot_interval;
     tokio::spawn(async move {
@@ -205,7 +221,9 @@ fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> 
                 {
                     tracing::error!(error = %e, "budget snapshot failed");
                 }
-                talos.sweep().await;
+                for p in protocols.all() {
+                    p.sweep().await;
+                }
             }
         }
     })
@@ -258,7 +276,8 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let front = Arc::new(HttpFront {
         rpc: JsonRpc::new(
             gate.clone(),
-            state.talos.clone(),
+            state.protocols.clone(),
+            state.audit.clone(),
             config.server.max_body_bytes,
         ),
         mcp: StreamableHttp {
@@ -281,7 +300,8 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             config.admin_tokens.clone(),
             config.admin_certs.clone(),
             http_addr,
-        ),
+        )
+        .with_schemes(state.protocols.schemes()),
         guard: HttpGuard::new(
             http_addr,
             config.server.allowed_origins.clone(),
@@ -319,12 +339,14 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
 
     let grpc = grpc_listener.map(|listener| {
         let (gate, stopped) = (gate.clone(), stopped(stopping.clone()));
+        let protocols = state.protocols.clone();
         let (max, timeout) = (config.server.max_body_bytes, config.server.request_timeout);
         let auth = Authenticator::new(
             config.admin_tokens.clone(),
             config.admin_certs.clone(),
             grpc_addr.unwrap_or(config.server.http),
-        );
+        )
+        .with_schemes(state.protocols.schemes());
         let tls = grpc_tls.clone();
         let limits = Limits {
             header_read_timeout: None,
@@ -339,6 +361,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
                     max_message_bytes: max,
                     request_timeout: timeout,
                     auth,
+                    protocols,
                     limits,
                     tls,
                 },

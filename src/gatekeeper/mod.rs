@@ -24,6 +24,7 @@ use crate::budget::{
     BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
 };
 use crate::caller::Caller;
+use crate::protocol::{Call, Found};
 use crate::revocations::Revocations;
 use crate::state::{BudgetStore, DelegationStore, StorageError};
 use crate::telemetry::{self, Outcome};
@@ -37,13 +38,7 @@ pub use lookup::DelegationView;
 /// Verified tokens kept, by their serialized bytes.
 const TOKEN_CACHE_ENTRIES: usize = 16_384;
 
-/// A refused authorization: why, and what was asked (nothing, when only
-/// the token's standing was checked).
-#[derive(Debug, Clone)]
-pub struct Denial {
-    pub reason: DenialReason,
-    pub requested: Option<CapabilityRequest>,
-}
+pub use crate::protocol::Denial;
 
 /// Failures that are not authorization denials.
 #[derive(Debug, thiserror::Error)]
@@ -86,8 +81,12 @@ pub struct Authorization {
     /// What is held; none for a caller's zero-cost request.
     #[serde(flatten)]
     pub reservation: Option<Reservation>,
-    pub scope: AuthorizedScope,
+    /// The DelegateOS scope, when the credential was a DCT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<AuthorizedScope>,
     pub tenant: String,
+    /// The protocol whose credential was presented.
+    pub protocol: &'static str,
 }
 
 /// What `complete` did.
@@ -119,17 +118,7 @@ pub struct BudgetReport {
     pub chains: Vec<Vec<LevelReport>>,
 }
 
-/// A credential some protocol adapter verified, in pipeline terms.
-#[derive(Debug, Clone)]
-pub struct Grant {
-    /// The protocol, for metrics (`talos`).
-    pub protocol: &'static str,
-    pub tenant: String,
-    /// The budget nodes of its chain, root first, with their limits.
-    pub levels: Vec<(BudgetKey, u64)>,
-    /// What it grants, in DelegateOS capabilities.
-    pub capabilities: Vec<delegateos::Capability>,
-}
+pub use crate::protocol::Grant;
 
 /// Which decision was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,35 +191,16 @@ pub fn now() -> (Timestamp, u64) {
     (Timestamp::from_instant(t), ms)
 }
 
+/// The DelegateOS protocol, whose tokens the gatekeeper verifies itself.
+const DELEGATEOS: crate::protocol::ProtocolId = crate::protocols::delegateos::ID;
+
+/// A DelegateOS denial, counted.
 fn denied(reason: DenialReason, requested: Option<&CapabilityRequest>) -> Denial {
-    telemetry::record_denial("delegateos", reason.kind.as_str());
-    Denial {
-        reason,
-        requested: requested.map(echoed),
-    }
-}
-
-/// Most bytes of each caller-supplied field a denial echoes back.
-pub const MAX_ECHOED_BYTES: usize = 256;
-
-/// `request` as a denial may echo it: each field cut to
-/// [`MAX_ECHOED_BYTES`] (at a character boundary), so a huge request never
-/// earns a larger answer.
-fn echoed(request: &CapabilityRequest) -> CapabilityRequest {
-    fn cap(s: &str) -> String {
-        if s.len() <= MAX_ECHOED_BYTES {
-            return s.to_owned();
-        }
-        let mut end = MAX_ECHOED_BYTES;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}…", &s[..end])
-    }
-    CapabilityRequest {
-        namespace: cap(&request.namespace),
-        action: cap(&request.action),
-        resource: cap(&request.resource),
+    telemetry::record_denial(DELEGATEOS.name, reason.kind.as_str());
+    let d = Denial::pipeline(DELEGATEOS, reason);
+    match requested {
+        Some(r) => d.for_request(r),
+        None => d,
     }
 }
 
@@ -286,24 +256,14 @@ impl Gatekeeper {
     /// An authorization decision.
     fn publish_authorize(
         &self,
-        verified: Option<&Verified>,
+        grant: Option<&Grant>,
         request: &CapabilityRequest,
         cost_microcents: u64,
-        outcome: Result<Option<&Reservation>, &DenialReason>,
+        outcome: Result<Option<&Reservation>, &Denial>,
     ) {
         self.publish_decision(
-            || verified.map(|v| self.tenant_of(&v.token)),
-            || {
-                verified
-                    .map(|v| {
-                        v.token
-                            .levels()
-                            .iter()
-                            .map(|l| l.delegation_id.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            },
+            || grant.map(|g| g.tenant.clone()),
+            || grant.map(|g| g.chain.clone()).unwrap_or_default(),
             request,
             cost_microcents,
             outcome,
@@ -316,7 +276,7 @@ impl Gatekeeper {
         chain: impl FnOnce() -> Vec<DelegationId>,
         request: &CapabilityRequest,
         cost_microcents: u64,
-        outcome: Result<Option<&Reservation>, &DenialReason>,
+        outcome: Result<Option<&Reservation>, &Denial>,
     ) {
         self.publish(|| DecisionEvent {
             at: OffsetDateTime::now_utc(),
@@ -387,6 +347,42 @@ impl Gatekeeper {
             .unwrap_or_else(|| issuer.to_string())
     }
 
+    /// The grant of a DCT: its chain verified against a tenant root, not
+    /// revoked, not expired (§10.1 steps 1–4, from the cache when these
+    /// exact bytes were verified before). Each request is then checked
+    /// against the token itself (capabilities, budget, revocation and
+    /// expiry at that instant).
+    pub fn dct_grant(&self, token: &str) -> Result<Grant, Denial> {
+        let verified = self.verified(token).map_err(|r| denied(r, None))?;
+        Ok(Grant {
+            protocol: DELEGATEOS,
+            tenant: self.tenant_of(&verified.token),
+            levels: verified.levels.clone(),
+            chain: verified
+                .token
+                .levels()
+                .iter()
+                .map(|l| l.delegation_id.clone())
+                .collect(),
+            requests: None,
+            scope: None,
+            holder: HolderDigest::of(token),
+            authority: Box::new(DctAuthority {
+                verified,
+                revocations: self.revocations.clone(),
+                now: now().0,
+            }),
+            context: Box::new(()),
+        })
+    }
+
+    /// The contract a DCT is for, if its chain verifies.
+    pub fn contract_of(&self, token: &str) -> Option<delegateos::ContractId> {
+        self.verified(token)
+            .ok()
+            .map(|v| v.token.dct().contract_id().clone())
+    }
+
     /// Verifies `token` for every one of `requests` (a call may name several
     /// resources) and reserves `cost` once at every level of its chain; the
     /// reservation ends at its deadline as `on_expiry` says.
@@ -397,63 +393,95 @@ impl Gatekeeper {
         cost_microcents: u64,
         on_expiry: OnExpiry,
     ) -> Result<Result<Authorization, Denial>, GateError> {
-        let started = Instant::now();
         let Some(first) = requests.first() else {
-            return Err(GateError::InvalidParams(
-                "an authorization needs at least one capability request".into(),
-            ));
+            return Err(no_requests());
         };
         if let Some((reason, request)) = first_non_canonical(requests) {
-            self.publish_authorize(None, request, cost_microcents, Err(&reason));
-            return Ok(Err(denied(reason, Some(request))));
+            let d = denied(reason, Some(request));
+            self.publish_authorize(None, request, cost_microcents, Err(&d));
+            return Ok(Err(d));
         }
-        let (now, now_ms) = now();
-        let verified = match self.verified(token) {
-            Ok(v) => v,
-            Err(reason) => {
-                self.publish_authorize(None, first, cost_microcents, Err(&reason));
-                return Ok(Err(denied(reason, Some(first))));
+        let grant = match self.dct_grant(token) {
+            Ok(g) => g,
+            Err(d) => {
+                let d = d.for_request(first);
+                self.publish_authorize(None, first, cost_microcents, Err(&d));
+                return Ok(Err(d));
             }
         };
-        let levels = &verified.levels;
-        let leaf = &levels.last().expect("a chain has at least its authority").0;
-        let spent = self.budgets.spent(leaf).await.map_err(ledger_error)?;
-        let deny = |reason: DenialReason, request: &CapabilityRequest| {
-            self.publish_authorize(Some(&verified), request, cost_microcents, Err(&reason));
-            Ok(Err(denied(reason, Some(request))))
+        self.authorize_grant(&grant, requests, cost_microcents, on_expiry)
+            .await
+    }
+
+    /// The one pipeline, after a protocol verified its credential into a
+    /// [`Grant`]: every request canonical and permitted by the grant at the
+    /// budget spent so far, then `cost` reserved at every level of its
+    /// chain, ending at its deadline as `on_expiry` says. Every decision is
+    /// published and counted under the grant's protocol.
+    pub async fn authorize_grant(
+        &self,
+        grant: &Grant,
+        requests: &[CapabilityRequest],
+        cost_microcents: u64,
+        on_expiry: OnExpiry,
+    ) -> Result<Result<Authorization, Denial>, GateError> {
+        let started = Instant::now();
+        let Some(first) = requests.first() else {
+            return Err(no_requests());
         };
-        let scope = {
-            let revocations = self.revocations.read();
-            let scope = match verified.token.authorize(&revocations, &now, spent, first) {
-                Ok(s) => s,
-                Err(reason) => return deny(reason, first),
-            };
-            for request in &requests[1..] {
-                if let Err(reason) = verified.token.authorize(&revocations, &now, spent, request) {
-                    return deny(reason, request);
+        let deny = |d: Denial| {
+            telemetry::record_denial(d.protocol.name, d.kind.as_str());
+            self.publish_authorize(
+                Some(grant),
+                d.requested.as_deref().unwrap_or(first),
+                cost_microcents,
+                Err(&d),
+            );
+            Ok(Err(d))
+        };
+        if let Some((reason, request)) = first_non_canonical(requests) {
+            return deny(Denial::pipeline(grant.protocol, reason).for_request(request));
+        }
+        let leaf = &grant
+            .levels
+            .last()
+            .ok_or_else(|| GateError::InvalidParams("a grant has at least one level".into()))?
+            .0;
+        let spent = self.budgets.spent(leaf).await.map_err(ledger_error)?;
+        let requests = grant.requests.as_deref().unwrap_or(requests);
+        let mut scope = grant.scope.clone();
+        for request in requests {
+            match grant.authority.permits(request, spent) {
+                Ok(s) => {
+                    scope = scope.or(s);
+                }
+                Err(reason) => {
+                    return deny(Denial::pipeline(grant.protocol, reason).for_request(request))
                 }
             }
-            scope
-        };
+        }
         // A reservation released on expiry is the caller's to settle or
-        // release, so it is bound to the token that made it; one charged on
-        // expiry is the gateway's own (it forwards the work itself).
-        // A caller's zero-cost request holds nothing: there is nothing to
-        // settle, and it cannot fill the ledger with empty reservations.
+        // release, so it is bound to the credential that made it; one
+        // charged on expiry is the gateway's own (it forwards the work
+        // itself). A caller's zero-cost request holds nothing: there is
+        // nothing to settle, and it cannot fill the ledger with empty
+        // reservations.
         let reservation = if on_expiry == OnExpiry::Release && cost_microcents == 0 {
             None
         } else {
-            let holder = (on_expiry == OnExpiry::Release).then(|| HolderDigest::of(token));
+            let holder = (on_expiry == OnExpiry::Release).then_some(grant.holder);
             match self
-                .reserve(levels, cost_microcents, now_ms, on_expiry, holder)
+                .reserve(&grant.levels, cost_microcents, now().1, on_expiry, holder)
                 .await?
             {
                 Ok(r) => Some(r),
-                Err(reason) => return deny(reason, first),
+                Err(reason) => {
+                    return deny(Denial::pipeline(grant.protocol, reason).for_request(first))
+                }
             }
         };
         self.publish_authorize(
-            Some(&verified),
+            Some(grant),
             first,
             cost_microcents,
             Ok(reservation.as_ref()),
@@ -463,73 +491,65 @@ impl Gatekeeper {
             allowed: true,
             reservation,
             scope,
-            tenant: self.tenant_of(&verified.token),
+            tenant: grant.tenant.clone(),
+            protocol: grant.protocol.name,
         }))
     }
 
-    /// The pipeline after a protocol adapter verified its own credential
-    /// (Talos): the translated capabilities must grant every request, then
-    /// `cost` is reserved at every level of the grant's chain. Denials are
-    /// counted under `protocol`.
-    pub async fn authorize_grant(
+    /// The entry point of every front: the credential a request carried,
+    /// verified by its protocol into a grant, then the pipeline. The
+    /// protocol sees the outcome (it may audit it). Returns the grant for
+    /// [`crate::protocol::Protocol::completed`] after the call.
+    pub async fn authorize_with(
         &self,
-        grant: &Grant,
-        requests: &[CapabilityRequest],
-        cost_microcents: u64,
+        found: &Found,
+        call: &Call<'_>,
         on_expiry: OnExpiry,
-    ) -> Result<Result<Reservation, Denial>, GateError> {
-        let started = Instant::now();
-        let Some(first) = requests.first() else {
-            return Err(GateError::InvalidParams(
-                "an authorization needs at least one capability request".into(),
-            ));
+    ) -> Result<Result<(Authorization, Grant), Denial>, GateError> {
+        let Some(first) = call.requests.first() else {
+            return Err(no_requests());
         };
-        let deny = |reason: DenialReason, request: &CapabilityRequest| {
-            self.publish_decision(
-                || Some(grant.tenant.clone()),
-                Vec::new,
-                request,
-                cost_microcents,
-                Err(&reason),
+        let protocol = &found.protocol;
+        let refused = |d: Denial| {
+            telemetry::record_denial(d.protocol.name, d.kind.as_str());
+            self.publish_authorize(
+                None,
+                d.requested.as_deref().unwrap_or(first),
+                call.cost_microcents,
+                Err(&d),
             );
-            telemetry::record_denial(grant.protocol, reason.kind.as_str());
-            Ok(Err(Denial {
-                reason,
-                requested: Some(echoed(request)),
-            }))
+            d
         };
-        if let Some((reason, request)) = first_non_canonical(requests) {
-            return deny(reason, request);
+        if let Some((reason, request)) = first_non_canonical(call.requests) {
+            let d = refused(Denial::pipeline(protocol.id(), reason).for_request(request));
+            protocol.denied(None, &found.credential, call, &d).await;
+            return Ok(Err(d));
         }
-        for request in requests {
-            if !grant.capabilities.iter().any(|c| c.grants(request)) {
-                return deny(
-                    DenialReason {
-                        kind: DenialType::CapabilityNotGranted,
-                        detail: format!("no granted capability covers {request}"),
-                        granted: Some(grant.capabilities.clone()),
-                    },
-                    request,
-                );
-            }
-        }
-        let now_ms = now().1;
-        let reservation = match self
-            .reserve(&grant.levels, cost_microcents, now_ms, on_expiry, None)
+        let grant = match protocol.grant(&found.credential, call).await? {
+            Ok(g) => g,
+            Err(d) => return Ok(Err(refused(d.for_request(first)))),
+        };
+        match self
+            .authorize_grant(&grant, call.requests, call.cost_microcents, on_expiry)
             .await?
         {
-            Ok(r) => r,
-            Err(reason) => return deny(reason, first),
-        };
-        self.publish_decision(
-            || Some(grant.tenant.clone()),
-            Vec::new,
-            first,
-            cost_microcents,
-            Ok(Some(&reservation)),
-        );
-        telemetry::record_authorize(started.elapsed());
-        Ok(Ok(reservation))
+            Ok(a) => {
+                protocol.allowed(&grant, call).await;
+                Ok(Ok((a, grant)))
+            }
+            Err(d) => {
+                protocol
+                    .denied(Some(&grant), &found.credential, call, &d)
+                    .await;
+                Ok(Err(d))
+            }
+        }
+    }
+
+    /// Counts a refusal a front made for a protocol before
+    /// any credential was checked (an unknown tool under Talos).
+    pub fn record_refusal(&self, denial: &Denial) {
+        telemetry::record_denial(denial.protocol.name, denial.kind.as_str());
     }
 
     /// Reserves `cost` at every level; a budget that does not fit is a
@@ -673,6 +693,31 @@ impl Gatekeeper {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .push((root, tenant));
+    }
+}
+
+fn no_requests() -> GateError {
+    GateError::InvalidParams("an authorization needs at least one capability request".into())
+}
+
+/// A DCT's authority: the token itself decides each request, against the
+/// revocations and the clock of the moment the grant was made.
+struct DctAuthority {
+    verified: Arc<Verified>,
+    revocations: Arc<Revocations>,
+    now: Timestamp,
+}
+
+impl crate::protocol::Authority for DctAuthority {
+    fn permits(
+        &self,
+        request: &CapabilityRequest,
+        spent: u64,
+    ) -> Result<Option<AuthorizedScope>, DenialReason> {
+        self.verified
+            .token
+            .authorize(&self.revocations.read(), &self.now, spent, request)
+            .map(Some)
     }
 }
 

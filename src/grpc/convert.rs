@@ -64,7 +64,7 @@ pub fn authorization(a: &Authorization) -> pb::AuthorizeResponse {
             .unwrap_or_default(),
         amount_microcents: a.reservation.as_ref().map_or(0, |r| r.amount_microcents),
         deadline_time: a.reservation.as_ref().map(|r| timestamp_ms(r.deadline_ms)),
-        scope: Some(scope(&a.scope)),
+        scope: a.scope.as_ref().map(scope),
         tenant: a.tenant.clone(),
     }
 }

@@ -131,6 +131,8 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// Who is calling, from `authorization` metadata and certificates.
     pub auth: Authenticator,
+    /// The protocols whose credentials `authorization` metadata may carry.
+    pub protocols: Arc<crate::protocol::Registry>,
     pub limits: Limits,
     /// TLS (ALPN `h2`); none: plain text.
     pub tls: Option<Arc<rustls::ServerConfig>>,
@@ -151,6 +153,7 @@ pub async fn serve(
         max_message_bytes,
         request_timeout,
         auth,
+        protocols,
         limits,
         tls,
     } = settings;
@@ -173,7 +176,7 @@ pub async fn serve(
     let reflection_v1alpha = reflection()
         .build_v1alpha()
         .expect("the descriptor sets are built into the binary and valid");
-    let front = service::GrpcFront::new(gate, max_message_bytes, auth);
+    let front = service::GrpcFront::new(gate, protocols, max_message_bytes, auth);
     // Sockets are accepted here, held to the connection limits; the
     // builder's `tcp_nodelay` only reaches sockets tonic accepts itself, so
     // ours carry it, or Nagle holds back each answer's trailers.

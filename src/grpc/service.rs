@@ -19,6 +19,7 @@ use crate::budget::OnExpiry;
 use crate::caller::{Authenticator, Caller};
 use crate::connections::{Busy, ConnInfo};
 use crate::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
+use crate::protocol::{Call, Registry};
 use crate::telemetry::{Outcome, RequestRecord};
 
 /// Decisions buffered per watcher before the stream waits for the client.
@@ -27,6 +28,7 @@ const WATCH_BUFFER: usize = 256;
 /// The gRPC front.
 pub struct GrpcFront {
     gate: Arc<Gatekeeper>,
+    protocols: Arc<Registry>,
     max_message_bytes: usize,
     /// Who is calling, from the `authorization` metadata.
     auth: Authenticator,
@@ -37,10 +39,16 @@ pub struct GrpcFront {
 }
 
 impl GrpcFront {
-    pub fn new(gate: Arc<Gatekeeper>, max_message_bytes: usize, auth: Authenticator) -> Self {
+    pub fn new(
+        gate: Arc<Gatekeeper>,
+        protocols: Arc<Registry>,
+        max_message_bytes: usize,
+        auth: Authenticator,
+    ) -> Self {
         let (stop, stopping) = watch::channel(false);
         Self {
             gate,
+            protocols,
             max_message_bytes,
             auth,
             stopping,
@@ -299,6 +307,7 @@ impl DelegationGateway for GrpcFront {
     ) -> Result<Response<pb::AuthorizeResponse>, Status> {
         let _busy = busy(&request);
         counted("Authorize", async {
+            let caller = self.caller(&request)?;
             let r = request.into_inner();
             let asked = r.request.ok_or_else(|| invalid("request", "is required"))?;
             let asked = CapabilityRequest {
@@ -306,17 +315,45 @@ impl DelegationGateway for GrpcFront {
                 action: asked.action,
                 resource: asked.resource,
             };
+            // The DCT in the message (the pivot's own path), else any
+            // protocol's credential in the `authorization` metadata.
+            if !r.dct.is_empty() {
+                let requests = std::slice::from_ref(&asked);
+                return match self
+                    .gate
+                    .authorize(&r.dct, requests, r.cost_microcents, OnExpiry::Release)
+                    .await
+                {
+                    Ok(Ok(a)) => Ok((convert::authorization(&a), Outcome::Ok)),
+                    Ok(Err(d)) => Err((status::denial(&d), Outcome::Denied)),
+                    Err(e) => Err(gate_failure(&e)),
+                };
+            }
+            let found =
+                match caller.presented() {
+                    Some((scheme, credentials)) => self
+                        .protocols
+                        .from_scheme(scheme, credentials)
+                        .ok_or_else(|| invalid("authorization", "names no protocol's scheme"))?
+                        .map_err(|d| (status::denial(&d), Outcome::Denied))?,
+                    None => return Err(invalid(
+                        "dct",
+                        "is required (or a protocol's credential in the authorization metadata)",
+                    )),
+                };
+            let call = Call {
+                tool: &asked.namespace,
+                action: &asked.action,
+                requests: std::slice::from_ref(&asked),
+                cost_microcents: r.cost_microcents,
+                session: "grpc",
+            };
             match self
                 .gate
-                .authorize(
-                    &r.dct,
-                    std::slice::from_ref(&asked),
-                    r.cost_microcents,
-                    OnExpiry::Release,
-                )
+                .authorize_with(&found, &call, OnExpiry::Release)
                 .await
             {
-                Ok(Ok(a)) => Ok((convert::authorization(&a), Outcome::Ok)),
+                Ok(Ok((a, _))) => Ok((convert::authorization(&a), Outcome::Ok)),
                 Ok(Err(d)) => Err((status::denial(&d), Outcome::Denied)),
                 Err(e) => Err(gate_failure(&e)),
             }

@@ -7,9 +7,11 @@ use delegateos::DenialType;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::gatekeeper::{Denial, GateError};
+use crate::gatekeeper::GateError;
+use crate::protocol::{Denial, DenialKind};
 
-/// The `ErrorInfo.domain` of DelegateOS denial types.
+/// The `ErrorInfo.domain` of the pipeline's denial types (the DelegateOS
+/// vocabulary, whichever protocol the credential was).
 pub const DOMAIN: &str = "delegateos";
 /// The `ErrorInfo.domain` of the gateway's own conditions.
 pub const GATEWAY_DOMAIN: &str = "delegate-gateway";
@@ -19,27 +21,33 @@ fn reason(kind: &str) -> String {
     kind.to_ascii_uppercase()
 }
 
-/// A denied authorization: `PERMISSION_DENIED` (or `RESOURCE_EXHAUSTED`
-/// for a budget) with an `ErrorInfo` whose reason is the denial type and
-/// whose metadata carry the detail, the request and the granted scope.
+/// A denied authorization: `PERMISSION_DENIED` (`RESOURCE_EXHAUSTED` for
+/// a budget, `INVALID_ARGUMENT` for a malformed credential) with an
+/// `ErrorInfo` whose reason is the denial type, whose domain is the
+/// vocabulary it comes from (`delegateos` for the pipeline's, else the
+/// protocol's name) and whose metadata carry the protocol, the detail, the
+/// request and the granted scope.
 pub fn denial(d: &Denial) -> Status {
     let mut metadata = HashMap::new();
-    metadata.insert("detail".to_owned(), d.reason.detail.clone());
+    metadata.insert("detail".to_owned(), d.detail.clone());
+    metadata.insert("protocol".to_owned(), d.protocol.name.to_owned());
     if let Some(r) = &d.requested {
         metadata.insert("requested_namespace".to_owned(), r.namespace.clone());
         metadata.insert("requested_action".to_owned(), r.action.clone());
         metadata.insert("requested_resource".to_owned(), r.resource.clone());
     }
-    if let Some(granted) = &d.reason.granted {
+    if let Some(granted) = &d.granted {
         let text: Vec<String> = granted.iter().map(|c| c.to_string()).collect();
         metadata.insert("granted".to_owned(), text.join(" "));
     }
-    let code = match d.reason.kind {
-        DenialType::BudgetExceeded => Code::ResourceExhausted,
-        _ => Code::PermissionDenied,
+    let (code, domain) = match d.kind {
+        DenialKind::Pipeline(DenialType::BudgetExceeded) => (Code::ResourceExhausted, DOMAIN),
+        DenialKind::Pipeline(_) => (Code::PermissionDenied, DOMAIN),
+        DenialKind::Protocol(_) => (Code::PermissionDenied, d.protocol.name),
+        DenialKind::Malformed(_) => (Code::InvalidArgument, d.protocol.name),
     };
-    let details = ErrorDetails::with_error_info(reason(d.reason.kind.as_str()), DOMAIN, metadata);
-    Status::with_error_details(code, d.reason.detail.clone(), details)
+    let details = ErrorDetails::with_error_info(reason(d.kind.as_str()), domain, metadata);
+    Status::with_error_details(code, d.detail.clone(), details)
 }
 
 /// Malformed input: `INVALID_ARGUMENT` with a `BadRequest` naming the field.

@@ -254,7 +254,7 @@ impl HttpLink {
         let answers_it =
             item.get("id").and_then(Value::as_u64) == Some(id) && item.get("method").is_none();
         if answers_it {
-            if let Ok(Message::Response { reply, .. }) = Message::parse(item) {
+            if let Ok(Message::Response { reply, .. }) = Message::parse(item, &[]) {
                 return Some(reply);
             }
             return None;

@@ -37,7 +37,10 @@ pub enum Reply {
 impl Message {
     /// Reads a message. `Err` carries the reply ID (when one could be read)
     /// and why the message is not valid JSON-RPC.
-    pub fn parse(value: Value) -> Result<Self, (Id, String)> {
+    /// Parses a message; members beside `method` that start with one of
+    /// `envelope_prefixes` (a protocol's envelope, Talos §3.1) travel on in
+    /// `params`, where the proxy takes them out before anything else.
+    pub fn parse(value: Value, envelope_prefixes: &[&str]) -> Result<Self, (Id, String)> {
         let Value::Object(mut obj) = value else {
             return Err((Value::Null, "a message must be an object".into()));
         };
@@ -60,14 +63,12 @@ impl Message {
             Some(Value::Object(p)) => Some(p),
             Some(_) => return bad("params must be an object"),
         };
-        // Talos puts its envelope beside `method` (§3.1); it travels on in
-        // `params`, where the proxy takes it out before anything else.
-        let talos: Vec<String> = obj
+        let envelope: Vec<String> = obj
             .keys()
-            .filter(|k| k.starts_with(talos::envelope::PREFIX))
+            .filter(|k| envelope_prefixes.iter().any(|p| k.starts_with(p)))
             .cloned()
             .collect();
-        for key in talos {
+        for key in envelope {
             let value = obj.remove(&key).unwrap_or(Value::Null);
             let p = params.get_or_insert_with(Map::new);
             if p.insert(key.clone(), value).is_some() {
@@ -199,6 +200,9 @@ impl Reply {
 mod tests {
     use super::*;
 
+    /// A protocol's envelope prefix, as the registry lists them.
+    const PREFIXES: &[&str] = &["_talos_"];
+
     #[test]
     fn classifies_and_round_trips() {
         for text in [
@@ -209,7 +213,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#,
         ] {
             let v: Value = serde_json::from_str(text).unwrap();
-            let m = Message::parse(v.clone()).unwrap();
+            let m = Message::parse(v.clone(), PREFIXES).unwrap();
             assert_eq!(m.to_value(), v, "{text}");
             let text_again: Value = serde_json::from_str(&m.to_json_string()).unwrap();
             assert_eq!(text_again, v, "{text}");
@@ -217,16 +221,16 @@ mod tests {
     }
 
     #[test]
-    fn talos_fields_beside_method_move_into_params() {
+    fn envelope_fields_beside_method_move_into_params() {
         let v = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                        "params": {"name": "x"}, "_talos_correlation_id": "c"});
-        let Message::Request { params, .. } = Message::parse(v).unwrap() else {
+        let Message::Request { params, .. } = Message::parse(v, PREFIXES).unwrap() else {
             panic!("a request")
         };
         assert_eq!(params.unwrap()["_talos_correlation_id"], "c");
         let twice = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                            "params": {"_talos_correlation_id": "d"}, "_talos_correlation_id": "c"});
-        assert!(Message::parse(twice).is_err());
+        assert!(Message::parse(twice, PREFIXES).is_err());
     }
 
     #[test]
@@ -251,7 +255,7 @@ mod tests {
             (r#"{"jsonrpc":"2.0","id":6,"error":"no"}"#, json!(6)),
         ] {
             let v: Value = serde_json::from_str(text).unwrap();
-            assert_eq!(Message::parse(v).unwrap_err().0, id, "{text}");
+            assert_eq!(Message::parse(v, PREFIXES).unwrap_err().0, id, "{text}");
         }
     }
 }

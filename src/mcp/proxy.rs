@@ -1,14 +1,14 @@
 //! The MCP proxy (§11.3), whatever the downstream transport: answers
 //! `initialize` and `ping`, lists the upstreams' tools filtered by the
-//! caller's DCT, enforces every `tools/call` through the gatekeeper
-//! (verify, capability from the tool's rule, reserve its cost, settle when
-//! the upstream answers), and passes other methods through.
+//! caller's credential, enforces every `tools/call` through the protocol
+//! registry and the gatekeeper (which protocol the call carries, its grant,
+//! the capability from the tool's rule, its cost reserved, settled when the
+//! upstream answers), and passes other methods through.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use delegateos::messages::{McpDelegateos, MCP_FIELD};
 use serde_json::{json, Map, Value};
 
 use super::cancel::{Cancel, InFlight};
@@ -19,11 +19,11 @@ use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
 use crate::budget::OnExpiry;
 use crate::caller;
-use crate::gatekeeper::{Authorization, Gatekeeper};
+use crate::gatekeeper::Gatekeeper;
 use crate::jsonrpc::{
     denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
 };
-use crate::talos_gate::{self, TalosGate};
+use crate::protocol::{Call, Completed, Denial, EarlyRefusal, Found, Registry};
 use crate::telemetry::{self, Outcome, RequestRecord};
 
 /// Methods that read data an upstream holds. The gateway cannot tie them
@@ -46,8 +46,8 @@ pub struct Session {
     /// Names the session where a protocol needs one (Talos replay
     /// protection, when the envelope names no session of its own).
     id: String,
-    /// The DCT presented in `initialize` params, for the whole session.
-    dct: RwLock<Option<McpDelegateos>>,
+    /// The credential presented in `initialize`, for the whole session.
+    credential: RwLock<Option<Found>>,
     /// Forwarded requests the client may cancel.
     in_flight: InFlight,
 }
@@ -67,18 +67,19 @@ impl Default for Session {
         let id = crate::random::session_id().unwrap_or_else(|_| format!("local-{n}"));
         Self {
             id,
-            dct: RwLock::new(None),
+            credential: RwLock::new(None),
             in_flight: InFlight::default(),
         }
     }
 }
 
-/// Who is calling: the session, and a DCT the transport carried with this
-/// request (the `Authorization: DCT …` header on Streamable HTTP).
+/// Who is calling: the session, and the `Authorization` header the
+/// transport carried with this request (Streamable HTTP), for the protocol
+/// whose scheme it names.
 #[derive(Clone, Copy)]
 pub struct Caller<'a> {
     pub session: &'a Session,
-    pub header_dct: Option<&'a str>,
+    pub authorization: Option<&'a str>,
 }
 
 /// A tool as offered downstream.
@@ -189,19 +190,6 @@ impl Drop for CallRecord {
     }
 }
 
-/// A Talos denial: -32001 with the Talos reason in `data.type` and in the
-/// message.
-fn talos_denied(reason: &str, detail: &str) -> RpcError {
-    let mut e = RpcError::new(
-        DENIED,
-        reason,
-        format!("Talos authorization denied: {reason}: {detail}"),
-    );
-    e.data["detail"] = json!(detail);
-    e.data["protocol"] = json!("talos");
-    e
-}
-
 /// How a `tools/call` ended, for metrics.
 #[derive(Clone, Copy)]
 enum CallOutcome {
@@ -232,7 +220,7 @@ impl CallOutcome {
 /// The proxy over a gatekeeper and its upstreams.
 pub struct McpProxy {
     gate: Arc<Gatekeeper>,
-    talos: Arc<TalosGate>,
+    protocols: Arc<Registry>,
     upstreams: Vec<Arc<Upstream>>,
     unchecked_methods: Vec<String>,
     /// Drop upstream tools whose names are not [`offerable_tool_name`].
@@ -263,18 +251,6 @@ fn upstream_error(e: &UpstreamError) -> RpcError {
 const REQUEST_CANCELLED: i64 = -32800;
 
 /// Takes `_delegateos` out of params, typed.
-fn take_delegateos(params: &mut Map<String, Value>) -> Result<Option<McpDelegateos>, RpcError> {
-    let Some(raw) = params.remove(MCP_FIELD) else {
-        return Ok(None);
-    };
-    let field: McpDelegateos = serde_json::from_value(raw)
-        .map_err(|e| invalid_params("invalid_params", format!("{MCP_FIELD}: {e}")))?;
-    field
-        .check_format()
-        .map_err(|m| invalid_params("invalid_params", m))?;
-    Ok(Some(field))
-}
-
 impl McpProxy {
     /// The gatekeeper every call goes through.
     pub fn gate(&self) -> &Gatekeeper {
@@ -283,14 +259,14 @@ impl McpProxy {
 
     pub fn new(
         gate: Arc<Gatekeeper>,
-        talos: Arc<TalosGate>,
+        protocols: Arc<Registry>,
         upstreams: Vec<Arc<Upstream>>,
         unchecked_methods: Vec<String>,
         strict_tool_names: bool,
     ) -> Self {
         Self {
             gate,
-            talos,
+            protocols,
             upstreams,
             unchecked_methods,
             strict_tool_names,
@@ -300,6 +276,54 @@ impl McpProxy {
 
     pub fn upstreams(&self) -> &[Arc<Upstream>] {
         &self.upstreams
+    }
+
+    /// The protocols whose credentials calls may carry.
+    pub fn protocols(&self) -> &Registry {
+        &self.protocols
+    }
+
+    /// The credential an `Authorization` header names, for the protocol
+    /// that claims its scheme (`None`: none, or an administrator's Bearer).
+    fn header_credential(&self, authorization: Option<&str>) -> Option<Result<Found, Denial>> {
+        self.protocols.from_header(authorization?)
+    }
+
+    /// The credential an `initialize` opens a session with: the header's,
+    /// else the one its params carry (`_delegateos`); taken out of `params`.
+    pub async fn initialize_credential(
+        &self,
+        authorization: Option<&str>,
+        params: &mut Map<String, Value>,
+    ) -> Result<Option<Found>, Denial> {
+        let in_params = self.take_credential(params).await?;
+        match self.header_credential(authorization).transpose()? {
+            Some(found) => Ok(Some(found)),
+            None => Ok(in_params),
+        }
+    }
+
+    /// Takes every protocol's credential out of a request's params.
+    async fn take_credential(
+        &self,
+        params: &mut Map<String, Value>,
+    ) -> Result<Option<Found>, Denial> {
+        let mut request = Map::new();
+        request.insert("params".into(), Value::Object(std::mem::take(params)));
+        let found = self.protocols.take_from_request(&mut request).await;
+        if let Some(Value::Object(p)) = request.remove("params") {
+            *params = p;
+        }
+        found
+    }
+
+    /// What a credential may do now (`None`: its protocol cannot say); a
+    /// credential that could never authorize anything is refused.
+    pub async fn standing(
+        &self,
+        found: &Found,
+    ) -> Result<Option<Vec<delegateos::Capability>>, Denial> {
+        found.protocol.standing(&found.credential).await
     }
 
     fn catalog(&self) -> Arc<Catalog> {
@@ -396,17 +420,18 @@ impl McpProxy {
         params: Option<Map<String, Value>>,
     ) -> Result<Reply, RpcError> {
         let mut params = params.unwrap_or_default();
-        if let Some(field) = take_delegateos(&mut params)? {
-            // Refuse a session DCT that could never authorize anything.
-            self.gate
-                .standing(&field.dct)
-                .await
-                .map_err(|d| denial_error(&d))?;
+        let found = self
+            .take_credential(&mut params)
+            .await
+            .map_err(|d| denial_error(&d))?;
+        if let Some(found) = found {
+            // Refuse a session credential that could never authorize anything.
+            self.standing(&found).await.map_err(|d| denial_error(&d))?;
             *caller
                 .session
-                .dct
+                .credential
                 .write()
-                .unwrap_or_else(|p| p.into_inner()) = Some(field);
+                .unwrap_or_else(|p| p.into_inner()) = Some(found);
         }
         let asked = params
             .get("protocolVersion")
@@ -450,26 +475,25 @@ impl McpProxy {
         Ok(Reply::Result(result))
     }
 
-    /// The DCT for this request: the call's own `_delegateos`, else the
+    /// The credential for this request: the call's own, else the
     /// transport's header, else the session's.
-    fn presented(&self, caller: Caller<'_>, field: Option<McpDelegateos>) -> Option<McpDelegateos> {
-        field
-            .or_else(|| {
-                caller.header_dct.map(|dct| McpDelegateos {
-                    dct: dct.to_owned(),
-                    format: None,
-                    delegation_id: None,
-                    contract_id: None,
-                })
-            })
-            .or_else(|| {
-                caller
-                    .session
-                    .dct
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone()
-            })
+    fn presented(
+        &self,
+        caller: Caller<'_>,
+        in_request: Option<Found>,
+    ) -> Result<Option<Found>, Denial> {
+        if in_request.is_some() {
+            return Ok(in_request);
+        }
+        if let Some(found) = self.header_credential(caller.authorization).transpose()? {
+            return Ok(Some(found));
+        }
+        Ok(caller
+            .session
+            .credential
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone())
     }
 
     /// §11.3 step 4: the upstreams' tools, only those a rule names, and
@@ -480,15 +504,15 @@ impl McpProxy {
         params: Option<Map<String, Value>>,
     ) -> Result<Reply, RpcError> {
         let mut params = params.unwrap_or_default();
-        let field = take_delegateos(&mut params)?;
-        let capabilities = match self.presented(caller, field) {
-            Some(p) => Some(
-                self.gate
-                    .standing(&p.dct)
-                    .await
-                    .map_err(|d| denial_error(&d))?
-                    .capabilities,
-            ),
+        let in_params = self
+            .take_credential(&mut params)
+            .await
+            .map_err(|d| denial_error(&d))?;
+        let capabilities = match self
+            .presented(caller, in_params)
+            .map_err(|d| denial_error(&d))?
+        {
+            Some(found) => self.standing(&found).await.map_err(|d| denial_error(&d))?,
             None => None,
         };
         self.refresh_catalog().await;
@@ -572,38 +596,30 @@ impl McpProxy {
     ) -> Result<Reply, RpcError> {
         let params =
             params.ok_or_else(|| invalid_params("invalid_params", "tools/call needs params"))?;
-        // A Talos envelope comes out first; the request hash is of the
-        // request without it (§3).
+        // Every protocol's credential comes out first, from the request as
+        // the client sent it (a Talos request hash covers it without its
+        // envelope, §3); none of it is forwarded.
         let mut request = Map::new();
         request.insert("jsonrpc".into(), json!("2.0"));
         request.insert("id".into(), id.clone());
         request.insert("method".into(), json!("tools/call"));
         request.insert("params".into(), Value::Object(params));
-        let envelope = match talos::envelope::take(&mut request) {
-            Ok(e) => e,
-            Err(d) => {
-                let tool = request
-                    .get("params")
-                    .and_then(|p| p.get("name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let r = self
-                    .talos
-                    .refuse_early(&tool, "", d.reason.as_str(), d.detail)
-                    .await;
-                return Err(talos_denied(&r.reason, &r.detail));
-            }
-        };
-        let request_hash = envelope
-            .as_ref()
-            .map(|_| talos::envelope::request_hash(&request))
-            .unwrap_or_default();
+        let in_request = self.protocols.take_from_request(&mut request).await;
         let mut params = match request.remove("params") {
             Some(Value::Object(p)) => p,
             _ => Map::new(),
         };
-        let field = take_delegateos(&mut params)?;
+        let tool_name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_owned();
+        let found = in_request
+            .and_then(|f| self.presented(caller, f))
+            .map_err(|d| self.refused(d, &tool_name))?;
+        if let Some(f) = &found {
+            labels.protocol = f.protocol.id().name;
+        }
         let name = params
             .get("name")
             .and_then(Value::as_str)
@@ -615,25 +631,21 @@ impl McpProxy {
                 "params.arguments must be an object",
             ));
         }
-        // Talos names an unknown or unmapped tool UNKNOWN_TOOL (§4.2 step 6).
-        let unknown_to_talos = |detail: String| {
-            let (name, request_hash) = (&name, &request_hash);
-            async move {
-                let r = self
-                    .talos
-                    .refuse_early(name, request_hash, "UNKNOWN_TOOL", detail)
-                    .await;
-                talos_denied(&r.reason, &r.detail)
-            }
-        };
-        if envelope.is_some() {
-            labels.protocol = "talos";
-        }
         let Some(tool) = self.find_tool(&name).await else {
-            if envelope.is_some() {
-                return Err(unknown_to_talos(format!("unknown tool {name:?}")).await);
+            let detail = format!("unknown tool {name:?}");
+            if let Some(d) = self
+                .refused_early(
+                    found.as_ref(),
+                    &name,
+                    caller,
+                    EarlyRefusal::UnknownTool,
+                    &detail,
+                )
+                .await
+            {
+                return Err(d);
             }
-            let mut e = invalid_params("unknown_tool", format!("unknown tool {name:?}"));
+            let mut e = invalid_params("unknown_tool", detail);
             e.data["tool"] = json!(name);
             return Err(e);
         };
@@ -641,16 +653,20 @@ impl McpProxy {
         labels.upstream = upstream.name.clone();
         labels.tool = tool.exposed.clone();
         let Some(policy) = upstream.rules.policy_for(&tool.original) else {
-            if envelope.is_some() {
-                return Err(unknown_to_talos(format!(
-                    "tool {name:?} is not mapped to a capability, so it is denied"
-                ))
-                .await);
+            let detail = format!("tool {name:?} is not mapped to a capability, so it is denied");
+            if let Some(d) = self
+                .refused_early(
+                    found.as_ref(),
+                    &name,
+                    caller,
+                    EarlyRefusal::UnmappedTool,
+                    &detail,
+                )
+                .await
+            {
+                return Err(d);
             }
-            return Err(call_denied(
-                "tool_not_mapped",
-                format!("tool {name:?} is not mapped to a capability, so it is denied"),
-            ));
+            return Err(call_denied("tool_not_mapped", detail));
         };
         if let (
             ToolPolicy::Enforced {
@@ -679,61 +695,63 @@ impl McpProxy {
             err
         })?;
 
-        // Authorize by the credential presented: a Talos envelope, else a
-        // DCT; an open tool needs neither. Either way a reservation that is
-        // charged on expiry, then one forwarding path.
+        // Authorize by the credential presented, whatever its protocol; an
+        // open tool needs none. Either way a reservation that is charged on
+        // expiry (once forwarded, the call may have run, so a crash before
+        // the settle must still charge it: docs/decisions.md), then one
+        // forwarding path.
         let cost = policy.cost_microcents();
-        let (reservation, talos_call) = match (envelope, policy) {
+        let granted = match (found, policy) {
             (_, ToolPolicy::Open) => {
                 labels.protocol = "open";
-                (None, None)
-            }
-            (Some(envelope), ToolPolicy::Enforced { action, .. }) => {
-                let call = talos_gate::Call {
-                    envelope,
-                    tool: &tool.exposed,
-                    method: action,
-                    resources: requests.iter().map(|r| r.resource.clone()).collect(),
-                    cost_microcents: cost,
-                    mcp_session: &caller.session.id,
-                    request_hash,
-                };
-                let allowed = match self.talos.authorize(call).await {
-                    Ok(Ok(a)) => a,
-                    Ok(Err(refusal)) => return Err(talos_denied(&refusal.reason, &refusal.detail)),
-                    Err(e) => return Err(gate_error(&e)),
-                };
-                (
-                    Some(allowed.reservation.reservation_id.clone()),
-                    Some(allowed),
-                )
+                None
             }
             (None, ToolPolicy::Enforced { .. }) => {
-                let presented = self.presented(caller, field).ok_or_else(|| {
-                    call_denied(
-                        "dct_required",
-                        format!("tool {name:?} needs a DCT: in params._delegateos, an `Authorization: DCT` header, or initialize's _delegateos"),
-                    )
-                })?;
-                let a = self.authorize(&presented, &requests, cost).await?;
-                (a.reservation.map(|r| r.reservation_id), None)
+                return Err(call_denied(
+                    "dct_required",
+                    format!("tool {name:?} needs a credential: a DCT in params._delegateos, an `Authorization: DCT` header or initialize's _delegateos, or another protocol's ({})", self.protocol_names()),
+                ));
+            }
+            (Some(found), ToolPolicy::Enforced { action, .. }) => {
+                let call = Call {
+                    tool: &tool.exposed,
+                    action,
+                    requests: &requests,
+                    cost_microcents: cost,
+                    session: &caller.session.id,
+                };
+                match self
+                    .gate
+                    .authorize_with(&found, &call, OnExpiry::Charge)
+                    .await
+                {
+                    Ok(Ok((a, grant))) => Some((a, grant, found, action.clone())),
+                    Ok(Err(d)) => return Err(denial_error(&d)),
+                    Err(e) => return Err(gate_error(&e)),
+                }
             }
         };
 
-        // Forward under the upstream's own name, without `_delegateos`, in
-        // a task of its own: once the upstream may act, the call ends here
-        // (answered, or cancelled upstream, and settled) even if the client
-        // goes away meanwhile, which cancels it.
+        // Forward under the upstream's own name, in a task of its own: once
+        // the upstream may act, the call ends here (answered, or cancelled
+        // upstream, and settled) even if the client goes away meanwhile,
+        // which cancels it.
         params.insert("name".into(), json!(tool.original));
-        let (upstream, gate, talos) = (upstream.clone(), self.gate.clone(), self.talos.clone());
-        let (id, cancel) = (id.clone(), cancel.clone());
+        let (upstream, gate) = (upstream.clone(), self.gate.clone());
+        let (id, cancel, session) = (id.clone(), cancel.clone(), caller.session.id.clone());
+        let exposed = tool.exposed.clone();
+        let settled_requests = requests.clone();
         let forwarded = tokio::spawn(async move {
             let started = Instant::now();
             let reply = upstream.request("tools/call", Some(params), &cancel).await;
             let upstream_time = started.elapsed();
+            let Some((authorization, grant, found, action)) = granted else {
+                return (reply, upstream_time);
+            };
             // Charged once the upstream was reached (it may have acted);
             // released when the call never left dgw.
-            if let Some(reservation) = &reservation {
+            if let Some(reservation) = &authorization.reservation {
+                let reservation = &reservation.reservation_id;
                 match &reply {
                     Err(e) if !e.reached() => {
                         if let Err(r) = gate.release(&caller::Caller::gateway(), reservation).await
@@ -748,18 +766,30 @@ impl McpProxy {
                     }
                 }
             }
-            if let Some(allowed) = &talos_call {
-                match &reply {
-                    Ok(r) => {
-                        let response = r.clone().into_response(id);
-                        let ok = matches!(r, Reply::Result(_));
-                        talos
-                            .invoked(allowed, talos::canonical::sha256_hex(&response), ok)
-                            .await;
-                    }
-                    Err(e) if e.reached() => talos.invoked(allowed, String::new(), false).await,
-                    Err(_) => {}
+            let call = Call {
+                tool: &exposed,
+                action: &action,
+                requests: &settled_requests,
+                cost_microcents: cost,
+                session: &session,
+            };
+            match &reply {
+                Ok(r) => {
+                    let response = r.clone().into_response(id);
+                    let ok = matches!(r, Reply::Result(_));
+                    let how = Completed::Answered {
+                        response: &response,
+                        ok,
+                    };
+                    found.protocol.completed(&grant, &call, how).await;
                 }
+                Err(e) if e.reached() => {
+                    found
+                        .protocol
+                        .completed(&grant, &call, Completed::Failed)
+                        .await
+                }
+                Err(_) => {}
             }
             (reply, upstream_time)
         });
@@ -777,47 +807,50 @@ impl McpProxy {
             .map_err(|e| upstream_error(&e))
     }
 
-    async fn authorize(
-        &self,
-        presented: &McpDelegateos,
-        requests: &[delegateos::CapabilityRequest],
-        cost: u64,
-    ) -> Result<Authorization, RpcError> {
-        // Charged on expiry: once forwarded, the call may have run, so a
-        // crash before the settle must still charge it (docs/decisions.md).
-        let a = match self
-            .gate
-            .authorize(&presented.dct, requests, cost, OnExpiry::Charge)
-            .await
-        {
-            Ok(Ok(a)) => a,
-            Ok(Err(denial)) => return Err(denial_error(&denial)),
-            Err(e) => return Err(gate_error(&e)),
-        };
-        let mismatch = match (&presented.delegation_id, &presented.contract_id) {
-            (Some(d), _) if *d != a.scope.delegation_id => Some(format!(
-                "_delegateos.delegationId is {d} but the DCT's delegation is {}",
-                a.scope.delegation_id
-            )),
-            (_, Some(c)) if *c != a.scope.contract_id => Some(format!(
-                "_delegateos.contractId is {c} but the DCT's contract is {}",
-                a.scope.contract_id
-            )),
-            _ => None,
-        };
-        if let Some(m) = mismatch {
-            if let Some(r) = &a.reservation {
-                if let Err(e) = self
-                    .gate
-                    .release(&caller::Caller::gateway(), &r.reservation_id)
-                    .await
-                {
-                    tracing::error!(error = %e, "releasing a reservation failed");
-                }
-            }
-            return Err(invalid_params("delegation_mismatch", m));
+    /// A credential refused before the call was read: counted, answered.
+    fn refused(&self, d: Denial, tool: &str) -> RpcError {
+        self.gate.record_refusal(&d);
+        let mut e = denial_error(&d);
+        if e.code != DENIED {
+            e.data["tool"] = json!(tool);
         }
-        Ok(a)
+        e
+    }
+
+    /// The denial a credential's protocol gives a call refused before its
+    /// credential was read (Talos: `UNKNOWN_TOOL`), if it has one.
+    async fn refused_early(
+        &self,
+        found: Option<&Found>,
+        name: &str,
+        caller: Caller<'_>,
+        why: EarlyRefusal,
+        detail: &str,
+    ) -> Option<RpcError> {
+        let found = found?;
+        let call = Call {
+            tool: name,
+            action: "",
+            requests: &[],
+            cost_microcents: 0,
+            session: &caller.session.id,
+        };
+        let d = found
+            .protocol
+            .refused_early(&found.credential, &call, why, detail)
+            .await?;
+        self.gate.record_refusal(&d);
+        Some(denial_error(&d))
+    }
+
+    /// The registered protocols' names, for messages.
+    fn protocol_names(&self) -> String {
+        self.protocols
+            .all()
+            .iter()
+            .map(|p| p.id().title)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Other methods go to the first upstream that declares their family.
@@ -851,7 +884,8 @@ impl McpProxy {
             })?;
         let mut params = params;
         if let Some(p) = params.as_mut() {
-            p.remove(MCP_FIELD);
+            // No credential leaves dgw, whichever protocol's it is.
+            let _ = self.take_credential(p).await;
         }
         upstream
             .request(method, params, cancel)

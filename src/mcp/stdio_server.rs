@@ -68,7 +68,7 @@ pub async fn serve(proxy: Arc<McpProxy>, max_message_bytes: usize) -> std::io::R
         let work = async move {
             let caller = Caller {
                 session: &session,
-                header_dct: None,
+                authorization: None,
             };
             let answer = match value {
                 Value::Array(items) => {
@@ -100,7 +100,7 @@ pub async fn serve(proxy: Arc<McpProxy>, max_message_bytes: usize) -> std::io::R
 }
 
 async fn handle_one(proxy: &McpProxy, caller: Caller<'_>, item: Value) -> Option<Value> {
-    match Message::parse(item) {
+    match Message::parse(item, &proxy.protocols().envelope_prefixes()) {
         Ok(m) => proxy.handle(caller, m).await,
         Err((id, why)) => Some(RpcError::new(INVALID_REQUEST, "invalid_request", why).response(id)),
     }

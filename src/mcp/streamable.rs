@@ -17,7 +17,6 @@ use super::proxy::{Caller, McpProxy, Session};
 use super::upstream::SUPPORTED_VERSIONS;
 use crate::caller::HolderDigest;
 use crate::jsonrpc::{denial_error, RpcError, INVALID_REQUEST, MAX_BATCH, PARSE_ERROR};
-use delegateos::messages::MCP_FIELD;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -228,22 +227,12 @@ fn header_digest(headers: &HeaderMap) -> Option<HolderDigest> {
         .map(|v| HolderDigest::of(v.trim()))
 }
 
-/// The DCT a session is opened with: the `Authorization: DCT` header's, else
-/// the one in `initialize`'s `_delegateos` params.
-fn initialize_credential<'m>(headers: &'m HeaderMap, message: &'m Message) -> Option<&'m str> {
-    header_dct(headers).or_else(|| match message {
-        Message::Request {
-            params: Some(p), ..
-        } => p.get(MCP_FIELD)?.get("dct")?.as_str(),
-        _ => None,
-    })
-}
-
-/// The DCT in `Authorization: DCT <token>`, if that is the scheme used.
-pub fn header_dct(headers: &HeaderMap) -> Option<&str> {
+/// The `Authorization` header, unless it is an administrator's `Bearer`:
+/// a protocol's credential (`DCT …`), for the registry to read.
+pub fn header_credential(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("DCT").then(|| token.trim())
+    let (scheme, _) = value.trim().split_once(' ')?;
+    (!scheme.eq_ignore_ascii_case("Bearer")).then_some(value)
 }
 
 /// The `/mcp` endpoint.
@@ -306,8 +295,9 @@ impl StreamableHttp {
         };
         let mut messages = Vec::with_capacity(items.len());
         let mut answers = Vec::new();
+        let prefixes = self.proxy.protocols().envelope_prefixes();
         for item in items {
-            match Message::parse(item) {
+            match Message::parse(item, &prefixes) {
                 Ok(m) => messages.push(m),
                 Err((id, why)) => answers
                     .push(RpcError::new(INVALID_REQUEST, "invalid_request", why).response(id)),
@@ -325,27 +315,39 @@ impl StreamableHttp {
                     ),
                 );
             }
-            let credential = messages
-                .iter()
-                .find(|m| m.is_initialize())
-                .and_then(|m| initialize_credential(headers, m));
+            // Read from a copy: the proxy's `initialize` takes it again.
+            let mut params = match messages.iter().find(|m| m.is_initialize()) {
+                Some(Message::Request {
+                    params: Some(p), ..
+                }) => p.clone(),
+                _ => serde_json::Map::new(),
+            };
+            let id = match &messages[0] {
+                Message::Request { id, .. } => id.clone(),
+                _ => Value::Null,
+            };
+            // A refused credential is answered as the proxy answers a
+            // refused session credential: a JSON-RPC error, no session.
+            let refused = |d: &crate::protocol::Denial| HttpAnswer {
+                status: StatusCode::OK,
+                session_id: None,
+                body: Some(denial_error(d).response(id.clone())),
+            };
+            let credential = match self
+                .proxy
+                .initialize_credential(header_credential(headers), &mut params)
+                .await
+            {
+                Ok(c) => c,
+                Err(d) => return refused(&d),
+            };
             let owner = match credential {
-                Some(dct) => {
+                Some(found) => {
                     // Only a credential in good standing holds a slot.
-                    if let Err(d) = self.proxy.gate().standing(dct).await {
-                        // Answered as the proxy answers a refused session
-                        // DCT: a JSON-RPC error for the request, no session.
-                        let id = match &messages[0] {
-                            Message::Request { id, .. } => id.clone(),
-                            _ => Value::Null,
-                        };
-                        return HttpAnswer {
-                            status: StatusCode::OK,
-                            session_id: None,
-                            body: Some(denial_error(&d).response(id)),
-                        };
+                    if let Err(d) = self.proxy.standing(&found).await {
+                        return refused(&d);
                     }
-                    Some(HolderDigest::of(dct))
+                    Some(found.credential.holder())
                 }
                 None if self.sessions.policy.anonymous => None,
                 None => {
@@ -386,7 +388,7 @@ impl StreamableHttp {
         };
         let caller = Caller {
             session: &session,
-            header_dct: header_dct(headers),
+            authorization: header_credential(headers),
         };
         for message in messages {
             if let Some(answer) = self.proxy.handle(caller, message).await {

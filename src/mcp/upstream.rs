@@ -411,7 +411,7 @@ impl Upstream {
     /// waiting requests, notifications, and requests to the client (which
     /// the gateway, a client with no capabilities, refuses).
     pub(super) fn on_message(&self, pending: &Pending, value: Value) -> Option<Message> {
-        match Message::parse(value) {
+        match Message::parse(value, &[]) {
             Ok(Message::Response { id, reply }) => {
                 if !pending.answer(&id, reply) {
                     tracing::debug!(upstream = %self.name, %id, "answer for a request nobody waits for");

@@ -1,0 +1,290 @@
+//! The protocol seam: what every delegation protocol provides the gateway,
+//! and the registry the fronts ask which protocol a request carries.
+//!
+//! A protocol turns a presented credential into a [`Grant`] (the neutral
+//! form of "who may do what, under which budget, proven how"); the one
+//! pipeline ([`crate::gatekeeper::Gatekeeper::authorize_grant`]) then
+//! matches every request against the grant and reserves its cost. Fronts
+//! never name a protocol: they hand the registry what the transport carried
+//! (an `Authorization` scheme, the request's own members) and map the typed
+//! [`Denial`] to their wire format in one place each.
+//!
+//! Adding a protocol is one type implementing [`Protocol`] and one
+//! [`Registry::register`] line (`docs/architecture.md`, "Adding a protocol").
+
+mod denial;
+mod registry;
+
+/// Capability sets as an [`Authority`].
+pub mod capabilities;
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use delegateos::{AuthorizedScope, CapabilityRequest, DenialReason};
+use serde_json::{Map, Value};
+
+use crate::budget::{BudgetKey, HolderDigest};
+use crate::caller::Caller;
+use crate::gatekeeper::GateError;
+
+pub use denial::{Denial, DenialKind, MAX_ECHOED_BYTES};
+pub use registry::{Found, Registry};
+
+/// A protocol's name, as metrics, audit and `data.protocol` label it
+/// (`delegateos`, `talos`), and as people read it (`DelegateOS`, `Talos`).
+#[derive(Debug)]
+pub struct ProtocolInfo {
+    pub name: &'static str,
+    pub title: &'static str,
+    /// The message of its denials, when it has a fixed one (DelegateOS:
+    /// `DCT verification failed`).
+    pub denial_message: Option<&'static str>,
+}
+
+/// A protocol, by its [`ProtocolInfo`]: one pointer, so denials stay small.
+#[derive(Debug, Clone, Copy)]
+pub struct ProtocolId(&'static ProtocolInfo);
+
+impl ProtocolId {
+    pub const fn new(info: &'static ProtocolInfo) -> Self {
+        Self(info)
+    }
+}
+
+impl std::ops::Deref for ProtocolId {
+    type Target = ProtocolInfo;
+    fn deref(&self) -> &ProtocolInfo {
+        self.0
+    }
+}
+
+impl PartialEq for ProtocolId {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for ProtocolId {}
+
+impl std::fmt::Display for ProtocolId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// A credential as a protocol took it from a request: opaque to everyone
+/// but the protocol that made it ([`Credential::get`]).
+#[derive(Clone)]
+pub struct Credential {
+    /// The bytes the holder presented, digested to bind what it reserves
+    /// and the sessions it opens to it.
+    presented: String,
+    data: Arc<dyn Any + Send + Sync>,
+}
+
+impl Credential {
+    /// A credential whose holder presented `presented`.
+    pub fn new<T: Any + Send + Sync>(presented: impl Into<String>, data: T) -> Self {
+        Self {
+            presented: presented.into(),
+            data: Arc::new(data),
+        }
+    }
+
+    /// The protocol's own form of it.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.data.downcast_ref()
+    }
+
+    /// What the holder presented.
+    pub fn presented(&self) -> &str {
+        &self.presented
+    }
+
+    /// The digest reservations and sessions are bound with.
+    pub fn holder(&self) -> HolderDigest {
+        HolderDigest::of(&self.presented)
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the credential itself: it is a secret.
+        f.write_str("Credential(…)")
+    }
+}
+
+/// A call to authorize, as a front describes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The tool (MCP) or the requested action (JSON-RPC, gRPC).
+    pub tool: &'a str,
+    /// The action the tool maps to.
+    pub action: &'a str,
+    /// What it asks, in DelegateOS capability terms.
+    pub requests: &'a [CapabilityRequest],
+    pub cost_microcents: u64,
+    /// The front's session (MCP), for protocols that scope replay by it.
+    pub session: &'a str,
+}
+
+/// Whether a grant permits a request: the protocol's own rule (a DCT's
+/// verification with its revocation and expiry checks at this instant; a
+/// translated capability set).
+pub trait Authority: Send + Sync {
+    /// `Ok` when `request` is permitted with `spent` already spent at the
+    /// grant's last level (with the DelegateOS scope, for a DCT); the
+    /// pipeline has checked the request is canonical.
+    fn permits(
+        &self,
+        request: &CapabilityRequest,
+        spent: u64,
+    ) -> Result<Option<AuthorizedScope>, DenialReason>;
+}
+
+/// A verified credential in pipeline terms.
+pub struct Grant {
+    pub protocol: ProtocolId,
+    pub tenant: String,
+    /// The budget nodes of its chain, root first, with their limits.
+    pub levels: Vec<(BudgetKey, u64)>,
+    /// The delegation IDs of its chain, for decisions (DelegateOS only).
+    pub chain: Vec<delegateos::DelegationId>,
+    pub authority: Box<dyn Authority>,
+    /// The requests the pipeline matches, when the protocol states a call
+    /// in its own terms (Talos: namespace = tool); else the front's.
+    pub requests: Option<Vec<CapabilityRequest>>,
+    /// The DelegateOS scope, when the credential is a DCT.
+    pub scope: Option<AuthorizedScope>,
+    /// Who may end what it reserves besides an administrator.
+    pub holder: HolderDigest,
+    /// The protocol's own record of the grant, for [`Protocol::completed`].
+    pub context: Box<dyn Any + Send + Sync>,
+}
+
+/// How a forwarded call ended, for [`Protocol::completed`].
+pub enum Completed<'a> {
+    /// The upstream answered: the JSON-RPC response, and whether it was a result.
+    Answered { response: &'a Value, ok: bool },
+    /// The upstream was reached but gave no answer.
+    Failed,
+}
+
+/// A refusal made before any credential was checked (the tool is unknown
+/// or maps to no capability): protocols that audit their denials see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EarlyRefusal {
+    UnknownTool,
+    UnmappedTool,
+}
+
+/// What a protocol answers to a JSON-RPC method it serves.
+pub type MethodResult = Result<Value, GateError>;
+
+/// A delegation protocol, as the gateway drives it. Implementations are
+/// pure translation over state the gateway hands them: no sockets, no files.
+#[async_trait]
+pub trait Protocol: Send + Sync {
+    /// Its name.
+    fn id(&self) -> ProtocolId;
+
+    /// The `Authorization` scheme its credentials travel under on every
+    /// front (`DCT`), if any.
+    fn scheme(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Reads a credential sent under [`Protocol::scheme`].
+    fn read_header(&self, _credentials: &str) -> Result<Credential, Denial> {
+        Err(Denial::protocol(
+            self.id(),
+            "unsupported_scheme",
+            "this protocol takes no Authorization header",
+        ))
+    }
+
+    /// The prefix of the members its envelope adds beside `method` in a
+    /// JSON-RPC request (`_talos_`): they travel in `params` until taken.
+    fn envelope_prefix(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Takes its credential out of a JSON-RPC request object (members beside
+    /// `method`, or in `params`), so nothing of it is forwarded. `Ok(None)`
+    /// when the request carries none; a malformed one is a denial.
+    async fn take_from_request(
+        &self,
+        _request: &mut Map<String, Value>,
+    ) -> Result<Option<Credential>, Denial> {
+        Ok(None)
+    }
+
+    /// Verifies a credential for a call: signature chain, expiry,
+    /// revocation, replay, the protocol's own scope. The pipeline then
+    /// matches the requests and reserves the cost.
+    async fn grant(
+        &self,
+        credential: &Credential,
+        call: &Call<'_>,
+    ) -> Result<Result<Grant, Denial>, GateError>;
+
+    /// What a credential may do now, without a call to match (MCP
+    /// `tools/list` filters with it; `initialize` refuses one that can do
+    /// nothing). `None`: the protocol cannot say before a call.
+    async fn standing(
+        &self,
+        _credential: &Credential,
+    ) -> Result<Option<Vec<delegateos::Capability>>, Denial> {
+        Ok(None)
+    }
+
+    /// A call with this protocol's credential was refused before it was
+    /// read; the denial to send (`None`: the front's own error).
+    async fn refused_early(
+        &self,
+        _credential: &Credential,
+        _call: &Call<'_>,
+        _why: EarlyRefusal,
+        _detail: &str,
+    ) -> Option<Denial> {
+        None
+    }
+
+    /// The pipeline refused a call with this protocol's credential (not
+    /// canonical; capability or budget): seen by protocols that audit
+    /// their denials.
+    async fn denied(
+        &self,
+        _grant: Option<&Grant>,
+        _credential: &Credential,
+        _call: &Call<'_>,
+        _denial: &Denial,
+    ) {
+    }
+
+    /// The pipeline allowed a call it granted, and reserved its cost.
+    async fn allowed(&self, _grant: &Grant, _call: &Call<'_>) {}
+
+    /// A call it granted was forwarded and ended so.
+    async fn completed(&self, _grant: &Grant, _call: &Call<'_>, _how: Completed<'_>) {}
+
+    /// The JSON-RPC methods it serves besides the pipeline (`talos/revoke`).
+    fn methods(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Serves one of [`Protocol::methods`].
+    async fn call_method(&self, _caller: &Caller, method: &str, _params: Value) -> MethodResult {
+        Err(GateError::InvalidParams(format!("{method} is not served")))
+    }
+
+    /// The budget-key roots of its grants, with their tenants (for gauges).
+    fn budget_roots(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    /// Periodic upkeep (forgetting expired replay entries).
+    async fn sweep(&self) {}
+}

@@ -1,0 +1,143 @@
+//! The registry: the protocols this gateway speaks, in registration order,
+//! and which one a request carries.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::{Credential, Denial, Protocol, ProtocolId, ProtocolInfo};
+
+/// The registered protocols.
+#[derive(Default, Clone)]
+pub struct Registry {
+    protocols: Vec<Arc<dyn Protocol>>,
+}
+
+/// A credential found in a request, with the protocol that reads it.
+#[derive(Clone)]
+pub struct Found {
+    pub protocol: Arc<dyn Protocol>,
+    pub credential: Credential,
+}
+
+impl std::fmt::Debug for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Found({})", self.protocol.id())
+    }
+}
+
+/// A gateway-level refusal: not any protocol's.
+const GATEWAY: ProtocolId = ProtocolId::new(&ProtocolInfo {
+    name: "dgw",
+    title: "dgw",
+    denial_message: None,
+});
+
+impl Registry {
+    /// Adds a protocol. Two protocols may not share a name, a scheme or an
+    /// envelope prefix: which one a request carries must be unambiguous.
+    pub fn register(&mut self, protocol: Arc<dyn Protocol>) -> Result<(), String> {
+        let id = protocol.id();
+        let clash = |other: &Arc<dyn Protocol>| {
+            other.id().name == id.name
+                || (protocol.scheme().is_some()
+                    && other.scheme().map(str::to_ascii_lowercase)
+                        == protocol.scheme().map(str::to_ascii_lowercase))
+                || (protocol.envelope_prefix().is_some()
+                    && other.envelope_prefix() == protocol.envelope_prefix())
+        };
+        if let Some(other) = self.protocols.iter().find(|p| clash(p)) {
+            return Err(format!(
+                "protocol {id} clashes with {} (name, scheme or envelope prefix)",
+                other.id()
+            ));
+        }
+        self.protocols.push(protocol);
+        Ok(())
+    }
+
+    /// Every protocol, in registration order.
+    pub fn all(&self) -> &[Arc<dyn Protocol>] {
+        &self.protocols
+    }
+
+    /// The protocol registered under `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Protocol>> {
+        self.protocols.iter().find(|p| p.id().name == name)
+    }
+
+    /// The protocol serving a JSON-RPC method of its own.
+    pub fn serving(&self, method: &str) -> Option<&Arc<dyn Protocol>> {
+        self.protocols
+            .iter()
+            .find(|p| p.methods().contains(&method))
+    }
+
+    /// The `Authorization` schemes the protocols claim.
+    pub fn schemes(&self) -> Vec<&'static str> {
+        self.protocols.iter().filter_map(|p| p.scheme()).collect()
+    }
+
+    /// The envelope prefixes the protocols add beside `method`.
+    pub fn envelope_prefixes(&self) -> Vec<&'static str> {
+        self.protocols
+            .iter()
+            .filter_map(|p| p.envelope_prefix())
+            .collect()
+    }
+
+    /// The credential in an `Authorization: <scheme> <credentials>` value,
+    /// if a protocol claims the scheme (`Bearer` belongs to administrators
+    /// and is never a protocol's).
+    pub fn from_header(&self, authorization: &str) -> Option<Result<Found, Denial>> {
+        let (scheme, credentials) = authorization.trim().split_once(' ')?;
+        self.from_scheme(scheme, credentials)
+    }
+
+    /// The credential sent under `scheme`, if a protocol claims it.
+    pub fn from_scheme(&self, scheme: &str, credentials: &str) -> Option<Result<Found, Denial>> {
+        let protocol = self.protocols.iter().find(|p| {
+            p.scheme()
+                .is_some_and(|s| s.eq_ignore_ascii_case(scheme.trim()))
+        })?;
+        Some(
+            protocol
+                .read_header(credentials.trim())
+                .map(|credential| Found {
+                    protocol: protocol.clone(),
+                    credential,
+                }),
+        )
+    }
+
+    /// Takes every protocol's credential fields out of a JSON-RPC request
+    /// object (so none is forwarded) and returns the one credential found.
+    /// Credentials of two protocols in one request are refused: which
+    /// authority applies would be a guess.
+    pub async fn take_from_request(
+        &self,
+        request: &mut Map<String, Value>,
+    ) -> Result<Option<Found>, Denial> {
+        let mut found: Option<Found> = None;
+        for protocol in &self.protocols {
+            if let Some(credential) = protocol.take_from_request(request).await? {
+                if let Some(first) = &found {
+                    return Err(Denial::protocol(
+                        GATEWAY,
+                        "ambiguous_credentials",
+                        format!(
+                            "the request carries both a {} and a {} credential",
+                            first.protocol.id().title,
+                            protocol.id().title
+                        ),
+                    ));
+                }
+                found = Some(Found {
+                    protocol: protocol.clone(),
+                    credential,
+                });
+            }
+        }
+        Ok(found)
+    }
+}

@@ -1,0 +1,128 @@
+//! DelegateOS on the protocol seam: DCTs under `Authorization: DCT`, or in
+//! a request's `params._delegateos` (§11.3), verified by the gatekeeper (the
+//! pivot model's own verifier).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use delegateos::messages::{McpDelegateos, MCP_FIELD};
+use serde_json::{Map, Value};
+
+use crate::gatekeeper::{GateError, Gatekeeper};
+use crate::protocol::{Call, Credential, Denial, Grant, Protocol, ProtocolId, ProtocolInfo};
+
+/// Its name.
+pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
+    name: "delegateos",
+    title: "DelegateOS",
+    denial_message: Some("DCT verification failed"),
+});
+
+/// The DelegateOS protocol.
+pub struct DelegateOs {
+    gate: Arc<Gatekeeper>,
+}
+
+impl DelegateOs {
+    pub fn new(gate: Arc<Gatekeeper>) -> Self {
+        Self { gate }
+    }
+}
+
+/// The `_delegateos` member of a request's params, when present.
+fn take_field(params: &mut Map<String, Value>) -> Result<Option<McpDelegateos>, Denial> {
+    let Some(raw) = params.remove(MCP_FIELD) else {
+        return Ok(None);
+    };
+    let field: McpDelegateos = serde_json::from_value(raw)
+        .map_err(|e| Denial::malformed(ID, format!("{MCP_FIELD}: {e}")))?;
+    field.check_format().map_err(|m| Denial::malformed(ID, m))?;
+    Ok(Some(field))
+}
+
+#[async_trait]
+impl Protocol for DelegateOs {
+    fn id(&self) -> ProtocolId {
+        ID
+    }
+
+    fn scheme(&self) -> Option<&'static str> {
+        Some("DCT")
+    }
+
+    fn read_header(&self, credentials: &str) -> Result<Credential, Denial> {
+        let field = McpDelegateos {
+            dct: credentials.to_owned(),
+            format: None,
+            delegation_id: None,
+            contract_id: None,
+        };
+        Ok(Credential::new(credentials, field))
+    }
+
+    async fn take_from_request(
+        &self,
+        request: &mut Map<String, Value>,
+    ) -> Result<Option<Credential>, Denial> {
+        let Some(Value::Object(params)) = request.get_mut("params") else {
+            return Ok(None);
+        };
+        Ok(take_field(params)?.map(|f| Credential::new(f.dct.clone(), f)))
+    }
+
+    async fn grant(
+        &self,
+        credential: &Credential,
+        _call: &Call<'_>,
+    ) -> Result<Result<Grant, Denial>, GateError> {
+        let Some(field) = credential.get::<McpDelegateos>() else {
+            return Ok(Err(Denial::malformed(ID, "not a DelegateOS credential")));
+        };
+        let grant = match self.gate.dct_grant(&field.dct) {
+            Ok(g) => g,
+            Err(d) => return Ok(Err(d)),
+        };
+        // `_delegateos.delegationId` and `contractId`, when given, must name
+        // the token's own.
+        let last = grant.chain.last();
+        if let (Some(named), Some(own)) = (&field.delegation_id, last) {
+            if named != own {
+                return Ok(Err(Denial::protocol(
+                    ID,
+                    "delegation_mismatch",
+                    format!(
+                        "_delegateos.delegationId is {named} but the DCT's delegation is {own}"
+                    ),
+                )));
+            }
+        }
+        if let Some(named) = &field.contract_id {
+            let own = self.gate.contract_of(&field.dct);
+            if own.as_ref() != Some(named) {
+                return Ok(Err(Denial::protocol(
+                    ID,
+                    "delegation_mismatch",
+                    format!(
+                        "_delegateos.contractId is {named} but the DCT's contract is {}",
+                        own.map(|c| c.to_string()).unwrap_or_default()
+                    ),
+                )));
+            }
+        }
+        Ok(Ok(grant))
+    }
+
+    async fn standing(
+        &self,
+        credential: &Credential,
+    ) -> Result<Option<Vec<delegateos::Capability>>, Denial> {
+        let Some(field) = credential.get::<McpDelegateos>() else {
+            return Err(Denial::malformed(ID, "not a DelegateOS credential"));
+        };
+        self.gate
+            .standing(&field.dct)
+            .await
+            .map(|scope| Some(scope.capabilities))
+            .map_err(|d| *d)
+    }
+}

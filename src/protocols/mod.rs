@@ -1,0 +1,5 @@
+//! The protocols this gateway speaks, each on the seam of [`crate::protocol`]:
+//! the only modules that name a protocol's types. `serve.rs` registers them.
+
+pub mod delegateos;
+pub mod talos;
