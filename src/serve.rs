@@ -81,7 +81,10 @@ struct State {
 /// Opens the data directory, the keys and every store (sled in the data
 /// directory, or memory with `--ephemeral`); releases the reservations that
 /// expired while the gateway was down.
-async fn open_state(config: &Config) -> Result<State, ServeError> {
+async fn open_state(
+    config: &Config,
+    extra_protocols: Vec<Arc<dyn crate::protocol::Protocol>>,
+) -> Result<State, ServeError> {
     crate::data_dir::prepare(&config.data_dir).map_err(|source| ServeError::DataDir {
         path: config.data_dir.display().to_string(),
         source,
@@ -146,6 +149,9 @@ async fn open_state(config: &Config) -> Result<State, ServeError> {
     protocols
         .register(Arc::new(talos))
         .map_err(ServeError::Protocol)?;
+    for p in extra_protocols {
+        protocols.register(p).map_err(ServeError::Protocol)?;
+    }
     for p in protocols.all() {
         for (root, tenant) in p.budget_roots() {
             gate.add_budget_root(root, tenant);
@@ -236,8 +242,30 @@ fn close_state(state: &State) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// What a program embedding dgw adds to the configured gateway.
+#[derive(Default)]
+pub struct Extensions {
+    /// Protocols registered after the built-in ones (one line each; see
+    /// `docs/architecture.md`, "Adding a protocol").
+    pub protocols: Vec<Arc<dyn crate::protocol::Protocol>>,
+    /// Told where the gateway listens once it accepts connections.
+    pub listening: Option<tokio::sync::oneshot::Sender<Listening>>,
+}
+
+/// Where a started gateway listens.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening {
+    pub http: std::net::SocketAddr,
+    pub grpc: Option<std::net::SocketAddr>,
+}
+
 /// Runs the gateway until SIGTERM or Ctrl-C.
 pub async fn run(config: Config) -> Result<(), ServeError> {
+    run_with(config, Extensions::default()).await
+}
+
+/// [`run`] with [`Extensions`].
+pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), ServeError> {
     // Before the state: recovery counts what it charges.
     let metrics = telemetry::install_metrics();
     let descriptors = crate::connections::raise_descriptor_limit();
@@ -251,7 +279,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             "server.max_connections lowered to fit the descriptor limit"
         );
     }
-    let state = open_state(&config).await?;
+    let state = open_state(&config, extensions.protocols).await?;
     let gate = state.gate.clone();
     // Certificates are read before anything listens: a bad file stops the
     // start with its name.
@@ -336,6 +364,12 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         None => println!("dgw listening http={http_addr}"),
     }
     let _ = std::io::stdout().flush();
+    if let Some(tx) = extensions.listening {
+        let _ = tx.send(Listening {
+            http: http_addr,
+            grpc: grpc_addr,
+        });
+    }
 
     let grpc = grpc_listener.map(|listener| {
         let (gate, stopped) = (gate.clone(), stopped(stopping.clone()));
@@ -401,7 +435,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
 /// `dgw mcp`: serves MCP on stdin/stdout until stdin closes (or SIGTERM).
 /// Logs go to stderr; stdout carries only MCP messages.
 pub async fn run_stdio(config: Config) -> Result<(), ServeError> {
-    let state = open_state(&config).await?;
+    let state = open_state(&config, Vec::new()).await?;
     let proxy = start_mcp(&config, &state).await;
     let sweeper = spawn_sweeper(&config, &state);
     tracing::info!(gateway = %state.gateway_key.principal_id(), "dgw serving MCP on stdio");
