@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use crate::random;
-use crate::state::StorageError;
+use crate::state::error::StorageError;
 
 /// A budget node: `ROOT/del_…/del_…`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

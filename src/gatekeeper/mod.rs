@@ -24,11 +24,12 @@ use crate::budget::{
     BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
 };
 use crate::caller::Caller;
-use crate::protocol::{Call, Found};
+use crate::protocol::{Call, Found, ProtocolId, ProtocolInfo};
 use crate::revocations::Revocations;
 use crate::state::{BudgetStore, DelegationStore, StorageError};
-use crate::telemetry::{self, Outcome};
+use crate::telemetry;
 
+pub mod error;
 mod lifecycle;
 mod lookup;
 mod revoke;
@@ -40,38 +41,7 @@ const TOKEN_CACHE_ENTRIES: usize = 16_384;
 
 pub use crate::protocol::Denial;
 
-/// Failures that are not authorization denials.
-#[derive(Debug, thiserror::Error)]
-pub enum GateError {
-    /// The request itself is wrong.
-    #[error("{0}")]
-    InvalidParams(String),
-    /// Something named does not exist.
-    #[error("{kind} {id} not found")]
-    NotFound { kind: &'static str, id: String },
-    /// The request conflicts with the state it would change.
-    #[error("{detail}")]
-    Conflict { kind: &'static str, detail: String },
-    /// An input was refused (a forged attestation, an invalid revocation).
-    #[error("{detail}")]
-    Rejected { kind: String, detail: String },
-    /// The caller may not do this (`admin_required`,
-    /// `not_reservation_holder`, `untrusted_revoker`): nothing changed.
-    #[error("{detail}")]
-    Forbidden { kind: &'static str, detail: String },
-    #[error(transparent)]
-    Storage(#[from] StorageError),
-}
-
-impl GateError {
-    /// How a request that failed so counts, on every front.
-    pub fn outcome(&self) -> Outcome {
-        match self {
-            GateError::Rejected { .. } | GateError::Forbidden { .. } => Outcome::Denied,
-            _ => Outcome::Error,
-        }
-    }
-}
+pub use error::GateError;
 
 /// An allowed request: its reservation and scope.
 #[derive(Debug, Clone, Serialize)]
@@ -191,8 +161,12 @@ pub fn now() -> (Timestamp, u64) {
     (Timestamp::from_instant(t), ms)
 }
 
-/// The DelegateOS protocol, whose tokens the gatekeeper verifies itself.
-const DELEGATEOS: crate::protocol::ProtocolId = crate::protocols::delegateos::ID;
+/// DelegateOS, the pivot protocol, whose tokens the gatekeeper verifies itself.
+pub const DELEGATEOS: ProtocolId = ProtocolId::new(&ProtocolInfo {
+    name: "delegateos",
+    title: "DelegateOS",
+    denial_message: Some("DCT verification failed"),
+});
 
 /// A DelegateOS denial, counted.
 fn denied(reason: DenialReason, requested: Option<&CapabilityRequest>) -> Denial {

@@ -3,7 +3,7 @@
 //! stream; the session the upstream assigns at `initialize` rides along in
 //! `Mcp-Session-Id`.
 
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,8 +16,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
+use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
-use super::upstream::{Backoff, Pending, Upstream, UpstreamError, MAX_MESSAGE_BYTES};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -74,20 +74,20 @@ impl HttpLink {
     }
 
     /// Initializes until the upstream answers, then leaves the rest to
-    /// [`Upstream::request`] (which renews an expired session).
-    pub async fn supervise(up: Arc<Upstream>) {
+    /// `Upstream::request` (which renews an expired session).
+    pub async fn supervise(up: &dyn Host) {
         let mut backoff = Backoff::new();
         loop {
             let started = Instant::now();
             match up.handshake().await {
                 Ok(()) => {
                     up.set_ready(true);
-                    tracing::info!(upstream = %up.name, tools = up.tools().len(), "upstream ready");
+                    tracing::info!(upstream = %up.name(), tools = up.tool_count(), "upstream ready");
                     return;
                 }
                 Err(e) => {
                     let wait = backoff.after(started.elapsed());
-                    tracing::warn!(upstream = %up.name, error = %e, ?wait, "upstream initialization failed; trying again after a pause");
+                    tracing::warn!(upstream = %up.name(), error = %e, ?wait, "upstream initialization failed; trying again after a pause");
                     tokio::time::sleep(wait).await;
                 }
             }
@@ -96,7 +96,7 @@ impl HttpLink {
 
     async fn post(
         &self,
-        up: &Upstream,
+        up: &dyn Host,
         message: &Message,
     ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), UpstreamError> {
         let is_initialize = message.is_initialize();
@@ -105,7 +105,7 @@ impl HttpLink {
             .header(ACCEPT, "application/json, text/event-stream")
             .body(Full::new(Bytes::from(message.to_json_string())))
             .map_err(|e| UpstreamError::Unavailable {
-                upstream: up.name.clone(),
+                upstream: up.name().to_owned(),
                 detail: e.to_string(),
             })?;
         if !is_initialize {
@@ -131,7 +131,7 @@ impl HttpLink {
             .client
             .as_ref()
             .map_err(|e| UpstreamError::Unavailable {
-                upstream: up.name.clone(),
+                upstream: up.name().to_owned(),
                 detail: e.clone(),
             })?;
         let resp = client.request(req).await.map_err(|e| {
@@ -143,12 +143,12 @@ impl HttpLink {
             );
             if e.is_connect() {
                 UpstreamError::Unavailable {
-                    upstream: up.name.clone(),
+                    upstream: up.name().to_owned(),
                     detail,
                 }
             } else {
                 UpstreamError::NoAnswer {
-                    upstream: up.name.clone(),
+                    upstream: up.name().to_owned(),
                     detail,
                 }
             }
@@ -157,7 +157,7 @@ impl HttpLink {
         Ok((parts.status, parts.headers, body))
     }
 
-    async fn answer(&self, up: &Upstream, message: &Message) -> Result<Answer, UpstreamError> {
+    async fn answer(&self, up: &dyn Host, message: &Message) -> Result<Answer, UpstreamError> {
         let is_initialize = message.is_initialize();
         let had_session = self
             .session
@@ -166,12 +166,12 @@ impl HttpLink {
             .is_some();
         let (status, headers, body) = self.post(up, message).await?;
         let no_answer = |detail: String| UpstreamError::NoAnswer {
-            upstream: up.name.clone(),
+            upstream: up.name().to_owned(),
             detail,
         };
         if status == StatusCode::NOT_FOUND && had_session && !is_initialize {
             return Err(UpstreamError::SessionExpired {
-                upstream: up.name.clone(),
+                upstream: up.name().to_owned(),
             });
         }
         if !status.is_success() {
@@ -199,13 +199,13 @@ impl HttpLink {
 
     pub async fn request(
         &self,
-        up: &Upstream,
+        up: &dyn Host,
         id: u64,
         message: &Message,
         timeout: Duration,
     ) -> Result<Reply, UpstreamError> {
         let no_answer = |detail: String| UpstreamError::NoAnswer {
-            upstream: up.name.clone(),
+            upstream: up.name().to_owned(),
             detail,
         };
         let exchange = async {
@@ -234,7 +234,7 @@ impl HttpLink {
                                 }
                             }
                             Err(e) => {
-                                tracing::warn!(upstream = %up.name, error = %e, "an event that is not JSON")
+                                tracing::warn!(upstream = %up.name(), error = %e, "an event that is not JSON")
                             }
                         }
                     }
@@ -250,7 +250,7 @@ impl HttpLink {
 
     /// The reply when `item` answers request `id`; anything else the
     /// upstream sent along is handled as unsolicited.
-    async fn take_answer(&self, up: &Upstream, id: u64, item: Value) -> Option<Reply> {
+    async fn take_answer(&self, up: &dyn Host, id: u64, item: Value) -> Option<Reply> {
         let answers_it =
             item.get("id").and_then(Value::as_u64) == Some(id) && item.get("method").is_none();
         if answers_it {
@@ -265,14 +265,14 @@ impl HttpLink {
         None
     }
 
-    pub async fn send(&self, up: &Upstream, message: &Message) -> Result<(), UpstreamError> {
+    pub async fn send(&self, up: &dyn Host, message: &Message) -> Result<(), UpstreamError> {
         let (status, _, body) = self.post(up, message).await?;
         let _ = read_limited(body).await;
         if status.is_success() {
             Ok(())
         } else {
             Err(UpstreamError::Unavailable {
-                upstream: up.name.clone(),
+                upstream: up.name().to_owned(),
                 detail: format!("HTTP {status}"),
             })
         }

@@ -5,6 +5,7 @@
 
 pub mod cancel;
 pub mod http_link;
+pub mod link;
 pub mod message;
 pub mod proxy;
 pub mod resolve;

@@ -11,8 +11,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdout, Command};
 use tokio::sync::mpsc;
 
+use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
-use super::upstream::{Backoff, Pending, Upstream, UpstreamError, MAX_MESSAGE_BYTES};
 
 /// Lines queued for the child's stdin.
 const QUEUE: usize = 1024;
@@ -43,20 +43,20 @@ impl StdioLink {
         }
     }
 
-    fn conn(&self, up: &Upstream) -> Result<Arc<Conn>, UpstreamError> {
+    fn conn(&self, up: &dyn Host) -> Result<Arc<Conn>, UpstreamError> {
         self.conn
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .ok_or_else(|| UpstreamError::Unavailable {
-                upstream: up.name.clone(),
+                upstream: up.name().to_owned(),
                 detail: "the process is not running".into(),
             })
     }
 
     pub async fn request(
         &self,
-        up: &Upstream,
+        up: &dyn Host,
         id: u64,
         message: &Message,
         timeout: Duration,
@@ -67,12 +67,12 @@ impl StdioLink {
         let _waiting = Waiting(&conn.pending, id);
         if conn.tx.send(line_of(message)).await.is_err() {
             return Err(UpstreamError::Unavailable {
-                upstream: up.name.clone(),
+                upstream: up.name().to_owned(),
                 detail: "the process exited".into(),
             });
         }
         let no_answer = |detail: String| UpstreamError::NoAnswer {
-            upstream: up.name.clone(),
+            upstream: up.name().to_owned(),
             detail,
         };
         match tokio::time::timeout(timeout, answer).await {
@@ -82,39 +82,39 @@ impl StdioLink {
         }
     }
 
-    pub async fn send(&self, up: &Upstream, message: &Message) -> Result<(), UpstreamError> {
+    pub async fn send(&self, up: &dyn Host, message: &Message) -> Result<(), UpstreamError> {
         let conn = self.conn(up)?;
         conn.tx
             .send(line_of(message))
             .await
             .map_err(|_| UpstreamError::Unavailable {
-                upstream: up.name.clone(),
+                upstream: up.name().to_owned(),
                 detail: "the process exited".into(),
             })
     }
 
     /// Runs the child, and runs it again with back-off whenever it ends.
-    pub async fn supervise(up: Arc<Upstream>) {
-        let Some(link) = up.stdio() else { return };
+    pub async fn supervise(&self, up: &dyn Host) {
+        let link = self;
         let mut backoff = Backoff::new();
         loop {
             let started = Instant::now();
-            match link.run_once(&up).await {
+            match link.run_once(up).await {
                 Ok(status) => {
-                    tracing::warn!(upstream = %up.name, %status, "upstream process ended")
+                    tracing::warn!(upstream = %up.name(), %status, "upstream process ended")
                 }
                 Err(e) => {
-                    tracing::error!(upstream = %up.name, command = ?link.command, error = %e, "cannot start the upstream process")
+                    tracing::error!(upstream = %up.name(), command = ?link.command, error = %e, "cannot start the upstream process")
                 }
             }
             let wait = backoff.after(started.elapsed());
-            tracing::info!(upstream = %up.name, ?wait, "restarting the upstream after a pause");
+            tracing::info!(upstream = %up.name(), ?wait, "restarting the upstream after a pause");
             tokio::time::sleep(wait).await;
         }
     }
 
     /// One life of the child: spawn, initialize, serve until it ends.
-    async fn run_once(&self, up: &Upstream) -> std::io::Result<std::process::ExitStatus> {
+    async fn run_once(&self, up: &dyn Host) -> std::io::Result<std::process::ExitStatus> {
         let Some((program, args)) = self.command.split_first() else {
             return Err(std::io::Error::other("the command is empty"));
         };
@@ -130,7 +130,7 @@ impl StdioLink {
         else {
             return Err(std::io::Error::other("the child's stdio was not piped"));
         };
-        tracing::info!(upstream = %up.name, pid = child.id(), "upstream process started");
+        tracing::info!(upstream = %up.name(), pid = child.id(), "upstream process started");
 
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE);
         let writer = tokio::spawn(async move {
@@ -140,7 +140,7 @@ impl StdioLink {
                 }
             }
         });
-        let stderr_logger = tokio::spawn(log_stderr(up.name.clone(), stderr));
+        let stderr_logger = tokio::spawn(log_stderr(up.name().to_owned(), stderr));
         let conn = Arc::new(Conn {
             tx,
             pending: Pending::default(),
@@ -153,11 +153,11 @@ impl StdioLink {
             done = up.handshake() => match done {
                 Ok(()) => {
                     up.set_ready(true);
-                    tracing::info!(upstream = %up.name, tools = up.tools().len(), "upstream ready");
+                    tracing::info!(upstream = %up.name(), tools = up.tool_count(), "upstream ready");
                     true
                 }
                 Err(e) => {
-                    tracing::error!(upstream = %up.name, error = %e, "upstream initialization failed");
+                    tracing::error!(upstream = %up.name(), error = %e, "upstream initialization failed");
                     false
                 }
             },
@@ -270,7 +270,7 @@ fn waiting_id_in(bytes: &[u8], pending: &Pending) -> Option<u64> {
 /// [`MAX_MESSAGE_BYTES`] is skipped to its end and fails only the call it
 /// answers (`upstream_reply_too_large`), found by its ID near its start or
 /// end; the child and every other session's calls go on.
-async fn read_messages(up: &Upstream, conn: &Conn, stdout: ChildStdout) {
+async fn read_messages(up: &dyn Host, conn: &Conn, stdout: ChildStdout) {
     let mut reader = BufReader::new(stdout);
     let mut buf = Vec::new();
     loop {
@@ -280,7 +280,7 @@ async fn read_messages(up: &Upstream, conn: &Conn, stdout: ChildStdout) {
             Ok(0) => return,
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(upstream = %up.name, error = %e, "reading the upstream failed");
+                tracing::warn!(upstream = %up.name(), error = %e, "reading the upstream failed");
                 return;
             }
         }
@@ -296,7 +296,7 @@ async fn read_messages(up: &Upstream, conn: &Conn, stdout: ChildStdout) {
             let tail: Vec<u8> = tail.into_iter().collect();
             let id = waiting_id_in(&buf[..ID_WINDOW], &conn.pending)
                 .or_else(|| waiting_id_in(&tail, &conn.pending));
-            tracing::error!(upstream = %up.name, ?id, skipped = ?skipped.as_ref().ok(), "upstream sent a message over {MAX_MESSAGE_BYTES} bytes; failing the call it answers");
+            tracing::error!(upstream = %up.name(), ?id, skipped = ?skipped.as_ref().ok(), "upstream sent a message over {MAX_MESSAGE_BYTES} bytes; failing the call it answers");
             if let Some(id) = id {
                 conn.pending
                     .answer(&serde_json::json!(id), too_large_reply());
@@ -318,7 +318,7 @@ async fn read_messages(up: &Upstream, conn: &Conn, stdout: ChildStdout) {
             }
             Err(e) => {
                 let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
-                tracing::warn!(upstream = %up.name, error = %e, line = %shown, "upstream wrote a line that is not JSON");
+                tracing::warn!(upstream = %up.name(), error = %e, line = %shown, "upstream wrote a line that is not JSON");
             }
         }
     }

@@ -3,16 +3,17 @@
 //! restart or expired session), then carries every downstream session's
 //! requests over it under IDs of its own.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use super::cancel::Cancel;
 use super::http_link::HttpLink;
+use super::link::Host;
+pub use super::link::{Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
 use super::stdio_link::StdioLink;
 use super::tools::ToolRules;
@@ -21,8 +22,6 @@ use super::tools::ToolRules;
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 /// Versions the gateway speaks, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// Largest message accepted from an upstream.
-pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// Most `tools/list` pages followed.
 const MAX_TOOL_PAGES: usize = 100;
 
@@ -50,73 +49,6 @@ pub struct UpstreamSpec {
 }
 
 /// Why a request got no answer from an upstream.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum UpstreamError {
-    /// The request was never sent.
-    #[error("upstream {upstream:?} is not available: {detail}")]
-    Unavailable { upstream: String, detail: String },
-    /// The request was sent (so the upstream may have acted on it) but no
-    /// answer came back.
-    #[error("upstream {upstream:?} did not answer: {detail}")]
-    NoAnswer { upstream: String, detail: String },
-    /// The client cancelled the request after it was sent; the upstream
-    /// was told to stop, but may have acted on it.
-    #[error("the client cancelled its request to upstream {upstream:?}")]
-    Cancelled { upstream: String },
-    /// The upstream forgot our HTTP session; the request was not processed.
-    #[error("upstream {upstream:?} ended our session")]
-    SessionExpired { upstream: String },
-}
-
-impl UpstreamError {
-    /// Whether the request reached the upstream, so a tool may have run.
-    pub fn reached(&self) -> bool {
-        matches!(
-            self,
-            UpstreamError::NoAnswer { .. } | UpstreamError::Cancelled { .. }
-        )
-    }
-}
-
-/// Requests sent and waiting for their answers, by the gateway's IDs.
-#[derive(Default)]
-pub struct Pending(Mutex<HashMap<u64, oneshot::Sender<Reply>>>);
-
-impl Pending {
-    pub fn insert(&self, id: u64) -> oneshot::Receiver<Reply> {
-        let (tx, rx) = oneshot::channel();
-        self.lock().insert(id, tx);
-        rx
-    }
-
-    pub fn remove(&self, id: u64) {
-        self.lock().remove(&id);
-    }
-
-    /// Whether request `id` still waits for its answer.
-    pub fn contains(&self, id: u64) -> bool {
-        self.lock().contains_key(&id)
-    }
-
-    /// Hands an answer to its waiting request; false when nobody waits.
-    pub fn answer(&self, id: &Value, reply: Reply) -> bool {
-        let Some(id) = id.as_u64() else { return false };
-        match self.lock().remove(&id) {
-            Some(tx) => tx.send(reply).is_ok(),
-            None => false,
-        }
-    }
-
-    /// Drops every waiting request: their callers see `NoAnswer`.
-    pub fn fail_all(&self) {
-        self.lock().clear();
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Reply>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 enum Link {
     Stdio(StdioLink),
     Http(Box<HttpLink>),
@@ -162,8 +94,8 @@ impl Upstream {
         let supervised = up.clone();
         tokio::spawn(async move {
             match &supervised.link {
-                Link::Stdio(_) => StdioLink::supervise(supervised.clone()).await,
-                Link::Http(_) => HttpLink::supervise(supervised.clone()).await,
+                Link::Stdio(link) => link.supervise(&*supervised).await,
+                Link::Http(_) => HttpLink::supervise(&*supervised).await,
             }
         });
         up
@@ -180,17 +112,6 @@ impl Upstream {
 
     pub fn is_ready(&self) -> bool {
         *self.ready.borrow()
-    }
-
-    pub(super) fn set_ready(&self, ready: bool) {
-        self.ready.send_replace(ready);
-    }
-
-    pub(super) fn stdio(&self) -> Option<&StdioLink> {
-        match &self.link {
-            Link::Stdio(s) => Some(s),
-            Link::Http(_) => None,
-        }
     }
 
     /// The upstream's `initialize` result, once initialized.
@@ -321,7 +242,7 @@ impl Upstream {
     }
 
     /// `initialize`, `notifications/initialized`, then the tool list.
-    pub(super) async fn handshake(&self) -> Result<(), UpstreamError> {
+    async fn initialize_over_link(&self) -> Result<(), UpstreamError> {
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
@@ -410,7 +331,7 @@ impl Upstream {
     /// What to do with a message the upstream sent on its own: answers for
     /// waiting requests, notifications, and requests to the client (which
     /// the gateway, a client with no capabilities, refuses).
-    pub(super) fn on_message(&self, pending: &Pending, value: Value) -> Option<Message> {
+    fn route(&self, pending: &Pending, value: Value) -> Option<Message> {
         match Message::parse(value, &[]) {
             Ok(Message::Response { id, reply }) => {
                 if !pending.answer(&id, reply) {
@@ -443,28 +364,25 @@ impl Upstream {
     }
 }
 
-/// Exponential back-off between restarts: 100 ms doubling to 30 s, back to
-/// the start after a connection that lived a minute.
-pub(super) struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_millis(100);
-    const MAX: Duration = Duration::from_secs(30);
-    const HEALTHY: Duration = Duration::from_secs(60);
-
-    pub fn new() -> Self {
-        Self { next: Self::FIRST }
+#[async_trait::async_trait]
+impl Host for Upstream {
+    fn name(&self) -> &str {
+        &self.name
     }
 
-    /// The wait before the next attempt, given how long the last one lived.
-    pub fn after(&mut self, lived: Duration) -> Duration {
-        if lived >= Self::HEALTHY {
-            self.next = Self::FIRST;
-        }
-        let wait = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        wait
+    async fn handshake(&self) -> Result<(), UpstreamError> {
+        self.initialize_over_link().await
+    }
+
+    fn set_ready(&self, ready: bool) {
+        self.ready.send_replace(ready);
+    }
+
+    fn tool_count(&self) -> usize {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    fn on_message(&self, pending: &Pending, value: Value) -> Option<Message> {
+        self.route(pending, value)
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! A protocol turns a presented credential into a [`Grant`] (the neutral
 //! form of "who may do what, under which budget, proven how"); the one
-//! pipeline ([`crate::gatekeeper::Gatekeeper::authorize_grant`]) then
+//! pipeline (the gatekeeper's `authorize_grant`) then
 //! matches every request against the grant and reserves its cost. Fronts
 //! never name a protocol: they hand the registry what the transport carried
 //! (an `Authorization` scheme, the request's own members) and map the typed
@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 
 use crate::budget::{BudgetKey, HolderDigest};
 use crate::caller::Caller;
-use crate::gatekeeper::GateError;
+use crate::gatekeeper::error::GateError;
 
 pub use denial::{Denial, DenialKind, MAX_ECHOED_BYTES};
 pub use registry::{Found, Registry};

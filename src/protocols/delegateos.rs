@@ -9,14 +9,10 @@ use delegateos::messages::{McpDelegateos, MCP_FIELD};
 use serde_json::{Map, Value};
 
 use crate::gatekeeper::{GateError, Gatekeeper};
-use crate::protocol::{Call, Credential, Denial, Grant, Protocol, ProtocolId, ProtocolInfo};
+use crate::protocol::{Call, Credential, Denial, Grant, Protocol, ProtocolId};
 
 /// Its name.
-pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
-    name: "delegateos",
-    title: "DelegateOS",
-    denial_message: Some("DCT verification failed"),
-});
+pub const ID: ProtocolId = crate::gatekeeper::DELEGATEOS;
 
 /// The DelegateOS protocol.
 pub struct DelegateOs {

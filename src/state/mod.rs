@@ -28,24 +28,11 @@ use crate::budget::{
 
 #[cfg(test)]
 pub(crate) mod contract;
+pub mod error;
 pub mod memory;
 pub mod sled;
 
-/// A storage failure.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StorageError {
-    /// The backend failed (an I/O error, a lost connection).
-    #[error("storage: {0}")]
-    Backend(String),
-    #[error("stored value under {key:?} in {tree} is unreadable: {problem}")]
-    Corrupt {
-        tree: &'static str,
-        key: String,
-        problem: String,
-    },
-    #[error("storage is shutting down")]
-    Closed,
-}
+pub use error::StorageError;
 
 /// Hierarchical budgets with two-phase reservations (see [`crate::budget`]).
 ///

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::canonical::canonicalize;
-use crate::verification::{
+use crate::check::{
     compile_schema, present, schema_result, CheckError, CheckFunction, CheckFunctionRegistry,
     CheckResult, PreparedCheck,
 };
@@ -20,7 +20,23 @@ pub const MAX_PATTERN_BYTES: usize = 4096;
 /// Compiled-size limit for regexes from contracts.
 pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
-pub(crate) fn register_builtins(registry: &mut CheckFunctionRegistry) {
+impl CheckFunctionRegistry {
+    /// The seven built-ins: `regex_match`, `json_schema`, `string_length`,
+    /// `array_length`, `field_exists`, `exit_code`, `output_equals`.
+    pub fn with_builtins() -> Self {
+        let mut registry = Self::empty();
+        register_builtins(&mut registry);
+        registry
+    }
+}
+
+impl Default for CheckFunctionRegistry {
+    fn default() -> Self {
+        Self::with_builtins()
+    }
+}
+
+fn register_builtins(registry: &mut CheckFunctionRegistry) {
     registry.register("regex_match", Box::new(Builtin(prepare_regex_match)));
     registry.register("json_schema", Box::new(Builtin(prepare_json_schema)));
     registry.register("string_length", Box::new(Builtin(prepare_string_length)));

@@ -9,6 +9,7 @@ pub mod attestation;
 pub mod base64url;
 pub mod canonical;
 pub mod capability;
+mod check;
 mod checks;
 pub mod contract;
 pub mod dct;
