@@ -14,11 +14,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::audit::AuditLog;
 use crate::budget::OnExpiry;
 use crate::caller::{AuthError, Caller};
 use crate::gatekeeper::{GateError, Gatekeeper};
 use crate::protocol::{Call, Denial, DenialKind, Found, Registry};
+use crate::state::AuditSink;
 use crate::telemetry::{Outcome, RequestRecord};
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -225,7 +225,7 @@ fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
 pub struct JsonRpc {
     gate: Arc<Gatekeeper>,
     protocols: Arc<Registry>,
-    audit: Arc<AuditLog>,
+    audit: Arc<dyn AuditSink>,
     max_body_bytes: usize,
 }
 
@@ -233,7 +233,7 @@ impl JsonRpc {
     pub fn new(
         gate: Arc<Gatekeeper>,
         protocols: Arc<Registry>,
-        audit: Arc<AuditLog>,
+        audit: Arc<dyn AuditSink>,
         max_body_bytes: usize,
     ) -> Self {
         Self {

@@ -2,7 +2,6 @@
 //! agent delegation protocols. The binary is `dgw`; this library holds
 //! everything it is made of so tests and benchmarks can reach it.
 
-pub mod audit;
 pub mod budget;
 pub mod caller;
 pub mod cli;

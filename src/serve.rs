@@ -9,7 +9,6 @@ use std::sync::Arc;
 use delegateos::{Keypair, PrincipalId};
 use tokio::net::TcpListener;
 
-use crate::audit::AuditLog;
 use crate::caller::Authenticator;
 use crate::config::{Config, TenantRoot};
 use crate::connections::{connections_within, Limits};
@@ -73,7 +72,7 @@ fn load_or_create_key(path: &Path) -> Result<Keypair, KeyFileError> {
 struct State {
     gate: Arc<Gatekeeper>,
     protocols: Arc<Registry>,
-    audit: Arc<AuditLog>,
+    audit: Arc<dyn crate::state::AuditSink>,
     stores: Stores,
     gateway_key: Arc<Keypair>,
 }
@@ -133,7 +132,7 @@ async fn open_state(
         revocations.clone(),
         stores.delegations.clone(),
     ));
-    let audit = Arc::new(AuditLog::new(stores.audit.clone(), gateway_key.clone()));
+    let audit = stores.audit.clone();
     // The protocols this gateway speaks: one registration each.
     let mut protocols = Registry::default();
     protocols
@@ -144,6 +143,7 @@ async fn open_state(
         revocations.clone(),
         stores.replay.clone(),
         audit.clone(),
+        gateway_key.clone(),
     )
     .await?;
     protocols

@@ -20,7 +20,6 @@ use talos::revocation::TalosRevocation;
 use talos::{Context, Denied, TalosDenial, TalosRequest};
 use time::OffsetDateTime;
 
-use crate::audit::AuditLog;
 use crate::budget::BudgetKey;
 use crate::caller::Caller;
 use crate::gatekeeper::GateError;
@@ -30,7 +29,7 @@ use crate::protocol::{
     ProtocolInfo,
 };
 use crate::revocations::Revocations;
-use crate::state::{ReplayStore, StorageError};
+use crate::state::{AuditSink, ReplayStore, StorageError};
 use crate::telemetry;
 
 /// Its name.
@@ -129,7 +128,9 @@ pub struct Talos {
     seen: Mutex<ReplayCache>,
     /// Correlation IDs seen, durably, until their capability expires.
     replay: Arc<dyn ReplayStore>,
-    audit: Arc<AuditLog>,
+    /// Where the signed events go, and the gateway key that signs them.
+    audit: Arc<dyn AuditSink>,
+    key: Arc<delegateos::Keypair>,
 }
 
 /// The budget-key root of an issuer's capabilities.
@@ -168,7 +169,8 @@ impl Talos {
         issuers: &[TalosIssuer],
         revocations: Arc<Revocations>,
         replay: Arc<dyn ReplayStore>,
-        audit: Arc<AuditLog>,
+        audit: Arc<dyn AuditSink>,
+        key: Arc<delegateos::Keypair>,
     ) -> Result<Self, StorageError> {
         revocations.track(REVOCATIONS).await?;
         let mut keys = Issuers::new();
@@ -182,6 +184,7 @@ impl Talos {
             seen: Mutex::new(ReplayCache::new()),
             replay,
             audit,
+            key,
         })
     }
 
@@ -233,7 +236,15 @@ impl Talos {
     }
 
     async fn log(&self, event: AuditEvent) {
-        if let Err(e) = self.audit.record(event).await {
+        // Signed with the gateway's key (§5), appended, and logged (target
+        // `dgw::audit`, one JSON line each).
+        let event = event.sign(&self.key);
+        let value = match serde_json::to_value(&event) {
+            Ok(v) => v,
+            Err(e) => return tracing::error!(error = %e, "encoding an audit event failed"),
+        };
+        tracing::info!(target: "dgw::audit", event = %value, "audit");
+        if let Err(e) = self.audit.append(&value).await {
             tracing::error!(error = %e, "writing an audit event failed");
         }
     }

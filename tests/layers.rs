@@ -1,0 +1,284 @@
+//! The architecture, checked on the source (docs/architecture.md): no module
+//! depends on itself through others, and every dependency points down the
+//! layers: fronts never name a protocol or a backend, the core names
+//! neither fronts nor protocols, sled lives in its backend and Talos in its
+//! protocol module.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, by module path (`mcp::proxy`).
+fn modules(dir: &Path) -> BTreeMap<String, PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, &mut files);
+    files
+        .into_iter()
+        .filter_map(|path| {
+            let rel = path.strip_prefix(dir).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts[0] == "bin" {
+                return None;
+            }
+            if matches!(
+                parts.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                parts.pop();
+            }
+            Some((parts.join("::"), path))
+        })
+        .collect()
+}
+
+/// A file's code without its tests and comments.
+fn code(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = match text.find("#[cfg(test)]") {
+        Some(i) => &text[..i],
+        None => &text,
+    };
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths after `prefix` (`crate::`, `super::`), with `{a, b::c}` groups
+/// expanded: `mcp::proxy`, `state::error`.
+fn paths(code: &str, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        let before = rest[..i].chars().last();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(rest.len());
+        let base = rest[..end].trim_end_matches(':').to_owned();
+        out.push(base.clone());
+        if rest[end..].starts_with('{') && rest[..end].ends_with("::") {
+            let close = rest[end..].find('}').map_or(rest.len(), |c| end + c);
+            for item in rest[end + 1..close].split(',') {
+                let item = item.split_whitespace().next().unwrap_or("");
+                if item.starts_with(|c: char| c.is_ascii_lowercase()) && item != "self" {
+                    out.push(format!("{base}::{item}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The longest module that `path` names.
+fn resolve<'a>(modules: &'a BTreeMap<String, PathBuf>, path: &str) -> Option<&'a str> {
+    let parts: Vec<&str> = path.split("::").collect();
+    (1..=parts.len())
+        .rev()
+        .map(|n| parts[..n].join("::"))
+        .find_map(|m| modules.get_key_value(&m).map(|(k, _)| k.as_str()))
+}
+
+/// Module → the modules it uses (not itself, not its ancestors).
+fn graph(dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let modules = modules(dir);
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (name, path) in &modules {
+        let code = code(path);
+        let parent: Vec<&str> = name.split("::").collect();
+        let parent = parent[..parent.len().saturating_sub(1)].join("::");
+        let used =
+            paths(&code, "crate::")
+                .into_iter()
+                .chain(paths(&code, "super::").into_iter().map(|p| {
+                    if parent.is_empty() {
+                        p
+                    } else {
+                        format!("{parent}::{p}")
+                    }
+                }));
+        let targets = edges.entry(name.clone()).or_default();
+        for p in used {
+            if let Some(t) = resolve(&modules, &p) {
+                if t != name && !name.starts_with(&format!("{t}::")) && !t.is_empty() {
+                    targets.insert(t.to_owned());
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// Strongly connected components with more than one module.
+fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Kosaraju: order by finish time, then walk the reversed graph.
+    fn visit(
+        v: &str,
+        g: &BTreeMap<String, BTreeSet<String>>,
+        seen: &mut BTreeSet<String>,
+        order: &mut Vec<String>,
+    ) {
+        if !seen.insert(v.to_owned()) {
+            return;
+        }
+        for w in g.get(v).into_iter().flatten() {
+            visit(w, g, seen, order);
+        }
+        order.push(v.to_owned());
+    }
+    let mut seen = BTreeSet::new();
+    let mut order = Vec::new();
+    for v in g.keys() {
+        visit(v, g, &mut seen, &mut order);
+    }
+    let mut reversed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (v, ws) in g {
+        for w in ws {
+            reversed.entry(w.clone()).or_default().insert(v.clone());
+        }
+    }
+    let mut assigned = BTreeSet::new();
+    let mut out = Vec::new();
+    for v in order.iter().rev() {
+        let mut component = Vec::new();
+        visit(v, &reversed, &mut assigned, &mut component);
+        if component.len() > 1 {
+            out.push(component);
+        }
+    }
+    out
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn no_module_depends_on_itself() {
+    for dir in ["src", "adapters/delegateos/src", "adapters/talos/src"] {
+        let g = graph(&root().join(dir));
+        assert!(g.len() > 5, "{dir}: the walk found modules");
+        assert_eq!(cycles(&g), Vec::<Vec<String>>::new(), "cycles in {dir}");
+    }
+}
+
+#[test]
+fn the_cycle_check_finds_a_cycle() {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    g.entry("a".into()).or_default().insert("b".into());
+    g.entry("b".into()).or_default().insert("c".into());
+    g.entry("c".into()).or_default().insert("a".into());
+    g.entry("d".into()).or_default().insert("a".into());
+    assert_eq!(cycles(&g).len(), 1);
+    assert_eq!(cycles(&g)[0].len(), 3);
+}
+
+/// Which top-level modules each layer may not use.
+const RULES: &[(&[&str], &[&str])] = &[
+    // The core: vocabulary, the pipeline, the seams.
+    (
+        &[
+            "budget",
+            "state",
+            "protocol",
+            "gatekeeper",
+            "revocations",
+            "caller",
+            "audit",
+        ],
+        &[
+            "mcp",
+            "jsonrpc",
+            "grpc",
+            "http",
+            "protocols",
+            "serve",
+            "config",
+            "cli",
+        ],
+    ),
+    // The fronts: framing only; protocols come from the registry.
+    (
+        &["mcp", "jsonrpc", "grpc", "http"],
+        &["protocols", "serve", "config", "cli"],
+    ),
+];
+
+#[test]
+fn dependencies_point_down_the_layers() {
+    let g = graph(&root().join("src"));
+    let top = |m: &str| m.split("::").next().unwrap_or_default().to_owned();
+    let mut wrong = Vec::new();
+    for (from, to) in &g {
+        for (layer, forbidden) in RULES {
+            if layer.contains(&top(from).as_str()) {
+                for t in to {
+                    if forbidden.contains(&top(t).as_str()) {
+                        wrong.push(format!("{from} -> {t}"));
+                    }
+                }
+            }
+        }
+        // Backends are chosen by the wiring alone.
+        if !from.starts_with("state") && from != "serve" {
+            for t in to {
+                if t.starts_with("state::sled") || t.starts_with("state::memory") {
+                    wrong.push(format!("{from} -> {t}"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "layering broken: {wrong:#?}");
+}
+
+/// Files under `src/` whose code (comments and tests aside) contains `word`.
+fn naming(word: &str) -> Vec<String> {
+    modules(&root().join("src"))
+        .into_iter()
+        .filter(|(_, path)| code(path).contains(word))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+#[test]
+fn sled_and_talos_are_named_in_their_own_modules_only() {
+    let sled: Vec<String> = naming("sled::")
+        .into_iter()
+        .filter(|m| !m.starts_with("state::sled") && m != "serve")
+        .collect();
+    assert!(sled.is_empty(), "sled named outside its backend: {sled:?}");
+    let talos: Vec<String> = naming("talos::")
+        .into_iter()
+        .filter(|m| m != "protocols::talos" && m != "config" && m != "serve")
+        .collect();
+    assert!(
+        talos.is_empty(),
+        "Talos named outside its module: {talos:?}"
+    );
+    let envelope: Vec<String> = naming("_talos_")
+        .into_iter()
+        .filter(|m| m != "protocols::talos")
+        .collect();
+    assert!(
+        envelope.is_empty(),
+        "_talos_ outside its module: {envelope:?}"
+    );
+}
