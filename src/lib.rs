@@ -2,24 +2,28 @@
 //! agent delegation protocols. The binary is `dgw`; this library holds
 //! everything it is made of so tests and benchmarks can reach it.
 
-pub mod budget;
-pub mod caller;
 pub mod cli;
 pub mod config;
 pub mod connections;
 pub mod data_dir;
-pub mod gatekeeper;
 pub mod grpc;
 pub mod http;
 pub mod http_guard;
 pub mod jsonrpc;
 pub mod keyfile;
+pub mod logs;
 pub mod mcp;
-pub mod protocol;
 pub mod protocols;
-pub mod random;
-pub mod revocations;
 pub mod serve;
-pub mod state;
-pub mod telemetry;
 pub mod tls;
+
+// The core, re-exported where the gateway's own modules and its tests
+// have always found it.
+pub use dgw_core::{budget, caller, gatekeeper, protocol, random, revocations, telemetry};
+
+/// The state traits, and the backends the gateway is wired with.
+pub mod state {
+    pub use dgw_core::state::*;
+    pub use dgw_state_memory as memory;
+    pub use dgw_state_sled as sled;
+}

@@ -106,7 +106,7 @@ fn the_alert_rules_pass_promtool() {
 #[test]
 fn the_alert_rules_name_only_metrics_dgw_exports() {
     let rules = read("deploy/prometheus/rules.yml");
-    let telemetry = read("src/telemetry.rs");
+    let telemetry = read("crates/core/src/telemetry.rs");
     let mut names: Vec<&str> = rules
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| w.starts_with("dgw_"))
@@ -118,7 +118,7 @@ fn the_alert_rules_name_only_metrics_dgw_exports() {
     for name in names {
         assert!(
             telemetry.contains(&format!("\"{name}\"")),
-            "{name} is not a metric src/telemetry.rs defines"
+            "{name} is not a metric crates/core/src/telemetry.rs defines"
         );
     }
 }

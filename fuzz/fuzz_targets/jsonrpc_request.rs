@@ -6,14 +6,15 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use delegate_gateway::budget::{LeasePolicy, Ledger};
+use delegate_gateway::budget::LeasePolicy;
 use delegate_gateway::caller::Caller;
-use delegate_gateway::delegations::DelegationStore;
 use delegate_gateway::gatekeeper::Gatekeeper;
 use delegate_gateway::jsonrpc::JsonRpc;
-use delegate_gateway::revocations::RevocationStore;
-use delegate_gateway::storage::Storage;
-use delegate_gateway::talos_gate::TalosGate;
+use delegate_gateway::protocol::Registry;
+use delegate_gateway::protocols::delegateos::DelegateOs;
+use delegate_gateway::protocols::talos::Talos;
+use delegate_gateway::revocations::Revocations;
+use delegate_gateway::state::{self, BudgetSettings};
 use libfuzzer_sys::fuzz_target;
 
 struct Front {
@@ -31,32 +32,42 @@ fn front() -> &'static Front {
             .build()
             .expect("a runtime");
         let rpc = rt.block_on(async {
-            let storage = Storage::open(&dir.path().join("db")).expect("sled opens");
-            let ledger = Ledger::open(
-                storage.clone(),
-                &dir.path().join("journal"),
-                Duration::from_secs(60),
-                LeasePolicy::OFF,
-                1000,
+            let stores = state::sled::open(
+                dir.path(),
+                BudgetSettings {
+                    reservation_ttl: Duration::from_secs(60),
+                    lease: LeasePolicy::OFF,
+                    max_open: 1000,
+                },
             )
-            .expect("the ledger opens");
+            .expect("sled opens");
+            let revocations = Arc::new(
+                Revocations::load(stores.revocations.clone())
+                    .await
+                    .expect("revocations load"),
+            );
             let root = delegateos::Keypair::from_seed([1; 32]);
             let gate = Arc::new(Gatekeeper::new(
                 vec![("fuzz".into(), root.principal_id().clone())],
-                ledger,
-                RevocationStore::open(storage.clone()).expect("revocations open"),
-                DelegationStore::new(storage.clone()),
+                stores.budgets.clone(),
+                revocations.clone(),
+                stores.delegations.clone(),
             ));
-            let talos = Arc::new(TalosGate::new(
-                gate.clone(),
+            let mut protocols = Registry::default();
+            protocols
+                .register(Arc::new(DelegateOs::new(gate.clone())))
+                .expect("registered");
+            let talos = Talos::new(
                 &[],
-                delegate_gateway::replay::ReplayStore::new(storage.clone()),
-                delegate_gateway::audit::AuditLog::new(
-                    storage,
-                    Arc::new(delegateos::Keypair::from_seed([2; 32])),
-                ),
-            ));
-            JsonRpc::new(gate, talos, 1 << 20)
+                revocations,
+                stores.replay.clone(),
+                stores.audit.clone(),
+                Arc::new(delegateos::Keypair::from_seed([2; 32])),
+            )
+            .await
+            .expect("Talos starts");
+            protocols.register(Arc::new(talos)).expect("registered");
+            JsonRpc::new(gate, Arc::new(protocols), stores.audit.clone(), 1 << 20)
         });
         Front { rt, rpc, _dir: dir }
     })

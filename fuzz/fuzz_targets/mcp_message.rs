@@ -5,15 +5,18 @@
 use delegate_gateway::mcp::message::Message;
 use libfuzzer_sys::fuzz_target;
 
+/// The envelope prefixes of the protocols dgw registers (Talos).
+const PREFIXES: &[&str] = &["_talos_"];
+
 fuzz_target!(|data: &[u8]| {
     let Ok(value) = delegateos::canonical::parse_strict(data, 1 << 20) else {
         return;
     };
-    if let Ok(message) = Message::parse(value) {
+    if let Ok(message) = Message::parse(value, PREFIXES) {
         let text = message.to_json_string();
         let again: serde_json::Value =
             serde_json::from_str(&text).expect("a parsed message serializes to JSON");
-        assert!(Message::parse(again).is_ok(), "a serialized message parses");
+        assert!(Message::parse(again, PREFIXES).is_ok(), "a serialized message parses");
         let _ = message.is_initialize();
     }
 });

@@ -35,7 +35,7 @@ enum Command {
         ephemeral: bool,
         /// Log format.
         #[arg(long = "log-format", value_enum, default_value = "text")]
-        log_format: crate::telemetry::LogFormat,
+        log_format: crate::logs::LogFormat,
     },
     /// Serve MCP on stdin/stdout: an MCP client runs dgw as its server, and
     /// dgw enforces every tools/call before the configured upstreams see it.
@@ -45,7 +45,7 @@ enum Command {
         config: PathBuf,
         /// Log format (logs go to stderr).
         #[arg(long = "log-format", value_enum, default_value = "text")]
-        log_format: crate::telemetry::LogFormat,
+        log_format: crate::logs::LogFormat,
     },
     /// Create an Ed25519 key file (mode 0600) and print its principal ID.
     Keygen {
@@ -101,11 +101,11 @@ enum AdminTokenCommand {
 /// `dgw serve`, or `dgw mcp` when `stdio`.
 fn run_gateway(
     config: &std::path::Path,
-    log_format: crate::telemetry::LogFormat,
+    log_format: crate::logs::LogFormat,
     stdio: bool,
     ephemeral: bool,
 ) -> Result<Outcome, CliError> {
-    crate::telemetry::init_logs(log_format);
+    crate::logs::init_logs(log_format);
     let mut config =
         crate::config::Config::load(config).map_err(|e| CliError::Usage(e.to_string()))?;
     config.ephemeral = ephemeral;

@@ -9,7 +9,8 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::{decode, encode, Storage};
-use crate::state::{RevocationRecord, RevocationStore, StorageError};
+use crate::Db;
+use dgw_core::state::{RevocationRecord, RevocationStore, StorageError};
 
 /// Records a slow subscriber may fall behind by before it reads them all again.
 const BACKLOG: usize = 1024;
@@ -65,14 +66,14 @@ impl RevocationStore for SledRevocations {
     }
 
     async fn contains(&self, kind: &'static str, key: &str) -> Result<bool, StorageError> {
-        Ok(self.tree(kind)?.contains_key(key.as_bytes())?)
+        Ok(self.tree(kind)?.contains_key(key.as_bytes()).db()?)
     }
 
     async fn all(&self, kind: &'static str) -> Result<Vec<RevocationRecord>, StorageError> {
         let tree = self.tree(kind)?;
         tree.iter()
             .map(|item| {
-                let (k, v) = item?;
+                let (k, v) = item.db()?;
                 Ok(RevocationRecord {
                     kind,
                     key: String::from_utf8_lossy(&k).into_owned(),

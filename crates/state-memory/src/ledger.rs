@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::budget::book::{Book, Entry, ReservationRecord};
-use crate::budget::{
+use dgw_core::budget::book::{Book, Entry, ReservationRecord};
+use dgw_core::budget::{
     BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, ReservationIds,
     Settlement, TenantTotals,
 };
-use crate::state::{BudgetSettings, BudgetStore, StorageError};
+use dgw_core::state::{BudgetSettings, BudgetStore, StorageError};
 
 /// The in-memory [`BudgetStore`].
 pub struct MemoryBudgets {

@@ -14,7 +14,7 @@ use tokio::sync::broadcast;
 
 pub use ledger::MemoryBudgets;
 
-use crate::state::{
+use dgw_core::state::{
     AuditSink, BudgetSettings, ContractPut, DelegationStore, ReplayStore, RevocationRecord,
     RevocationStore, StorageError, Stores,
 };
@@ -247,8 +247,8 @@ impl AuditSink for MemoryAudit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::contract::{self, Backend};
-    use crate::state::BudgetStore;
+    use dgw_core::state::contract::{self, Backend};
+    use dgw_core::state::BudgetStore;
 
     /// One in-memory backend; nothing survives a restart.
     #[derive(Default)]

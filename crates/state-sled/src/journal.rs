@@ -26,7 +26,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use super::{decode, encode};
-use crate::state::StorageError;
+use dgw_core::state::StorageError;
 
 const HEADER: usize = 8;
 /// How far ahead of its frames a file is filled with zeros.
@@ -453,7 +453,7 @@ fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar), durable: &AtomicU6
             Ok(())
         })()
         .map_err(io);
-        crate::telemetry::record_journal_sync(started.elapsed(), waiters.len());
+        dgw_core::telemetry::record_journal_sync(started.elapsed(), waiters.len());
         match &result {
             Ok(()) => {
                 durable.fetch_add(records, Ordering::Release);

@@ -23,13 +23,13 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use super::journal::Journal;
-use super::{encode, get, scan, Storage};
-use crate::budget::book::{Book, Entry, LevelRecord, LevelState, ReservationRecord, Unsaved};
-use crate::budget::{
+use super::{encode, get, scan, Db, Storage};
+use dgw_core::budget::book::{Book, Entry, LevelRecord, LevelState, ReservationRecord, Unsaved};
+use dgw_core::budget::{
     BudgetKey, HolderDigest, LeasePolicy, LedgerError, LevelReport, OnExpiry, Reservation,
     ReservationIds, Settlement, TenantTotals,
 };
-use crate::state::{BudgetSettings, BudgetStore, StorageError};
+use dgw_core::state::{BudgetSettings, BudgetStore, StorageError};
 
 /// The `ledger/v1` record of the last snapshot.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -125,7 +125,7 @@ impl Ledger {
                 charged_microcents = lease_charged,
                 "unclean stop: charged leased budget that may have been used"
             );
-            crate::telemetry::record_lease_charged(lease_charged);
+            dgw_core::telemetry::record_lease_charged(lease_charged);
             // Makes the charge durable and voids the leases it settled.
             ledger.snapshot()?;
         }
@@ -188,7 +188,7 @@ impl Ledger {
                     Ok::<(), ConflictableTransactionError<()>>(())
                 },
             )
-            .map_err(StorageError::from)
+            .db()
             .and_then(|()| self.storage.flush_now());
         if let Err(e) = written {
             // The next snapshot writes these, under anything newer.
@@ -314,7 +314,7 @@ impl Ledger {
             return covered;
         }
         self.commit_lazily(book, |seq| Entry::Lease { seq, levels: raise });
-        crate::telemetry::record_lease();
+        dgw_core::telemetry::record_lease();
         false
     }
 

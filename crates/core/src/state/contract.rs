@@ -21,7 +21,7 @@ use crate::budget::{BudgetKey, LeasePolicy, LedgerError, OnExpiry};
 
 /// What the suite needs of a backend: its stores, and for a persistent one,
 /// the two ways a process stops.
-pub(crate) trait Backend {
+pub trait Backend {
     /// Opens the budget store over whatever the last one left.
     fn budgets(&self, settings: BudgetSettings) -> Arc<dyn BudgetStore>;
     /// Whether anything survives a restart (false: restarts are not tested).
@@ -124,7 +124,7 @@ type Open = (String, usize, u64, bool);
 /// its limit; the store agrees with a simple model; a clean restart changes
 /// nothing; a crash never loses a spend (nor a reservation charged on
 /// expiry), at worst charging more.
-pub(crate) fn budgets_never_overspend<B: Backend>(backend: impl Fn() -> B) {
+pub fn budgets_never_overspend<B: Backend>(backend: impl Fn() -> B) {
     let mut runner = TestRunner::new(Config::with_cases(48));
     let strategy = (
         prop::collection::vec(op(), 1..40),
@@ -288,7 +288,7 @@ async fn run_ops<B: Backend>(b: &B, ops: Vec<Op>, lease: f64) -> Result<(), Test
 /// Many tasks reserving at once on two threads: exactly as many succeed as
 /// fit, never one more; then settling and releasing concurrently leaves
 /// exactly what was settled spent.
-pub(crate) fn concurrent_reservations_never_overspend<B: Backend>(b: B) {
+pub fn concurrent_reservations_never_overspend<B: Backend>(b: B) {
     runtime().block_on(async {
         let store = b.budgets(settings(Duration::from_secs(60), 0.5));
         let chain = chains()[1].clone(); // a (100) / a/b (60): 60 fit
@@ -343,7 +343,7 @@ pub(crate) fn concurrent_reservations_never_overspend<B: Backend>(b: B) {
 /// Expiry ends each reservation exactly once, however many sweeps race:
 /// released ones give their budget back, charged ones are charged in full,
 /// and neither can be settled afterwards.
-pub(crate) fn expiry_ends_each_reservation_once<B: Backend>(b: B) {
+pub fn expiry_ends_each_reservation_once<B: Backend>(b: B) {
     runtime().block_on(async {
         let store = b.budgets(settings(Duration::from_millis(1000), 0.0));
         let chain = chains()[2].clone(); // a (100) / a/c (70)
@@ -398,7 +398,7 @@ pub(crate) fn expiry_ends_each_reservation_once<B: Backend>(b: B) {
 
 /// The rest of the budget contract: holders, reports by delegation, tenant
 /// totals, the cap on open reservations, settle checks.
-pub(crate) fn budget_bookkeeping<B: Backend>(b: B) {
+pub fn budget_bookkeeping<B: Backend>(b: B) {
     runtime().block_on(async {
         let mut s = settings(Duration::from_secs(60), 0.0);
         s.max_open = 3;
@@ -453,7 +453,7 @@ pub(crate) fn budget_bookkeeping<B: Backend>(b: B) {
 
 /// Revocations: insert-once, contains, all by kind, and a subscription that
 /// sees every entry added, each once, however many writers race.
-pub(crate) fn revocation_subscribers_see_every_entry<B: Backend>(b: B) {
+pub fn revocation_subscribers_see_every_entry<B: Backend>(b: B) {
     runtime().block_on(async {
         let store = b.revocations();
         let mut sub = store.subscribe();
@@ -509,7 +509,7 @@ pub(crate) fn revocation_subscribers_see_every_entry<B: Backend>(b: B) {
 
 /// Replay: a key is new once while valid, in its namespace only, new again
 /// after its validity, and swept once past it.
-pub(crate) fn replay_is_insert_if_absent<B: Backend>(b: B) {
+pub fn replay_is_insert_if_absent<B: Backend>(b: B) {
     runtime().block_on(async {
         let store = b.replay();
         let tasks: Vec<_> = (0..8)
@@ -548,7 +548,7 @@ pub(crate) fn replay_is_insert_if_absent<B: Backend>(b: B) {
 }
 
 /// Audit: events come back in order, the last `limit` of them.
-pub(crate) fn audit_keeps_order<B: Backend>(b: B) {
+pub fn audit_keeps_order<B: Backend>(b: B) {
     runtime().block_on(async {
         let sink = b.audit();
         for n in 0..10 {
@@ -566,7 +566,7 @@ pub(crate) fn audit_keeps_order<B: Backend>(b: B) {
 /// Delegations: insert-once, compare-and-swap replace, the block index,
 /// contracts (same one again is unchanged, a different one conflicts),
 /// attestations (first wins).
-pub(crate) fn delegations_are_compare_and_swap<B: Backend>(b: B) {
+pub fn delegations_are_compare_and_swap<B: Backend>(b: B) {
     use delegateos::dct::CreateParams;
     use delegateos::{
         ContractId, Dct, Delegation, DelegationId, DelegationStatus, Keypair, Timestamp,

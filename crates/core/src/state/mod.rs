@@ -2,9 +2,9 @@
 //! backend implements. The gatekeeper, the protocols, the fronts and the CLI
 //! see only these; each backend is a folder of its own:
 //!
-//! - [`sled`]: the embedded default (a data directory; journal, snapshots
-//!   and leases for the budgets);
-//! - [`memory`]: nothing on disk (tests, `dgw serve --ephemeral`).
+//! - `dgw-state-sled`: the embedded default (a data directory; journal,
+//!   snapshots and leases for the budgets);
+//! - `dgw-state-memory`: nothing on disk (tests, `dgw serve --ephemeral`).
 //!
 //! Every backend passes one contract suite (`contract.rs`): concurrent
 //! reserve/settle/release never overspends, a crash loses nothing
@@ -26,11 +26,9 @@ use crate::budget::{
     TenantTotals,
 };
 
-#[cfg(test)]
-pub(crate) mod contract;
+#[cfg(any(test, feature = "contract-suite"))]
+pub mod contract;
 pub mod error;
-pub mod memory;
-pub mod sled;
 
 pub use error::StorageError;
 

@@ -6,7 +6,8 @@ use delegateos::attestation::Attestation;
 use delegateos::{Dct, Delegation, DelegationId, TaskContract};
 
 use super::{encode, get, Storage};
-use crate::state::{ContractPut, DelegationStore, StorageError};
+use crate::Db;
+use dgw_core::state::{ContractPut, DelegationStore, StorageError};
 
 /// Delegations, contracts and attestations in sled.
 #[derive(Clone)]
@@ -30,12 +31,14 @@ impl DelegationStore for SledDelegations {
                 delegation.id.as_str(),
                 None as Option<&[u8]>,
                 Some(encode(delegation)),
-            )?
+            )
+            .db()?
             .is_ok();
         if inserted {
             for rev in token.revocation_ids() {
                 t.revocation_index
-                    .insert(format!("{rev}/{}", delegation.id).as_bytes(), &[])?;
+                    .insert(format!("{rev}/{}", delegation.id).as_bytes(), &[])
+                    .db()?;
             }
         }
         Ok(inserted)
@@ -61,7 +64,8 @@ impl DelegationStore for SledDelegations {
                 expected.id.as_str(),
                 Some(encode(expected)),
                 Some(encode(new)),
-            )?
+            )
+            .db()?
             .is_ok())
     }
 
@@ -73,7 +77,7 @@ impl DelegationStore for SledDelegations {
             .revocation_index
             .scan_prefix(prefix.as_bytes())
             .map(|item| {
-                let (k, _) = item?;
+                let (k, _) = item.db()?;
                 let text = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
                 DelegationId::parse(&text).map_err(|e| StorageError::Corrupt {
                     tree: "revocation_index",
@@ -87,11 +91,17 @@ impl DelegationStore for SledDelegations {
     /// Stores a contract unless its ID is taken.
     async fn put_contract(&self, contract: &TaskContract) -> Result<ContractPut, StorageError> {
         let bytes = encode(contract);
-        match self.storage.trees.contracts.compare_and_swap(
-            contract.id.as_str(),
-            None as Option<&[u8]>,
-            Some(bytes.clone()),
-        )? {
+        match self
+            .storage
+            .trees
+            .contracts
+            .compare_and_swap(
+                contract.id.as_str(),
+                None as Option<&[u8]>,
+                Some(bytes.clone()),
+            )
+            .db()?
+        {
             Ok(()) => Ok(ContractPut::Inserted),
             Err(existing) if existing.current.as_deref() == Some(&bytes[..]) => {
                 Ok(ContractPut::Unchanged)
@@ -121,7 +131,8 @@ impl DelegationStore for SledDelegations {
                 attestation.id.as_str(),
                 None as Option<&[u8]>,
                 Some(encode(attestation)),
-            )?
+            )
+            .db()?
             .ok();
         Ok(())
     }

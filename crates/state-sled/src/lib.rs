@@ -24,20 +24,25 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use crate::state::{BudgetSettings, StorageError, Stores};
+use dgw_core::state::{BudgetSettings, StorageError, Stores};
 
 /// The encoding version written as the first byte of every value.
 pub const VALUE_VERSION: u8 = 1;
 
-impl From<sled::Error> for StorageError {
-    fn from(e: sled::Error) -> Self {
-        StorageError::Backend(e.to_string())
+/// Sled's errors as the state seam reports them (`.db()?`).
+pub(crate) trait Db<T> {
+    fn db(self) -> Result<T, StorageError>;
+}
+
+impl<T> Db<T> for sled::Result<T> {
+    fn db(self) -> Result<T, StorageError> {
+        self.map_err(|e| StorageError::Backend(e.to_string()))
     }
 }
 
-impl<E: std::fmt::Debug> From<sled::transaction::TransactionError<E>> for StorageError {
-    fn from(e: sled::transaction::TransactionError<E>) -> Self {
-        StorageError::Backend(format!("{e:?}"))
+impl<T, E: std::fmt::Debug> Db<T> for Result<T, sled::transaction::TransactionError<E>> {
+    fn db(self) -> Result<T, StorageError> {
+        self.map_err(|e| StorageError::Backend(format!("{e:?}")))
     }
 }
 
@@ -97,27 +102,27 @@ impl Storage {
         let io =
             |e: std::io::Error| StorageError::Backend(format!("compacting {}: {e}", dir.display()));
         compact::recover(dir).map_err(io)?;
-        let mut db = open_db(dir)?;
-        if compact::worth_it(&db)? {
-            let before = db.size_on_disk()?;
+        let mut db = open_db(dir).db()?;
+        if compact::worth_it(&db).db()? {
+            let before = db.size_on_disk().db()?;
             drop(db);
             compact::rewrite(dir, open_db).map_err(io)?;
-            db = open_db(dir)?;
+            db = open_db(dir).db()?;
             tracing::info!(
                 before,
-                after = db.size_on_disk()?,
+                after = db.size_on_disk().db()?,
                 "database rewritten to give disk space back"
             );
         }
         let trees = Trees {
-            budgets: db.open_tree("budgets/v1")?,
-            reservations: db.open_tree("reservations/v1")?,
-            delegations: db.open_tree("delegations/v1")?,
-            contracts: db.open_tree("contracts/v1")?,
-            attestations: db.open_tree("attestations/v1")?,
-            revocation_index: db.open_tree("revocation_index/v1")?,
-            ledger: db.open_tree("ledger/v1")?,
-            audit: db.open_tree("audit/v1")?,
+            budgets: db.open_tree("budgets/v1").db()?,
+            reservations: db.open_tree("reservations/v1").db()?,
+            delegations: db.open_tree("delegations/v1").db()?,
+            contracts: db.open_tree("contracts/v1").db()?,
+            attestations: db.open_tree("attestations/v1").db()?,
+            revocation_index: db.open_tree("revocation_index/v1").db()?,
+            ledger: db.open_tree("ledger/v1").db()?,
+            audit: db.open_tree("audit/v1").db()?,
         };
         let durability = Durability::start(db.clone());
         Ok(Self {
@@ -142,7 +147,8 @@ impl Storage {
         value: Vec<u8>,
     ) -> Result<bool, StorageError> {
         let inserted = tree
-            .compare_and_swap(key, None as Option<&[u8]>, Some(value))?
+            .compare_and_swap(key, None as Option<&[u8]>, Some(value))
+            .db()?
             .is_ok();
         self.sync().await?;
         Ok(inserted)
@@ -150,12 +156,12 @@ impl Storage {
 
     /// Opens (or creates) a tree.
     pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StorageError> {
-        Ok(self.db.open_tree(name)?)
+        self.db.open_tree(name).db()
     }
 
     /// Flushes synchronously (at shutdown).
     pub fn flush_now(&self) -> Result<(), StorageError> {
-        self.db.flush()?;
+        self.db.flush().db()?;
         Ok(())
     }
 }
@@ -213,8 +219,8 @@ impl Durability {
                     let mut waiters = vec![first];
                     waiters.extend(rx.try_iter());
                     let started = Instant::now();
-                    let result = db.flush().map(|_| ()).map_err(StorageError::from);
-                    crate::telemetry::record_flush(started.elapsed(), waiters.len());
+                    let result = db.flush().map(|_| ()).db();
+                    dgw_core::telemetry::record_flush(started.elapsed(), waiters.len());
                     if let Err(e) = &result {
                         tracing::error!(error = %e, "sled flush failed");
                     }
@@ -240,7 +246,10 @@ pub fn get<T: DeserializeOwned>(
     name: &'static str,
     key: &[u8],
 ) -> Result<Option<T>, StorageError> {
-    tree.get(key)?.map(|v| decode(name, key, &v)).transpose()
+    tree.get(key)
+        .db()?
+        .map(|v| decode(name, key, &v))
+        .transpose()
 }
 
 /// Reads every value of a tree, in key order.
@@ -250,7 +259,7 @@ pub fn scan<T: DeserializeOwned>(
 ) -> Result<Vec<(Vec<u8>, T)>, StorageError> {
     tree.iter()
         .map(|item| {
-            let (k, v) = item?;
+            let (k, v) = item.db()?;
             Ok((k.to_vec(), decode(name, &k, &v)?))
         })
         .collect()
@@ -264,8 +273,8 @@ mod contract_suite {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::state::contract::{self, Backend};
-    use crate::state::{AuditSink, BudgetStore, DelegationStore, ReplayStore, RevocationStore};
+    use dgw_core::state::contract::{self, Backend};
+    use dgw_core::state::{AuditSink, BudgetStore, DelegationStore, ReplayStore, RevocationStore};
 
     /// A data dir with one sled handle (sled locks its directory); the
     /// ledger, with its in-memory book and journal, is what a restart

@@ -17,7 +17,7 @@
 //! durable is its own (`state::sled` journals and leases; see
 //! `docs/architecture.md`, "State").
 
-pub(crate) mod book;
+pub mod book;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -161,12 +161,12 @@ impl LeasePolicy {
         (0.0..=1.0).contains(&fraction).then_some(Self { fraction })
     }
 
-    pub(crate) fn is_on(self) -> bool {
+    pub fn is_on(self) -> bool {
         self.fraction > 0.0
     }
 
     /// The ceiling to raise a level to when a reservation needs `need` of its `limit`.
-    pub(crate) fn ceiling(self, need: u64, limit: u64) -> u64 {
+    pub fn ceiling(self, need: u64, limit: u64) -> u64 {
         let ahead = (limit.saturating_sub(need) as f64 * self.fraction) as u64;
         need.saturating_add(ahead).min(limit)
     }

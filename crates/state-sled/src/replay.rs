@@ -7,7 +7,8 @@ use std::sync::RwLock;
 use async_trait::async_trait;
 
 use super::Storage;
-use crate::state::{ReplayStore, StorageError};
+use crate::Db;
+use dgw_core::state::{ReplayStore, StorageError};
 
 /// The sled [`ReplayStore`].
 pub struct SledReplay {
@@ -60,14 +61,17 @@ impl ReplayStore for SledReplay {
         let value = valid_until.to_be_bytes();
         // Insert if absent or expired, atomically: two concurrent uses of
         // one key cannot both see it fresh.
-        let mut current = tree.get(key)?;
+        let mut current = tree.get(key).db()?;
         loop {
             if let Some(prev) = &current {
                 if until(prev) >= now {
                     return Ok(false);
                 }
             }
-            match tree.compare_and_swap(key, current.clone(), Some(&value[..]))? {
+            match tree
+                .compare_and_swap(key, current.clone(), Some(&value[..]))
+                .db()?
+            {
                 Ok(()) => break,
                 Err(e) => current = e.current,
             }
@@ -87,10 +91,11 @@ impl ReplayStore for SledReplay {
         let mut removed = 0;
         for tree in trees {
             for item in tree.iter() {
-                let (k, v) = item?;
+                let (k, v) = item.db()?;
                 if until(&v) < now
                     && tree
-                        .compare_and_swap(&k, Some(v), None as Option<&[u8]>)?
+                        .compare_and_swap(&k, Some(v), None as Option<&[u8]>)
+                        .db()?
                         .is_ok()
                 {
                     removed += 1;

@@ -12,35 +12,35 @@ use super::{BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, TenantT
 
 /// The stored state of a node: its limit and what has been spent.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub(crate) struct LevelRecord {
-    pub(crate) limit: u64,
-    pub(crate) spent: u64,
+pub struct LevelRecord {
+    pub limit: u64,
+    pub spent: u64,
 }
 
 /// A stored open reservation (`open/ID` in the reservations tree). It
 /// carries each level's limit so that recovery never depends on a level
 /// record written separately.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ReservationRecord {
-    pub(crate) levels: Vec<(BudgetKey, u64)>,
-    pub(crate) amount: u64,
-    pub(crate) deadline_ms: u64,
+pub struct ReservationRecord {
+    pub levels: Vec<(BudgetKey, u64)>,
+    pub amount: u64,
+    pub deadline_ms: u64,
     /// Absent in records written before it existed: those are released.
     #[serde(default)]
-    pub(crate) on_expiry: OnExpiry,
+    pub on_expiry: OnExpiry,
     /// Who may end it besides an administrator: the digest of the
     /// credential that made it. Absent for the gateway's own reservations
     /// (and records written before holders existed): only the gateway or an
     /// administrator ends those.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) holder: Option<HolderDigest>,
+    pub holder: Option<HolderDigest>,
 }
 
 /// One change to the ledger, as journaled. `seq` orders changes; a
 /// snapshot records the last `seq` it includes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub(crate) enum Entry {
+pub enum Entry {
     Reserve {
         seq: u64,
         id: String,
@@ -73,7 +73,7 @@ pub(crate) enum Entry {
 }
 
 impl Entry {
-    pub(crate) fn seq(&self) -> u64 {
+    pub fn seq(&self) -> u64 {
         match self {
             Entry::Reserve { seq, .. }
             | Entry::Settle { seq, .. }
@@ -89,57 +89,57 @@ impl Entry {
 /// writes. Taking it is O(1), so a snapshot never holds the book for long,
 /// however many reservations are open.
 #[derive(Default)]
-pub(crate) struct Unsaved {
-    pub(crate) levels: FastSet<BudgetKey>,
+pub struct Unsaved {
+    pub levels: FastSet<BudgetKey>,
     /// Reservations opened (`Some`) or ended (`None`) since then. One opened
     /// and ended in between leaves nothing: it was never saved.
-    pub(crate) reservations: FastMap<String, Option<Arc<ReservationRecord>>>,
+    pub reservations: FastMap<String, Option<Arc<ReservationRecord>>>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct LevelState {
-    pub(crate) limit: u64,
-    pub(crate) spent: u64,
-    pub(crate) reserved: u64,
+pub struct LevelState {
+    pub limit: u64,
+    pub spent: u64,
+    pub reserved: u64,
     /// The lease ceiling (0: none), and the `seq` of the record that set it.
-    pub(crate) leased: u64,
-    pub(crate) lease_seq: u64,
+    pub leased: u64,
+    pub lease_seq: u64,
     /// Room freed by changes up to `freed_seq` that may not be on disk yet:
     /// a crash would undo them, so leased reservations must not count on it.
-    pub(crate) freed_unsynced: u64,
-    pub(crate) freed_seq: u64,
+    pub freed_unsynced: u64,
+    pub freed_seq: u64,
     /// Reservations open at this level.
-    pub(crate) open: usize,
+    pub open: usize,
 }
 
 /// Maps with a fast keyed hash: budget keys are long strings hashed on every
 /// operation, and the per-process random key keeps them DoS-resistant.
-pub(crate) type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
-pub(crate) type FastSet<K> = HashSet<K, ahash::RandomState>;
+pub type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+pub type FastSet<K> = HashSet<K, ahash::RandomState>;
 
 #[derive(Default)]
-pub(crate) struct Book {
-    pub(crate) levels: FastMap<BudgetKey, LevelState>,
-    pub(crate) reservations: FastMap<String, Arc<ReservationRecord>>,
+pub struct Book {
+    pub levels: FastMap<BudgetKey, LevelState>,
+    pub reservations: FastMap<String, Arc<ReservationRecord>>,
     /// Open reservations by deadline, so the sweeper reads only the expired.
-    pub(crate) deadlines: BTreeSet<(u64, String)>,
-    pub(crate) by_delegation: FastMap<String, BTreeSet<BudgetKey>>,
+    pub deadlines: BTreeSet<(u64, String)>,
+    pub by_delegation: FastMap<String, BTreeSet<BudgetKey>>,
     /// Levels with a lease.
-    pub(crate) leased: FastSet<BudgetKey>,
-    pub(crate) unsaved: Unsaved,
+    pub leased: FastSet<BudgetKey>,
+    pub unsaved: Unsaved,
     /// Whether changes are noted in `unsaved` (for a backend that saves
     /// snapshots of what changed; one that keeps nothing leaves it off).
-    pub(crate) tracks_unsaved: bool,
+    pub tracks_unsaved: bool,
     /// The last journaled change applied.
-    pub(crate) seq: u64,
+    pub seq: u64,
     /// The last journaled change known to be on disk (with every one before it).
-    pub(crate) durable_seq: u64,
+    pub durable_seq: u64,
 }
 
 impl Book {
     /// Applies a change: the one code path for live changes and replay.
     /// Checks (fit, existence) happen before a change is journaled.
-    pub(crate) fn apply(&mut self, entry: &Entry) {
+    pub fn apply(&mut self, entry: &Entry) {
         match entry {
             Entry::Reserve { id, record, .. } => {
                 for (key, limit) in &record.levels {
@@ -200,7 +200,7 @@ impl Book {
     }
 
     /// Voids every lease.
-    pub(crate) fn unlease(&mut self) {
+    pub fn unlease(&mut self) {
         for key in self.leased.drain() {
             if let Some(state) = self.levels.get_mut(&key) {
                 state.leased = 0;
@@ -212,7 +212,7 @@ impl Book {
     /// After an unclean stop: charges every leased level up to its ceiling
     /// (capped by its limit), since reservations under the ceiling may have
     /// been used without reaching the disk. Returns the total charged.
-    pub(crate) fn charge_leases(&mut self) -> u64 {
+    pub fn charge_leases(&mut self) -> u64 {
         let mut total = 0;
         let keys: Vec<BudgetKey> = self.leased.iter().cloned().collect();
         for key in keys {
@@ -231,7 +231,7 @@ impl Book {
     }
 
     /// Removes an open reservation, if there is one.
-    pub(crate) fn end(&mut self, id: &str) -> Option<Arc<ReservationRecord>> {
+    pub fn end(&mut self, id: &str) -> Option<Arc<ReservationRecord>> {
         let res = self.reservations.remove(id)?;
         self.deadlines.remove(&(res.deadline_ms, id.to_owned()));
         for (key, _) in &res.levels {
@@ -250,7 +250,7 @@ impl Book {
     }
 
     /// Marks a level's saved record (`limit`, `spent`) as changed.
-    pub(crate) fn mark_unsaved(&mut self, key: &BudgetKey) {
+    pub fn mark_unsaved(&mut self, key: &BudgetKey) {
         if self.tracks_unsaved && !self.unsaved.levels.contains(key) {
             self.unsaved.levels.insert(key.clone());
         }
@@ -259,7 +259,7 @@ impl Book {
     /// A level's state, created at `limit` if new; a smaller `limit` lowers
     /// it. Callers that change `spent` mark the level unsaved themselves:
     /// `reserved` is not saved, so reserving marks nothing.
-    pub(crate) fn level_mut(&mut self, key: &BudgetKey, limit: u64) -> &mut LevelState {
+    pub fn level_mut(&mut self, key: &BudgetKey, limit: u64) -> &mut LevelState {
         match self.levels.get(key).map(|s| s.limit) {
             Some(known) if known <= limit => {}
             known => {
@@ -283,7 +283,7 @@ impl Book {
 
 impl LevelState {
     /// Notes `amount` of room freed by change `seq`, not yet known durable.
-    pub(crate) fn freed(&mut self, amount: u64, seq: u64, durable_seq: u64) {
+    pub fn freed(&mut self, amount: u64, seq: u64, durable_seq: u64) {
         if self.freed_seq <= durable_seq {
             self.freed_unsynced = 0;
         }
@@ -292,7 +292,7 @@ impl LevelState {
     }
 
     /// Room freed by changes that may still be lost.
-    pub(crate) fn freed_unsynced(&self, durable_seq: u64) -> u64 {
+    pub fn freed_unsynced(&self, durable_seq: u64) -> u64 {
         if self.freed_seq > durable_seq {
             self.freed_unsynced
         } else {
@@ -304,11 +304,7 @@ impl LevelState {
 impl Book {
     /// Whether `amount` fits at every level: `spent + reserved + amount ≤
     /// limit`, each level's limit the smaller of the known and the presented.
-    pub(crate) fn check(
-        &self,
-        levels: &[(BudgetKey, u64)],
-        amount: u64,
-    ) -> Result<(), LedgerError> {
+    pub fn check(&self, levels: &[(BudgetKey, u64)], amount: u64) -> Result<(), LedgerError> {
         for (key, limit) in levels {
             let state = self.levels.get(key).copied().unwrap_or(LevelState {
                 limit: *limit,
@@ -335,7 +331,7 @@ impl Book {
     /// Refuses another reservation under a delegation that already holds
     /// `max_open`, so one credential cannot fill the ledger (and the disk)
     /// with reservations, zero-cost ones included.
-    pub(crate) fn check_open(
+    pub fn check_open(
         &self,
         levels: &[(BudgetKey, u64)],
         max_open: usize,
@@ -354,7 +350,7 @@ impl Book {
     }
 
     /// The amount of an open reservation.
-    pub(crate) fn reserved(&self, reservation_id: &str) -> Result<u64, LedgerError> {
+    pub fn reserved(&self, reservation_id: &str) -> Result<u64, LedgerError> {
         self.reservations
             .get(reservation_id)
             .map(|r| r.amount)
@@ -362,7 +358,7 @@ impl Book {
     }
 
     /// Who holds an open reservation (`None`: the gateway itself).
-    pub(crate) fn holder(&self, reservation_id: &str) -> Result<Option<HolderDigest>, LedgerError> {
+    pub fn holder(&self, reservation_id: &str) -> Result<Option<HolderDigest>, LedgerError> {
         self.reservations
             .get(reservation_id)
             .map(|r| r.holder)
@@ -371,7 +367,7 @@ impl Book {
 
     /// Checks that a settle of `actual` can apply to an open reservation;
     /// with `charged_only`, that the reservation is charged on expiry.
-    pub(crate) fn check_settle(
+    pub fn check_settle(
         &self,
         reservation_id: &str,
         actual: u64,
@@ -395,7 +391,7 @@ impl Book {
 
     /// Open reservations whose deadline is at or before `now_ms`: their
     /// IDs, how each ends, and their amounts.
-    pub(crate) fn expired(&self, now_ms: u64) -> Vec<(String, OnExpiry, u64)> {
+    pub fn expired(&self, now_ms: u64) -> Vec<(String, OnExpiry, u64)> {
         self.deadlines
             .range(..(now_ms.saturating_add(1), String::new()))
             .filter_map(|(_, id)| {
@@ -406,12 +402,12 @@ impl Book {
     }
 
     /// What has been spent at a node.
-    pub(crate) fn spent(&self, key: &BudgetKey) -> u64 {
+    pub fn spent(&self, key: &BudgetKey) -> u64 {
         self.levels.get(key).map_or(0, |l| l.spent)
     }
 
     /// The state of the given levels (unknown ones at zero).
-    pub(crate) fn report_levels(&self, levels: &[(BudgetKey, u64)]) -> Vec<LevelReport> {
+    pub fn report_levels(&self, levels: &[(BudgetKey, u64)]) -> Vec<LevelReport> {
         levels
             .iter()
             .map(|(k, limit)| {
@@ -427,7 +423,7 @@ impl Book {
     }
 
     /// Every chain that ends at `delegation_id`, each level root first.
-    pub(crate) fn report(&self, delegation_id: &str) -> Vec<Vec<LevelReport>> {
+    pub fn report(&self, delegation_id: &str) -> Vec<Vec<LevelReport>> {
         let Some(keys) = self.by_delegation.get(delegation_id) else {
             return Vec::new();
         };
@@ -442,7 +438,7 @@ impl Book {
     }
 
     /// Spent and remaining over each tenant root's top-level nodes.
-    pub(crate) fn tenant_totals(&self) -> HashMap<String, TenantTotals> {
+    pub fn tenant_totals(&self) -> HashMap<String, TenantTotals> {
         let mut totals: HashMap<String, TenantTotals> = HashMap::new();
         for (key, s) in self.levels.iter().filter(|(k, _)| k.is_top()) {
             let t = totals.entry(key.root().to_owned()).or_default();

@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{decode, encode, Storage};
-use crate::state::{AuditSink, StorageError};
+use crate::Db;
+use dgw_core::state::{AuditSink, StorageError};
 
 /// The sled [`AuditSink`].
 pub struct SledAudit {
@@ -35,14 +36,14 @@ impl SledAudit {
 impl AuditSink for SledAudit {
     async fn append(&self, event: &Value) -> Result<(), StorageError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.tree.insert(id.to_be_bytes(), encode(event))?;
+        self.tree.insert(id.to_be_bytes(), encode(event)).db()?;
         Ok(())
     }
 
     async fn recent(&self, limit: usize) -> Result<Vec<Value>, StorageError> {
         let mut out = Vec::new();
         for item in self.tree.iter().rev().take(limit) {
-            let (k, v) = item?;
+            let (k, v) = item.db()?;
             out.push(decode("audit", &k, &v)?);
         }
         out.reverse();
