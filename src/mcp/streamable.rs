@@ -432,3 +432,61 @@ pub fn answer_headers(headers: &mut HeaderMap, answer: &HttpAnswer) {
         headers.insert(SESSION_HEADER, id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sessions(max: usize, per_credential: usize) -> Sessions {
+        Sessions::new(SessionPolicy {
+            ttl: Duration::from_secs(60),
+            max,
+            anonymous: true,
+            anonymous_ttl: Duration::from_secs(60),
+            per_credential,
+        })
+    }
+
+    fn kind(r: Result<(String, Arc<Session>), SessionRefusal>) -> (u16, String) {
+        let a = r.expect_err("refused").answer();
+        let body = a.body.expect("an error body");
+        (
+            a.status.as_u16(),
+            body["error"]["data"]["type"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    }
+
+    /// Each of the three limits refuses with `too_many_sessions`, and
+    /// only what it limits.
+    #[test]
+    fn every_session_limit_refuses_with_too_many_sessions() {
+        let (a, b) = (HolderDigest::of("a"), HolderDigest::of("b"));
+        // A credential's own share.
+        let s = sessions(20, 2);
+        s.create(Some(a), None).unwrap();
+        s.create(Some(a), None).unwrap();
+        assert_eq!(
+            kind(s.create(Some(a), None)),
+            (429, "too_many_sessions".into())
+        );
+        s.create(Some(b), None).unwrap();
+        // The anonymous tenth (2 of 20).
+        s.create(None, None).unwrap();
+        s.create(None, None).unwrap();
+        assert_eq!(
+            kind(s.create(None, None)),
+            (503, "too_many_sessions".into())
+        );
+        // Every slot.
+        let s = sessions(2, 5);
+        s.create(Some(a), None).unwrap();
+        s.create(Some(b), None).unwrap();
+        assert_eq!(
+            kind(s.create(Some(HolderDigest::of("c")), None)),
+            (503, "too_many_sessions".into())
+        );
+    }
+}
