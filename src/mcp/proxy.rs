@@ -251,6 +251,37 @@ fn upstream_error(e: &UpstreamError) -> RpcError {
 const REQUEST_CANCELLED: i64 = -32800;
 
 /// Takes `_delegateos` out of params, typed.
+/// A call matched to its tool and rule.
+struct Routed {
+    tool: Arc<CatalogTool>,
+    upstream: Arc<Upstream>,
+    /// The rule's action; `None` for an open tool.
+    action: Option<String>,
+    requests: Vec<delegateos::CapabilityRequest>,
+    cost: u64,
+}
+
+impl Routed {
+    /// The call as the pipeline and the protocols see it.
+    fn call<'a>(&'a self, action: &'a str, session: &'a str) -> Call<'a> {
+        Call {
+            tool: &self.tool.exposed,
+            action,
+            requests: &self.requests,
+            cost_microcents: self.cost,
+            session,
+        }
+    }
+}
+
+/// What the pipeline allowed, kept until the call ends.
+struct Granted {
+    /// What is held (none for a zero-cost call).
+    reservation: Option<String>,
+    grant: crate::protocol::Grant,
+    found: Found,
+}
+
 impl McpProxy {
     /// The gatekeeper every call goes through.
     pub fn gate(&self) -> &Gatekeeper {
@@ -585,6 +616,8 @@ impl McpProxy {
         result
     }
 
+    /// A `tools/call`: whose credential, which tool and what it asks, the
+    /// pipeline's decision, then the upstream.
     async fn enforce_and_forward(
         &self,
         caller: Caller<'_>,
@@ -596,30 +629,95 @@ impl McpProxy {
     ) -> Result<Reply, RpcError> {
         let params =
             params.ok_or_else(|| invalid_params("invalid_params", "tools/call needs params"))?;
-        // Every protocol's credential comes out first, from the request as
-        // the client sent it (a Talos request hash covers it without its
-        // envelope, §3); none of it is forwarded.
+        let (mut params, found) = self.call_credential(caller, id, params).await?;
+        if let Some(f) = &found {
+            labels.protocol = f.protocol.id().name;
+        }
+        let routed = self
+            .route(caller, found.as_ref(), &mut params, labels)
+            .await?;
+        let granted = match (&routed.action, found) {
+            (None, _) => {
+                labels.protocol = "open";
+                None
+            }
+            (Some(_), None) => {
+                return Err(call_denied(
+                    "dct_required",
+                    format!("tool {:?} needs a credential: a DCT in params._delegateos, an `Authorization: DCT` header or initialize's _delegateos, or another protocol's ({})", routed.tool.exposed, self.protocol_names()),
+                ));
+            }
+            (Some(action), Some(found)) => {
+                let call = routed.call(action, &caller.session.id);
+                // Charged on expiry: once forwarded, the call may have run,
+                // so a crash before the settle must still charge it
+                // (docs/decisions.md).
+                match self
+                    .gate
+                    .authorize_with(&found, &call, OnExpiry::Charge)
+                    .await
+                {
+                    Ok(Ok((a, grant))) => Some(Granted {
+                        reservation: a.reservation.map(|r| r.reservation_id),
+                        grant,
+                        found,
+                    }),
+                    Ok(Err(d)) => return Err(denial_error(&d)),
+                    Err(e) => return Err(gate_error(&e)),
+                }
+            }
+        };
+        let (reply, took) = self
+            .forward(id, cancel, &caller.session.id, params, &routed, granted)
+            .await?;
+        *upstream_time = Some(took);
+        let named: Vec<String> = routed.requests.into_iter().map(|r| r.resource).collect();
+        reply
+            .map(|r| scrub::scrub_reply(r, &named))
+            .map_err(|e| upstream_error(&e))
+    }
+
+    /// Takes every protocol's credential out of the request as the client
+    /// sent it (a Talos request hash covers it without its envelope, §3), so
+    /// none of it is forwarded; the credential of the call, else the
+    /// transport's header, else the session's.
+    async fn call_credential(
+        &self,
+        caller: Caller<'_>,
+        id: &Id,
+        params: Map<String, Value>,
+    ) -> Result<(Map<String, Value>, Option<Found>), RpcError> {
         let mut request = Map::new();
         request.insert("jsonrpc".into(), json!("2.0"));
         request.insert("id".into(), id.clone());
         request.insert("method".into(), json!("tools/call"));
         request.insert("params".into(), Value::Object(params));
         let in_request = self.protocols.take_from_request(&mut request).await;
-        let mut params = match request.remove("params") {
+        let params = match request.remove("params") {
             Some(Value::Object(p)) => p,
             _ => Map::new(),
         };
-        let tool_name = params
+        let tool = params
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or("unknown")
             .to_owned();
         let found = in_request
             .and_then(|f| self.presented(caller, f))
-            .map_err(|d| self.refused(d, &tool_name))?;
-        if let Some(f) = &found {
-            labels.protocol = f.protocol.id().name;
-        }
+            .map_err(|d| self.refused(d, &tool))?;
+        Ok((params, found))
+    }
+
+    /// The tool a call names, its rule, and the capability requests its
+    /// arguments make (paths resolved where the rule says so, rewritten in
+    /// `params` to what is checked).
+    async fn route(
+        &self,
+        caller: Caller<'_>,
+        found: Option<&Found>,
+        params: &mut Map<String, Value>,
+        labels: &mut CallLabels,
+    ) -> Result<Routed, RpcError> {
         let name = params
             .get("name")
             .and_then(Value::as_str)
@@ -634,13 +732,7 @@ impl McpProxy {
         let Some(tool) = self.find_tool(&name).await else {
             let detail = format!("unknown tool {name:?}");
             if let Some(d) = self
-                .refused_early(
-                    found.as_ref(),
-                    &name,
-                    caller,
-                    EarlyRefusal::UnknownTool,
-                    &detail,
-                )
+                .refused_early(found, &name, caller, EarlyRefusal::UnknownTool, &detail)
                 .await
             {
                 return Err(d);
@@ -649,19 +741,13 @@ impl McpProxy {
             e.data["tool"] = json!(name);
             return Err(e);
         };
-        let upstream = &self.upstreams[tool.upstream];
+        let upstream = self.upstreams[tool.upstream].clone();
         labels.upstream = upstream.name.clone();
         labels.tool = tool.exposed.clone();
         let Some(policy) = upstream.rules.policy_for(&tool.original) else {
             let detail = format!("tool {name:?} is not mapped to a capability, so it is denied");
             if let Some(d) = self
-                .refused_early(
-                    found.as_ref(),
-                    &name,
-                    caller,
-                    EarlyRefusal::UnmappedTool,
-                    &detail,
-                )
+                .refused_early(found, &name, caller, EarlyRefusal::UnmappedTool, &detail)
                 .await
             {
                 return Err(d);
@@ -694,85 +780,65 @@ impl McpProxy {
             err.data["tool"] = json!(name);
             err
         })?;
-
-        // Authorize by the credential presented, whatever its protocol; an
-        // open tool needs none. Either way a reservation that is charged on
-        // expiry (once forwarded, the call may have run, so a crash before
-        // the settle must still charge it: docs/decisions.md), then one
-        // forwarding path.
-        let cost = policy.cost_microcents();
-        let granted = match (found, policy) {
-            (_, ToolPolicy::Open) => {
-                labels.protocol = "open";
-                None
-            }
-            (None, ToolPolicy::Enforced { .. }) => {
-                return Err(call_denied(
-                    "dct_required",
-                    format!("tool {name:?} needs a credential: a DCT in params._delegateos, an `Authorization: DCT` header or initialize's _delegateos, or another protocol's ({})", self.protocol_names()),
-                ));
-            }
-            (Some(found), ToolPolicy::Enforced { action, .. }) => {
-                let call = Call {
-                    tool: &tool.exposed,
-                    action,
-                    requests: &requests,
-                    cost_microcents: cost,
-                    session: &caller.session.id,
-                };
-                match self
-                    .gate
-                    .authorize_with(&found, &call, OnExpiry::Charge)
-                    .await
-                {
-                    Ok(Ok((a, grant))) => Some((a, grant, found, action.clone())),
-                    Ok(Err(d)) => return Err(denial_error(&d)),
-                    Err(e) => return Err(gate_error(&e)),
-                }
-            }
+        let action = match policy {
+            ToolPolicy::Open => None,
+            ToolPolicy::Enforced { action, .. } => Some(action.clone()),
         };
+        Ok(Routed {
+            cost: policy.cost_microcents(),
+            tool,
+            upstream,
+            action,
+            requests,
+        })
+    }
 
-        // Forward under the upstream's own name, in a task of its own: once
-        // the upstream may act, the call ends here (answered, or cancelled
-        // upstream, and settled) even if the client goes away meanwhile,
-        // which cancels it.
-        params.insert("name".into(), json!(tool.original));
-        let (upstream, gate) = (upstream.clone(), self.gate.clone());
-        let (id, cancel, session) = (id.clone(), cancel.clone(), caller.session.id.clone());
-        let exposed = tool.exposed.clone();
-        let settled_requests = requests.clone();
+    /// Forwards under the upstream's own name in a task of its own: once the
+    /// upstream may act, the call ends here (answered, or cancelled upstream,
+    /// and settled) even if the client goes away meanwhile, which cancels
+    /// it. Charged once the upstream was reached (it may have acted);
+    /// released when the call never left dgw; the protocol is told.
+    async fn forward(
+        &self,
+        id: &Id,
+        cancel: &Cancel,
+        session: &str,
+        mut params: Map<String, Value>,
+        routed: &Routed,
+        granted: Option<Granted>,
+    ) -> Result<(Result<Reply, UpstreamError>, std::time::Duration), RpcError> {
+        params.insert("name".into(), json!(routed.tool.original));
+        let (upstream, gate) = (routed.upstream.clone(), self.gate.clone());
+        let (id, cancel, session) = (id.clone(), cancel.clone(), session.to_owned());
+        let (tool, action) = (routed.tool.exposed.clone(), routed.action.clone());
+        let (requests, cost) = (routed.requests.clone(), routed.cost);
         let forwarded = tokio::spawn(async move {
             let started = Instant::now();
             let reply = upstream.request("tools/call", Some(params), &cancel).await;
-            let upstream_time = started.elapsed();
-            let Some((authorization, grant, found, action)) = granted else {
-                return (reply, upstream_time);
+            let took = started.elapsed();
+            let Some(granted) = granted else {
+                return (reply, took);
             };
-            // Charged once the upstream was reached (it may have acted);
-            // released when the call never left dgw.
-            if let Some(reservation) = &authorization.reservation {
-                let reservation = &reservation.reservation_id;
-                match &reply {
-                    Err(e) if !e.reached() => {
-                        if let Err(r) = gate.release(&caller::Caller::gateway(), reservation).await
-                        {
-                            tracing::error!(error = %r, "releasing a reservation failed");
-                        }
-                    }
-                    _ => {
-                        if let Err(e) = gate.settle_charged(reservation, cost).await {
-                            tracing::error!(%reservation, error = %e, "settling a tool call failed");
-                        }
-                    }
+            if let Some(reservation) = &granted.reservation {
+                let ended = match &reply {
+                    Err(e) if !e.reached() => gate
+                        .release(&caller::Caller::gateway(), reservation)
+                        .await
+                        .map(drop),
+                    _ => gate.settle_charged(reservation, cost).await.map(drop),
+                };
+                if let Err(e) = ended {
+                    tracing::error!(%reservation, error = %e, "ending a tool call's reservation failed");
                 }
             }
             let call = Call {
-                tool: &exposed,
-                action: &action,
-                requests: &settled_requests,
+                tool: &tool,
+                action: action.as_deref().unwrap_or_default(),
+                requests: &requests,
                 cost_microcents: cost,
                 session: &session,
             };
+            let protocol = &granted.found.protocol;
             match &reply {
                 Ok(r) => {
                     let response = r.clone().into_response(id);
@@ -781,30 +847,24 @@ impl McpProxy {
                         response: &response,
                         ok,
                     };
-                    found.protocol.completed(&grant, &call, how).await;
+                    protocol.completed(&granted.grant, &call, how).await;
                 }
                 Err(e) if e.reached() => {
-                    found
-                        .protocol
-                        .completed(&grant, &call, Completed::Failed)
+                    protocol
+                        .completed(&granted.grant, &call, Completed::Failed)
                         .await
                 }
                 Err(_) => {}
             }
-            (reply, upstream_time)
+            (reply, took)
         });
-        let (reply, took) = forwarded.await.map_err(|e| {
+        forwarded.await.map_err(|e| {
             RpcError::new(
                 INTERNAL_ERROR,
                 "internal_error",
                 format!("forwarding the call failed: {e}"),
             )
-        })?;
-        *upstream_time = Some(took);
-        let named: Vec<String> = requests.into_iter().map(|r| r.resource).collect();
-        reply
-            .map(|r| scrub::scrub_reply(r, &named))
-            .map_err(|e| upstream_error(&e))
+        })
     }
 
     /// A credential refused before the call was read: counted, answered.

@@ -1,0 +1,332 @@
+//! `[mcp]` and `[[upstreams]]`: the MCP proxy's sessions, and the upstream
+//! servers with the rules that map their tools to capabilities.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Check, ConfigError};
+use crate::mcp::proxy::DATA_METHODS;
+use crate::mcp::tools::{
+    split_capability, NamePattern, ResourceSource, ToolPolicy, ToolRule, ToolRules,
+};
+use crate::mcp::{TransportSpec, UpstreamSpec};
+
+/// The MCP proxy's downstream side.
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// Idle `/mcp` sessions end after this long.
+    pub session_ttl: Duration,
+    /// Most `/mcp` sessions open at once.
+    pub max_sessions: usize,
+    /// Data-reading methods passed through without a DCT check (see
+    /// [`DATA_METHODS`]); none by default.
+    pub unchecked_methods: Vec<String>,
+    /// How long start-up waits for each upstream's first initialization.
+    pub ready_timeout: Duration,
+    /// Whether `initialize` may open a session without a credential.
+    pub anonymous_sessions: bool,
+    /// Idle anonymous sessions end after this long.
+    pub anonymous_session_ttl: Duration,
+    /// Most sessions one credential may hold open.
+    pub max_sessions_per_credential: usize,
+    /// Drop upstream tools whose names are not printable ASCII or hold the
+    /// `__` separator (default on).
+    pub strict_tool_names: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcp {
+    #[serde(default = "default_session_ttl")]
+    pub(super) session_ttl: String,
+    #[serde(default = "default_max_sessions")]
+    pub(super) max_sessions: usize,
+    #[serde(default)]
+    pub(super) unchecked_methods: Vec<String>,
+    #[serde(default = "default_ready_timeout")]
+    pub(super) ready_timeout: String,
+    #[serde(default)]
+    pub(super) anonymous_sessions: bool,
+    #[serde(default = "default_anonymous_session_ttl")]
+    pub(super) anonymous_session_ttl: String,
+    #[serde(default = "default_max_sessions_per_credential")]
+    pub(super) max_sessions_per_credential: usize,
+    #[serde(default = "default_true")]
+    pub(super) strict_tool_names: bool,
+}
+
+impl Default for RawMcp {
+    fn default() -> Self {
+        Self {
+            session_ttl: default_session_ttl(),
+            max_sessions: default_max_sessions(),
+            unchecked_methods: Vec::new(),
+            ready_timeout: default_ready_timeout(),
+            anonymous_sessions: false,
+            anonymous_session_ttl: default_anonymous_session_ttl(),
+            max_sessions_per_credential: default_max_sessions_per_credential(),
+            strict_tool_names: true,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstream {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) command: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) url: Option<String>,
+    #[serde(default = "default_upstream_timeout")]
+    pub(super) timeout: String,
+    #[serde(default)]
+    pub(super) ca_file: Option<PathBuf>,
+    #[serde(default)]
+    pub(super) tools: Vec<RawTool>,
+}
+
+/// One JSON Pointer or several.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum Pointers {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTool {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) capability: Option<String>,
+    #[serde(default)]
+    pub(super) resource: Option<Pointers>,
+    #[serde(default)]
+    pub(super) fixed_resource: Option<String>,
+    #[serde(default)]
+    pub(super) cost_microcents: Option<u64>,
+    #[serde(default)]
+    pub(super) open: bool,
+    #[serde(default)]
+    pub(super) resolve_path: bool,
+}
+
+fn default_session_ttl() -> String {
+    "1h".into()
+}
+
+fn default_max_sessions() -> usize {
+    10_000
+}
+
+fn default_ready_timeout() -> String {
+    "15s".into()
+}
+
+fn default_anonymous_session_ttl() -> String {
+    "60s".into()
+}
+
+fn default_max_sessions_per_credential() -> usize {
+    64
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_upstream_timeout() -> String {
+    "30s".into()
+}
+
+impl RawMcp {
+    /// The validated section.
+    pub(super) fn validate(self, check: &Check<'_>) -> Result<McpConfig, ConfigError> {
+        let raw = self;
+        for m in &raw.unchecked_methods {
+            if !DATA_METHODS.contains(&m.as_str()) {
+                return Err(check.invalid(
+                    "mcp.unchecked_methods",
+                    format!(
+                        "{m:?} is not one of {DATA_METHODS:?} (other methods pass through already)"
+                    ),
+                ));
+            }
+        }
+        if raw.max_sessions == 0 {
+            return Err(check.invalid("mcp.max_sessions", "must be at least 1".into()));
+        }
+        Ok(McpConfig {
+            session_ttl: check.duration("mcp.session_ttl", &raw.session_ttl)?,
+            max_sessions: raw.max_sessions,
+            unchecked_methods: raw.unchecked_methods,
+            ready_timeout: check.duration("mcp.ready_timeout", &raw.ready_timeout)?,
+            anonymous_sessions: raw.anonymous_sessions,
+            anonymous_session_ttl: check
+                .duration("mcp.anonymous_session_ttl", &raw.anonymous_session_ttl)?,
+            max_sessions_per_credential: match raw.max_sessions_per_credential {
+                0 => {
+                    return Err(check.invalid(
+                        "mcp.max_sessions_per_credential",
+                        "must be at least 1".into(),
+                    ))
+                }
+                n => n,
+            },
+            strict_tool_names: raw.strict_tool_names,
+        })
+    }
+}
+
+/// The validated `[[upstreams]]`; each upstream's timeout must be shorter
+/// than `reservation_ttl`.
+pub(super) fn parse_upstreams(
+    raw: Vec<RawUpstream>,
+    reservation_ttl: Duration,
+    check: &Check<'_>,
+) -> Result<Vec<UpstreamSpec>, ConfigError> {
+    let mut out: Vec<UpstreamSpec> = Vec::new();
+    for (i, u) in raw.into_iter().enumerate() {
+        let key = |field: &str| format!("upstreams[{i}].{field}");
+        let name_ok = !u.name.is_empty()
+            && u.name.len() <= 32
+            && u.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c));
+        if !name_ok {
+            return Err(check.invalid(
+                &key("name"),
+                format!("{:?} must be 1-32 of A-Z a-z 0-9 - _", u.name),
+            ));
+        }
+        if out.iter().any(|x| x.name == u.name) {
+            return Err(check.invalid(&key("name"), format!("{:?} is used twice", u.name)));
+        }
+        if u.ca_file.is_some() && !u.url.as_deref().is_some_and(|x| x.starts_with("https://")) {
+            return Err(check.invalid(
+                &key("ca_file"),
+                "verifies an https:// upstream; this upstream has none".into(),
+            ));
+        }
+        let transport = match (u.command, u.url) {
+            (Some(command), None) => {
+                if command.first().is_none_or(|p| p.is_empty()) {
+                    return Err(check.invalid(&key("command"), "must name a program to run".into()));
+                }
+                TransportSpec::Stdio { command }
+            }
+            (None, Some(url)) => {
+                let uri: hyper::Uri = url.parse().map_err(|e| {
+                    check.invalid(&key("url"), format!("{url:?} is not a URL: {e}"))
+                })?;
+                if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none()
+                {
+                    return Err(check.invalid(
+                        &key("url"),
+                        format!("{url:?} must be an http:// or https:// URL"),
+                    ));
+                }
+                TransportSpec::Http {
+                    url,
+                    ca_file: u.ca_file,
+                }
+            }
+            _ => {
+                return Err(check.invalid(
+                    &key("command"),
+                    "give exactly one of `command` (stdio) or `url` (Streamable HTTP)".into(),
+                ))
+            }
+        };
+        let timeout = check.duration(&key("timeout"), &u.timeout)?;
+        if timeout >= reservation_ttl {
+            return Err(check.invalid(
+                &key("timeout"),
+                format!("must be shorter than budget.reservation_ttl ({reservation_ttl:?}), or a reservation could expire while its call runs"),
+            ));
+        }
+        let mut rules = Vec::new();
+        for (j, t) in u.tools.into_iter().enumerate() {
+            let key = |field: &str| format!("upstreams[{i}].tools[{j}].{field}");
+            if t.name.is_empty() {
+                return Err(check.invalid(&key("name"), "must name a tool or a pattern".into()));
+            }
+            let policy = if t.open {
+                if t.capability.is_some()
+                    || t.resource.is_some()
+                    || t.fixed_resource.is_some()
+                    || t.cost_microcents.is_some()
+                    || t.resolve_path
+                {
+                    return Err(check.invalid(
+                        &key("open"),
+                        "an open tool takes no capability, resource or cost".into(),
+                    ));
+                }
+                ToolPolicy::Open
+            } else {
+                let capability = t.capability.ok_or_else(|| {
+                    check.invalid(
+                        &key("capability"),
+                        "is required unless the tool is `open = true`".into(),
+                    )
+                })?;
+                let (namespace, action) = split_capability(&capability).ok_or_else(|| {
+                    check.invalid(
+                        &key("capability"),
+                        format!("{capability:?} must be NAMESPACE:ACTION, both concrete"),
+                    )
+                })?;
+                let resource = match (t.resource, t.fixed_resource) {
+                    (Some(p), None) => {
+                        let pointers = match p {
+                            Pointers::One(p) => vec![p],
+                            Pointers::Many(ps) => ps,
+                        };
+                        if pointers.is_empty() || pointers.iter().any(|p| !p.starts_with('/')) {
+                            return Err(check.invalid(
+                                &key("resource"),
+                                "must be JSON Pointers into the arguments, each starting with `/` (use fixed_resource for a constant)".into(),
+                            ));
+                        }
+                        ResourceSource::Pointers(pointers)
+                    }
+                    (None, Some(fixed)) if !fixed.is_empty() => ResourceSource::Fixed(fixed),
+                    _ => {
+                        return Err(check.invalid(
+                            &key("resource"),
+                            "give exactly one of `resource` (JSON Pointers into the arguments) or `fixed_resource`".into(),
+                        ))
+                    }
+                };
+                if t.resolve_path && !matches!(resource, ResourceSource::Pointers(_)) {
+                    return Err(check.invalid(
+                        &key("resolve_path"),
+                        "resolves path arguments, so it needs `resource` (JSON Pointers)".into(),
+                    ));
+                }
+                ToolPolicy::Enforced {
+                    namespace: namespace.to_owned(),
+                    action: action.to_owned(),
+                    resource,
+                    cost_microcents: t.cost_microcents.unwrap_or(0),
+                    resolve_path: t.resolve_path,
+                }
+            };
+            rules.push(ToolRule {
+                name: NamePattern::new(&t.name),
+                policy,
+            });
+        }
+        out.push(UpstreamSpec {
+            name: u.name,
+            transport,
+            timeout,
+            rules: ToolRules(rules),
+        });
+    }
+    Ok(out)
+}

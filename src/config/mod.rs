@@ -1,0 +1,367 @@
+//! The gateway's TOML configuration, validated at start with errors that
+//! name the key and the problem: one typed section per module, each with
+//! the defaults and the checks of its keys.
+
+mod admin;
+mod budget;
+mod mcp;
+mod server;
+mod tenants;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::caller::AdminToken;
+use crate::mcp::UpstreamSpec;
+use crate::protocols::talos::{TalosIssuer, TalosSection};
+
+pub use budget::BudgetConfig;
+pub use mcp::McpConfig;
+pub use server::ServerConfig;
+pub use tenants::{Tenant, TenantRoot};
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config {path}: `{key}`: {problem}")]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        problem: String,
+    },
+}
+
+/// A validated configuration. Relative paths are relative to the directory
+/// the gateway runs in.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub data_dir: PathBuf,
+    pub key_file: PathBuf,
+    pub budget: BudgetConfig,
+    pub tenants: Vec<Tenant>,
+    pub mcp: McpConfig,
+    /// Upstream MCP servers, in config order.
+    pub upstreams: Vec<UpstreamSpec>,
+    /// Trusted Talos capability issuers.
+    pub talos: Vec<TalosIssuer>,
+    /// Administrators' tokens (`[[admin.tokens]]`); none: callers on a
+    /// loopback listener may use the admin methods that read.
+    pub admin_tokens: Vec<AdminToken>,
+    /// Client certificate subjects that are admins (`[[admin.certs]]`).
+    pub admin_certs: Vec<String>,
+    /// Keep the state in memory instead of `data_dir` (`dgw serve
+    /// --ephemeral`; never from the file).
+    pub ephemeral: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    server: server::RawServer,
+    data_dir: PathBuf,
+    key_file: PathBuf,
+    #[serde(default)]
+    budget: budget::RawBudget,
+    #[serde(default)]
+    tenants: Vec<tenants::RawTenant>,
+    #[serde(default)]
+    mcp: mcp::RawMcp,
+    #[serde(default)]
+    upstreams: Vec<mcp::RawUpstream>,
+    #[serde(default)]
+    talos: TalosSection,
+    #[serde(default)]
+    admin: admin::RawAdmin,
+}
+
+/// Names the file in every error a section's checks return.
+pub(crate) struct Check<'a> {
+    path: &'a Path,
+}
+
+impl Check<'_> {
+    /// `key` is refused, for `problem`.
+    fn invalid(&self, key: &str, problem: String) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_owned(),
+            key: key.to_owned(),
+            problem,
+        }
+    }
+
+    /// A duration longer than zero, written as `humantime` reads it (`30s`).
+    fn duration(&self, key: &str, text: &str) -> Result<Duration, ConfigError> {
+        let d = humantime::parse_duration(text)
+            .map_err(|e| self.invalid(key, format!("{text:?} is not a duration: {e}")))?;
+        if d.is_zero() {
+            return Err(self.invalid(key, "must be longer than zero".into()));
+        }
+        Ok(d)
+    }
+}
+
+impl Config {
+    /// Reads and validates a config file. Relative paths in it are relative
+    /// to the directory the gateway runs in, like the config path itself.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Validates config text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let check = Check { path };
+        let client_ca = raw
+            .server
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.client_ca_file.is_some());
+        let server = raw.server.validate(&check)?;
+        let tenants = tenants::validate(raw.tenants, &check)?;
+        let budget = raw.budget.validate(&check)?;
+        let upstreams = mcp::parse_upstreams(raw.upstreams, budget.reservation_ttl, &check)?;
+        let mcp = raw.mcp.validate(&check)?;
+        let talos = raw
+            .talos
+            .issuers()
+            .map_err(|(key, problem)| check.invalid(&key, problem))?;
+        let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
+        Ok(Config {
+            server,
+            data_dir: raw.data_dir,
+            key_file: raw.key_file,
+            budget,
+            tenants,
+            mcp,
+            upstreams,
+            talos,
+            admin_tokens,
+            admin_certs,
+            ephemeral: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::LeasePolicy;
+    use crate::mcp::tools::{ResourceSource, ToolPolicy};
+    use crate::mcp::TransportSpec;
+
+    const GOOD: &str = r#"
+data_dir = "data"
+key_file = "data/gateway.key"
+[server]
+http = "127.0.0.1:0"
+[[tenants]]
+name = "acme"
+root = "ghR9Wg8uFBXmxKpz5nngCFDkRt9ZLBGUyQqvJZ4p6uw"
+[[tenants]]
+name = "demo"
+root_key_file = "data/demo-root.key"
+"#;
+
+    fn err(text: &str) -> String {
+        Config::parse(text, Path::new("t.toml"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn good_config_and_defaults() {
+        let c = Config::parse(GOOD, Path::new("t.toml")).unwrap();
+        assert_eq!(c.server.max_body_bytes, 1 << 20);
+        assert_eq!(c.budget.reservation_ttl, Duration::from_secs(60));
+        assert_eq!(c.budget.lease, LeasePolicy::new(0.01).unwrap());
+        assert_eq!(c.tenants.len(), 2);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert!(err(&GOOD.replace("127.0.0.1:0", "localhost")).contains("`server.http`"));
+        assert!(
+            err(&GOOD.replace("[server]", "[server]\ngrpc = \"nope\"")).contains("`server.grpc`")
+        );
+        assert!(
+            err(&GOOD.replace("name = \"demo\"", "name = \"acme\"")).contains("`tenants[1].name`")
+        );
+        assert!(
+            err(&GOOD.replace("ghR9Wg8uFBXmxKpz5nngCFDkRt9ZLBGUyQqvJZ4p6uw", "nope"))
+                .contains("`tenants[0].root`")
+        );
+        assert!(
+            err(&format!("{GOOD}\n[budget]\nreservation_ttl = \"soon\""))
+                .contains("`budget.reservation_ttl`")
+        );
+        assert!(
+            err(&GOOD.replace("[server]", "[server]\nworkers = 0")).contains("`server.workers`")
+        );
+        for bad in ["1.5", "-0.1", "nan"] {
+            assert!(
+                err(&format!("{GOOD}\n[budget]\nlease_fraction = {bad}"))
+                    .contains("`budget.lease_fraction`"),
+                "{bad}"
+            );
+        }
+        assert!(err(&GOOD.replace("[server]", "[server]\nhtp = 1")).contains("htp"));
+        assert!(err("data_dir = 1").contains("data_dir"));
+    }
+
+    #[test]
+    fn the_shipped_configs_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for file in ["gateway.toml", "examples/mcp-filesystem.toml"] {
+            Config::load(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+    }
+
+    #[test]
+    fn upstreams_and_tool_rules() {
+        let text = format!(
+            r#"{GOOD}
+[[upstreams]]
+name = "files"
+command = ["node", "server.js", "/srv"]
+[[upstreams.tools]]
+name = "read_*"
+capability = "docs:read"
+resource = "/path"
+cost_microcents = 100
+[[upstreams.tools]]
+name = "move_file"
+capability = "acme:docs:write"
+resource = ["/source", "/destination"]
+[[upstreams.tools]]
+name = "list_allowed_directories"
+open = true
+[[upstreams]]
+name = "search"
+url = "http://127.0.0.1:9000/mcp"
+[[upstreams.tools]]
+name = "web_search"
+capability = "web:search"
+fixed_resource = "*"
+"#
+        );
+        let c = Config::parse(&text, Path::new("t.toml")).unwrap();
+        assert_eq!(c.upstreams.len(), 2);
+        let files = &c.upstreams[0];
+        assert_eq!(
+            files.rules.policy_for("read_text_file"),
+            Some(&ToolPolicy::Enforced {
+                namespace: "docs".into(),
+                action: "read".into(),
+                resource: ResourceSource::Pointers(vec!["/path".into()]),
+                cost_microcents: 100,
+                resolve_path: false,
+            })
+        );
+        assert!(matches!(
+            files.rules.policy_for("move_file"),
+            Some(ToolPolicy::Enforced { namespace, resource: ResourceSource::Pointers(p), .. })
+                if namespace == "acme:docs" && p.len() == 2
+        ));
+        assert_eq!(
+            files.rules.policy_for("list_allowed_directories"),
+            Some(&ToolPolicy::Open)
+        );
+        assert_eq!(files.rules.policy_for("write_file"), None);
+        assert_eq!(
+            c.upstreams[1].transport,
+            TransportSpec::Http {
+                url: "http://127.0.0.1:9000/mcp".into(),
+                ca_file: None,
+            }
+        );
+        assert_eq!(c.mcp.max_sessions, 10_000);
+    }
+
+    #[test]
+    fn upstream_errors_name_the_key() {
+        let with = |upstream: &str| err(&format!("{GOOD}\n[[upstreams]]\n{upstream}"));
+        assert!(with(
+            r#"name = "a b"
+command = ["x"]"#
+        )
+        .contains("`upstreams[0].name`"));
+        assert!(with(r#"name = "a""#).contains("`upstreams[0].command`"));
+        assert!(with(
+            r#"name = "a"
+command = []"#
+        )
+        .contains("`upstreams[0].command`"));
+        assert!(with(
+            r#"name = "a"
+url = "ftp://x/mcp""#
+        )
+        .contains("`upstreams[0].url`"));
+        assert!(with(
+            r#"name = "a"
+command = ["x"]
+ca_file = "ca.pem""#
+        )
+        .contains("`upstreams[0].ca_file`"));
+        assert!(with(
+            r#"name = "a"
+command = ["x"]
+timeout = "2m""#
+        )
+        .contains("`upstreams[0].timeout`"));
+        let tool = |t: &str| {
+            with(&format!(
+                "name = \"a\"\ncommand = [\"x\"]\n[[upstreams.tools]]\n{t}"
+            ))
+        };
+        let key = |field: &str| format!("`upstreams[0].tools[0].{field}`");
+        assert!(tool(
+            r#"name = "t"
+resource = "/p""#
+        )
+        .contains(&key("capability")));
+        assert!(tool(
+            r#"name = "t"
+capability = "docs"
+resource = "/p""#
+        )
+        .contains(&key("capability")));
+        assert!(tool(
+            r#"name = "t"
+capability = "docs:read""#
+        )
+        .contains(&key("resource")));
+        assert!(tool(
+            r#"name = "t"
+capability = "docs:read"
+resource = "path""#
+        )
+        .contains(&key("resource")));
+        assert!(tool(
+            r#"name = "t"
+open = true
+cost_microcents = 5"#
+        )
+        .contains(&key("open")));
+        assert!(err(&format!(
+            "{GOOD}\n[mcp]\nunchecked_methods = [\"tools/call\"]"
+        ))
+        .contains("`mcp.unchecked_methods`"));
+    }
+}
