@@ -5,6 +5,9 @@
 //! Pure: no I/O, no clocks, no randomness, no global state. Callers pass in
 //! the time, the seeds and the bytes.
 
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod attestation;
 pub mod base64url;
 pub mod canonical;

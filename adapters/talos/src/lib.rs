@@ -7,6 +7,9 @@
 //! Pure: no I/O, no async, no global state. Time, issuer keys and
 //! revocations come in as arguments.
 
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod audit;
 pub mod authorize;
 pub mod canonical;

@@ -13,6 +13,9 @@
 //! No I/O of its own: state comes through [`state`]'s traits, protocols
 //! through [`protocol::Protocol`].
 
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod budget;
 pub mod caller;
 pub mod gatekeeper;

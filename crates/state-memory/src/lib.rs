@@ -1,6 +1,9 @@
 //! The in-memory backend: every store in this process's memory, nothing on
 //! disk. For tests and `dgw serve --ephemeral`; a restart forgets all.
 
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod ledger;
 
 use std::collections::{BTreeMap, HashMap};

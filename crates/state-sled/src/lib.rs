@@ -2,6 +2,9 @@
 //! value encoding, and group-committed durability; the budgets journaled
 //! beside it (`ledger.rs`). Layout: `docs/storage.md`.
 
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod audit;
 mod compact;
 mod delegations;

@@ -6,6 +6,9 @@
 //! release, charge, sweep, checkpoint, clean restart and crash, checked
 //! after every step against a simple model of what each level must hold.
 
+// Test code, compiled outside `cfg(test)` for the backends' tests.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
