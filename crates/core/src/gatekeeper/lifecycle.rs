@@ -19,6 +19,9 @@ use crate::budget::LedgerError;
 use crate::state::ContractPut;
 use crate::telemetry;
 
+/// Why a delegation is rejected: the wire reason and its details.
+struct Rejection(String, String);
+
 impl Gatekeeper {
     /// `delegateos/delegate` (§9.1): accept or reject a delegation, recording it once.
     pub async fn delegate(&self, p: DelegateParams) -> Result<DelegateResponse, GateError> {
@@ -48,10 +51,27 @@ impl Gatekeeper {
     }
 
     async fn decide_delegation(&self, p: DelegateParams) -> Result<DelegateResponse, GateError> {
-        let reject = |reason: &str, details: String| {
-            telemetry::record_denial("delegateos", reason);
-            Ok(DelegateResponse::reject(reason, details))
+        let decided = match self.check_delegation(&p).await? {
+            Ok((record, token)) => self.record_delegation(&p, record, &token).await?,
+            Err(rejection) => Err(rejection),
         };
+        Ok(match decided {
+            Ok(id) => DelegateResponse::accept(id),
+            Err(Rejection(reason, details)) => {
+                telemetry::record_denial("delegateos", &reason);
+                DelegateResponse::reject(&reason, details)
+            }
+        })
+    }
+
+    /// The delegation a request describes, if its token verifies, is in good
+    /// standing, is bound to the contract and names this delegation and its
+    /// parent, within the contract's depth.
+    async fn check_delegation(
+        &self,
+        p: &DelegateParams,
+    ) -> Result<Result<(Delegation, dct::Dct), Rejection>, GateError> {
+        let reject = |reason: &str, details: String| Ok(Err(Rejection(reason.to_owned(), details)));
         if p.dct_format != dct::FORMAT {
             return reject(
                 "malformed_token",
@@ -147,6 +167,20 @@ impl Gatekeeper {
             completed_at: None,
             attestation_id: None,
         };
+        Ok(Ok((record, token.clone())))
+    }
+
+    /// Records an accepted delegation once: its place in the recorded
+    /// chain (§8.2 invariants), its contract (one per ID) and itself.
+    async fn record_delegation(
+        &self,
+        p: &DelegateParams,
+        record: Delegation,
+        token: &dct::Dct,
+    ) -> Result<Result<delegateos::DelegationId, Rejection>, GateError> {
+        let reject = |reason: &str, details: String| Ok(Err(Rejection(reason.to_owned(), details)));
+        let contract = &p.contract;
+
         let invariant = if record.parent_id.is_root_parent() {
             record.check_root()
         } else {
@@ -179,7 +213,7 @@ impl Gatekeeper {
             );
         }
         self.delegations.sync().await?;
-        Ok(DelegateResponse::accept(record.id))
+        Ok(Ok(record.id))
     }
 
     /// `delegateos/complete` (§9.4): verify the attestation against the stored
