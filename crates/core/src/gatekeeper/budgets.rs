@@ -1,0 +1,110 @@
+//! Ending reservations (by their holder, the gateway or an administrator),
+//! and the budget gauges.
+
+use std::collections::BTreeMap;
+
+use super::{forbidden, ledger_error, GateError, Gatekeeper};
+use crate::budget::{HolderDigest, Settlement};
+use crate::caller::Caller;
+use crate::telemetry;
+
+impl Gatekeeper {
+    /// Whether `caller` may end `reservation_id`: its holder (the same
+    /// credential, compared by digest), the gateway, or an administrator who
+    /// proved it with a secret. Anything else is `not_reservation_holder`.
+    pub(super) async fn check_holder(
+        &self,
+        caller: &Caller,
+        reservation_id: &str,
+    ) -> Result<(), GateError> {
+        if caller.is_authenticated_admin() {
+            return Ok(());
+        }
+        let holder = self
+            .budgets
+            .holder(reservation_id)
+            .await
+            .map_err(ledger_error)?;
+        let presented = caller.credential().map(HolderDigest::of);
+        match (holder, presented) {
+            (Some(h), Some(p)) if h.matches(&p) => Ok(()),
+            _ => Err(forbidden(
+                "not_reservation_holder",
+                "only the credential that made a reservation (or an admin) may settle or release it",
+            )),
+        }
+    }
+
+    /// Charges the actual cost of a reservation and releases the rest.
+    pub async fn settle(
+        &self,
+        caller: &Caller,
+        reservation_id: &str,
+        actual_microcents: u64,
+    ) -> Result<Settlement, GateError> {
+        self.check_holder(caller, reservation_id).await?;
+        self.budgets
+            .settle(reservation_id, actual_microcents)
+            .await
+            .map_err(ledger_error)
+    }
+
+    /// Settles a reservation made with [`OnExpiry::Charge`] without waiting
+    /// for the disk (see [`BudgetStore::settle_charged`]).
+    pub async fn settle_charged(
+        &self,
+        reservation_id: &str,
+        actual_microcents: u64,
+    ) -> Result<Settlement, GateError> {
+        self.budgets
+            .settle_charged(reservation_id, actual_microcents)
+            .await
+            .map_err(ledger_error)
+    }
+
+    /// Cancels a reservation.
+    pub async fn release(&self, caller: &Caller, reservation_id: &str) -> Result<u64, GateError> {
+        self.check_holder(caller, reservation_id).await?;
+        self.budgets
+            .release(reservation_id)
+            .await
+            .map_err(ledger_error)
+    }
+
+    /// Refreshes the budget gauges (before a scrape).
+    pub async fn refresh_gauges(&self) {
+        telemetry::set_state_writable(self.budgets.writable());
+        let (Ok(totals), Ok(open)) = (
+            self.budgets.tenant_totals().await,
+            self.budgets.open_reservations().await,
+        ) else {
+            tracing::error!("reading the budgets for the gauges failed");
+            return;
+        };
+        let mut per_tenant: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        let adapter_roots = self.adapter_roots.read().unwrap_or_else(|p| p.into_inner());
+        let roots = self
+            .tenant_names
+            .iter()
+            .map(|(root, name)| (root.to_string(), name.as_str()))
+            .chain(adapter_roots.iter().map(|(r, n)| (r.clone(), n.as_str())));
+        for (root, name) in roots {
+            let t = totals.get(root.as_str()).copied().unwrap_or_default();
+            let sum = per_tenant.entry(name).or_default();
+            sum.0 += t.spent;
+            sum.1 += t.remaining;
+        }
+        for (name, (spent, remaining)) in per_tenant {
+            telemetry::set_budget_gauges(name, spent, remaining, open);
+        }
+    }
+
+    /// Counts the budgets under `root` (an adapter's budget-key root, such
+    /// as `talos:<issuer DID>`) in `tenant`'s gauges.
+    pub fn add_budget_root(&self, root: String, tenant: String) {
+        self.adapter_roots
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((root, tenant));
+    }
+}

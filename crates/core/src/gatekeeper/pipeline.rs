@@ -1,0 +1,311 @@
+//! The one pipeline: a protocol's credential becomes a [`Grant`]; every
+//! request canonical and permitted by its authority at the budget spent so
+//! far; the cost reserved at every level of its chain. DCTs are the pivot's
+//! own credential, verified here.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use delegateos::{AuthorizedScope, CapabilityRequest, DenialReason, DenialType, Timestamp};
+
+use super::{
+    ledger_error, now, Authorization, Denial, GateError, Gatekeeper, Grant, Verified, DELEGATEOS,
+};
+use crate::budget::{BudgetKey, HolderDigest, LedgerError, OnExpiry, Reservation};
+use crate::protocol::{Call, Found};
+use crate::revocations::Revocations;
+use crate::telemetry;
+
+impl Gatekeeper {
+    /// The grant of a DCT: its chain verified against a tenant root, not
+    /// revoked, not expired (§10.1 steps 1–4, from the cache when these
+    /// exact bytes were verified before). Each request is then checked
+    /// against the token itself (capabilities, budget, revocation and
+    /// expiry at that instant).
+    pub fn dct_grant(&self, token: &str) -> Result<Grant, Denial> {
+        let verified = self.verified(token).map_err(|r| denied(r, None))?;
+        Ok(Grant {
+            protocol: DELEGATEOS,
+            tenant: self.tenant_of(&verified.token),
+            levels: verified.levels.clone(),
+            chain: verified
+                .token
+                .levels()
+                .iter()
+                .map(|l| l.delegation_id.clone())
+                .collect(),
+            requests: None,
+            scope: None,
+            holder: HolderDigest::of(token),
+            authority: Box::new(DctAuthority {
+                verified,
+                revocations: self.revocations.clone(),
+                now: now().0,
+            }),
+            context: Box::new(()),
+        })
+    }
+
+    /// The contract a DCT is for, if its chain verifies.
+    pub fn contract_of(&self, token: &str) -> Option<delegateos::ContractId> {
+        self.verified(token)
+            .ok()
+            .map(|v| v.token.dct().contract_id().clone())
+    }
+
+    /// Verifies `token` for every one of `requests` (a call may name several
+    /// resources) and reserves `cost` once at every level of its chain; the
+    /// reservation ends at its deadline as `on_expiry` says.
+    pub async fn authorize(
+        &self,
+        token: &str,
+        requests: &[CapabilityRequest],
+        cost_microcents: u64,
+        on_expiry: OnExpiry,
+    ) -> Result<Result<Authorization, Denial>, GateError> {
+        let Some(first) = requests.first() else {
+            return Err(no_requests());
+        };
+        if let Some((reason, request)) = first_non_canonical(requests) {
+            let d = denied(reason, Some(request));
+            self.publish_authorize(None, request, cost_microcents, Err(&d));
+            return Ok(Err(d));
+        }
+        let grant = match self.dct_grant(token) {
+            Ok(g) => g,
+            Err(d) => {
+                let d = d.for_request(first);
+                self.publish_authorize(None, first, cost_microcents, Err(&d));
+                return Ok(Err(d));
+            }
+        };
+        self.authorize_grant(&grant, requests, cost_microcents, on_expiry)
+            .await
+    }
+
+    /// The one pipeline, after a protocol verified its credential into a
+    /// [`Grant`]: every request canonical and permitted by the grant at the
+    /// budget spent so far, then `cost` reserved at every level of its
+    /// chain, ending at its deadline as `on_expiry` says. Every decision is
+    /// published and counted under the grant's protocol.
+    pub async fn authorize_grant(
+        &self,
+        grant: &Grant,
+        requests: &[CapabilityRequest],
+        cost_microcents: u64,
+        on_expiry: OnExpiry,
+    ) -> Result<Result<Authorization, Denial>, GateError> {
+        let started = Instant::now();
+        let Some(first) = requests.first() else {
+            return Err(no_requests());
+        };
+        let deny = |d: Denial| {
+            telemetry::record_denial(d.protocol.name, d.kind.as_str());
+            self.publish_authorize(
+                Some(grant),
+                d.requested.as_deref().unwrap_or(first),
+                cost_microcents,
+                Err(&d),
+            );
+            Ok(Err(d))
+        };
+        if let Some((reason, request)) = first_non_canonical(requests) {
+            return deny(Denial::pipeline(grant.protocol, reason).for_request(request));
+        }
+        let leaf = &grant
+            .levels
+            .last()
+            .ok_or_else(|| GateError::InvalidParams("a grant has at least one level".into()))?
+            .0;
+        let spent = self.budgets.spent(leaf).await.map_err(ledger_error)?;
+        let requests = grant.requests.as_deref().unwrap_or(requests);
+        let mut scope = grant.scope.clone();
+        for request in requests {
+            match grant.authority.permits(request, spent) {
+                Ok(s) => {
+                    scope = scope.or(s);
+                }
+                Err(reason) => {
+                    return deny(Denial::pipeline(grant.protocol, reason).for_request(request))
+                }
+            }
+        }
+        // A reservation released on expiry is the caller's to settle or
+        // release, so it is bound to the credential that made it; one
+        // charged on expiry is the gateway's own (it forwards the work
+        // itself). A caller's zero-cost request holds nothing: there is
+        // nothing to settle, and it cannot fill the ledger with empty
+        // reservations.
+        let reservation = if on_expiry == OnExpiry::Release && cost_microcents == 0 {
+            None
+        } else {
+            let holder = (on_expiry == OnExpiry::Release).then_some(grant.holder);
+            match self
+                .reserve(&grant.levels, cost_microcents, now().1, on_expiry, holder)
+                .await?
+            {
+                Ok(r) => Some(r),
+                Err(reason) => {
+                    return deny(Denial::pipeline(grant.protocol, reason).for_request(first))
+                }
+            }
+        };
+        self.publish_authorize(
+            Some(grant),
+            first,
+            cost_microcents,
+            Ok(reservation.as_ref()),
+        );
+        telemetry::record_authorize(started.elapsed());
+        Ok(Ok(Authorization {
+            allowed: true,
+            reservation,
+            scope,
+            tenant: grant.tenant.clone(),
+            protocol: grant.protocol.name,
+        }))
+    }
+
+    /// The entry point of every front: the credential a request carried,
+    /// verified by its protocol into a grant, then the pipeline. The
+    /// protocol sees the outcome (it may audit it). Returns the grant for
+    /// [`crate::protocol::Protocol::completed`] after the call.
+    pub async fn authorize_with(
+        &self,
+        found: &Found,
+        call: &Call<'_>,
+        on_expiry: OnExpiry,
+    ) -> Result<Result<(Authorization, Grant), Denial>, GateError> {
+        let Some(first) = call.requests.first() else {
+            return Err(no_requests());
+        };
+        let protocol = &found.protocol;
+        let refused = |d: Denial| {
+            telemetry::record_denial(d.protocol.name, d.kind.as_str());
+            self.publish_authorize(
+                None,
+                d.requested.as_deref().unwrap_or(first),
+                call.cost_microcents,
+                Err(&d),
+            );
+            d
+        };
+        if let Some((reason, request)) = first_non_canonical(call.requests) {
+            let d = refused(Denial::pipeline(protocol.id(), reason).for_request(request));
+            protocol.denied(None, &found.credential, call, &d).await;
+            return Ok(Err(d));
+        }
+        let grant = match protocol.grant(&found.credential, call).await? {
+            Ok(g) => g,
+            Err(d) => return Ok(Err(refused(d.for_request(first)))),
+        };
+        match self
+            .authorize_grant(&grant, call.requests, call.cost_microcents, on_expiry)
+            .await?
+        {
+            Ok(a) => {
+                protocol.allowed(&grant, call).await;
+                Ok(Ok((a, grant)))
+            }
+            Err(d) => {
+                protocol
+                    .denied(Some(&grant), &found.credential, call, &d)
+                    .await;
+                Ok(Err(d))
+            }
+        }
+    }
+
+    /// Counts a refusal a front made for a protocol before
+    /// any credential was checked (an unknown tool under Talos).
+    pub fn record_refusal(&self, denial: &Denial) {
+        telemetry::record_denial(denial.protocol.name, denial.kind.as_str());
+    }
+
+    /// Reserves `cost` at every level; a budget that does not fit is a
+    /// `budget_exceeded` denial naming the level.
+    pub(super) async fn reserve(
+        &self,
+        levels: &[(BudgetKey, u64)],
+        cost_microcents: u64,
+        now_ms: u64,
+        on_expiry: OnExpiry,
+        holder: Option<HolderDigest>,
+    ) -> Result<Result<Reservation, DenialReason>, GateError> {
+        match self
+            .budgets
+            .reserve(levels, cost_microcents, now_ms, on_expiry, holder)
+            .await
+        {
+            Ok(r) => Ok(Ok(r)),
+            Err(e @ (LedgerError::Exceeded { .. } | LedgerError::TooManyOpen { .. })) => Ok(Err(
+                DenialReason::new(DenialType::BudgetExceeded, e.to_string()),
+            )),
+            Err(e) => Err(ledger_error(e)),
+        }
+    }
+
+    /// Whether `token` is in good standing now (signatures, chain,
+    /// revocation, expiry, budget left), without a request to match: what
+    /// MCP `tools/list` filters with.
+    pub async fn standing(&self, token: &str) -> Result<AuthorizedScope, Box<Denial>> {
+        let verified = self
+            .verified(token)
+            .map_err(|r| Box::new(denied(r, None)))?;
+        let leaf = &verified
+            .levels
+            .last()
+            .expect("a chain has at least its authority")
+            .0;
+        // A budget that cannot be read stands as spent: fail closed.
+        let spent = self.budgets.spent(leaf).await.unwrap_or(u64::MAX);
+        verified
+            .token
+            .check_standing(&self.revocations.read(), &now().0, spent)
+            .map_err(|r| Box::new(denied(r, None)))
+    }
+}
+
+/// A DelegateOS denial, counted.
+pub(super) fn denied(reason: DenialReason, requested: Option<&CapabilityRequest>) -> Denial {
+    telemetry::record_denial(DELEGATEOS.name, reason.kind.as_str());
+    let d = Denial::pipeline(DELEGATEOS, reason);
+    match requested {
+        Some(r) => d.for_request(r),
+        None => d,
+    }
+}
+
+/// The first request that is not canonical, with why.
+pub(super) fn first_non_canonical(
+    requests: &[CapabilityRequest],
+) -> Option<(DenialReason, &CapabilityRequest)> {
+    requests
+        .iter()
+        .find_map(|r| r.check_canonical().err().map(|e| (e, r)))
+}
+
+pub(super) fn no_requests() -> GateError {
+    GateError::InvalidParams("an authorization needs at least one capability request".into())
+}
+
+/// A DCT's authority: the token itself decides each request, against the
+/// revocations and the clock of the moment the grant was made.
+struct DctAuthority {
+    verified: Arc<Verified>,
+    revocations: Arc<Revocations>,
+    now: Timestamp,
+}
+
+impl crate::protocol::Authority for DctAuthority {
+    fn permits(
+        &self,
+        request: &CapabilityRequest,
+        spent: u64,
+    ) -> Result<Option<AuthorizedScope>, DenialReason> {
+        self.verified
+            .token
+            .authorize(&self.revocations.read(), &self.now, spent, request)
+            .map(Some)
+    }
+}
