@@ -3,6 +3,7 @@
 //! HTTP endpoints; clients reach the proxy at `/mcp` or over stdio with
 //! `dgw mcp`. Every `tools/call` passes the gatekeeper.
 
+mod call;
 pub mod cancel;
 pub mod http_link;
 pub mod link;

@@ -7,24 +7,18 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
 use super::cancel::{Cancel, InFlight};
 use super::message::{Id, Message, Reply};
-use super::resolve;
-use super::scrub;
-use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
-use crate::budget::OnExpiry;
-use crate::caller;
 use crate::gatekeeper::Gatekeeper;
 use crate::jsonrpc::{
-    denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
+    denial_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
 };
-use crate::protocol::{Call, Completed, Denial, EarlyRefusal, Found, Registry};
-use crate::telemetry::{self, Outcome, RequestRecord};
+use crate::protocol::{Denial, Found, Registry};
+use crate::telemetry::{Outcome, RequestRecord};
 
 /// Methods that read data an upstream holds. The gateway cannot tie them
 /// to a capability, so it refuses them unless the config lists them in
@@ -45,7 +39,7 @@ pub const CLASH_SEPARATOR: &str = "__";
 pub struct Session {
     /// Names the session where a protocol needs one (Talos replay
     /// protection, when the envelope names no session of its own).
-    id: String,
+    pub(super) id: String,
     /// The credential presented in `initialize`, for the whole session.
     credential: RwLock<Option<Found>>,
     /// Forwarded requests the client may cancel.
@@ -84,11 +78,11 @@ pub struct Caller<'a> {
 
 /// A tool as offered downstream.
 #[derive(Debug, Clone)]
-struct CatalogTool {
-    exposed: String,
-    upstream: usize,
-    original: String,
-    definition: Map<String, Value>,
+pub(super) struct CatalogTool {
+    pub(super) exposed: String,
+    pub(super) upstream: usize,
+    pub(super) original: String,
+    pub(super) definition: Map<String, Value>,
 }
 
 /// Every upstream's tools under the names offered downstream.
@@ -160,83 +154,26 @@ pub fn offerable_tool_name(name: &str) -> bool {
         && !name.contains(CLASH_SEPARATOR)
 }
 
-/// A `tools/call`'s metric labels.
-struct CallLabels {
-    protocol: &'static str,
-    upstream: String,
-    tool: String,
-}
-
-/// A `tools/call` as metrics count it, recorded when dropped: also when the
-/// client went away mid-call (its connection closed) and the call's future
-/// with it, which counts as `cancelled`.
-struct CallRecord {
-    started: Instant,
-    labels: CallLabels,
-    upstream_time: Option<std::time::Duration>,
-    outcome: CallOutcome,
-}
-
-impl Drop for CallRecord {
-    fn drop(&mut self) {
-        telemetry::record_mcp_call(
-            self.labels.protocol,
-            &self.labels.upstream,
-            &self.labels.tool,
-            self.outcome.as_str(),
-            self.started.elapsed(),
-            self.upstream_time,
-        );
-    }
-}
-
-/// How a `tools/call` ended, for metrics.
-#[derive(Clone, Copy)]
-enum CallOutcome {
-    /// The upstream answered.
-    Forwarded,
-    Denied,
-    /// Bad params or an unknown tool.
-    Invalid,
-    /// The upstream could not be reached or did not answer.
-    UpstreamFailed,
-    /// The client cancelled the call while the upstream worked on it, or
-    /// went away.
-    Cancelled,
-}
-
-impl CallOutcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            CallOutcome::Forwarded => "forwarded",
-            CallOutcome::Denied => "denied",
-            CallOutcome::Invalid => "invalid",
-            CallOutcome::UpstreamFailed => "upstream_failed",
-            CallOutcome::Cancelled => "cancelled",
-        }
-    }
-}
-
 /// The proxy over a gatekeeper and its upstreams.
 pub struct McpProxy {
-    gate: Arc<Gatekeeper>,
-    protocols: Arc<Registry>,
-    upstreams: Vec<Arc<Upstream>>,
+    pub(super) gate: Arc<Gatekeeper>,
+    pub(super) protocols: Arc<Registry>,
+    pub(super) upstreams: Vec<Arc<Upstream>>,
     unchecked_methods: Vec<String>,
     /// Drop upstream tools whose names are not [`offerable_tool_name`].
     strict_tool_names: bool,
     catalog: RwLock<Arc<Catalog>>,
 }
 
-fn invalid_params(kind: &str, message: impl Into<String>) -> RpcError {
+pub(super) fn invalid_params(kind: &str, message: impl Into<String>) -> RpcError {
     RpcError::new(INVALID_PARAMS, kind, message)
 }
 
-fn call_denied(kind: &str, message: impl Into<String>) -> RpcError {
+pub(super) fn call_denied(kind: &str, message: impl Into<String>) -> RpcError {
     RpcError::new(DENIED, kind, message)
 }
 
-fn upstream_error(e: &UpstreamError) -> RpcError {
+pub(super) fn upstream_error(e: &UpstreamError) -> RpcError {
     let (code, kind) = match e {
         // Never sent to the client, which expects no answer once it cancelled.
         UpstreamError::Cancelled { .. } => (REQUEST_CANCELLED, "request_cancelled"),
@@ -248,40 +185,9 @@ fn upstream_error(e: &UpstreamError) -> RpcError {
 
 /// The error code of a cancelled request, as LSP numbers it (MCP sends
 /// none: this one only reaches metrics and logs).
-const REQUEST_CANCELLED: i64 = -32800;
+pub(super) const REQUEST_CANCELLED: i64 = -32800;
 
 /// Takes `_delegateos` out of params, typed.
-/// A call matched to its tool and rule.
-struct Routed {
-    tool: Arc<CatalogTool>,
-    upstream: Arc<Upstream>,
-    /// The rule's action; `None` for an open tool.
-    action: Option<String>,
-    requests: Vec<delegateos::CapabilityRequest>,
-    cost: u64,
-}
-
-impl Routed {
-    /// The call as the pipeline and the protocols see it.
-    fn call<'a>(&'a self, action: &'a str, session: &'a str) -> Call<'a> {
-        Call {
-            tool: &self.tool.exposed,
-            action,
-            requests: &self.requests,
-            cost_microcents: self.cost,
-            session,
-        }
-    }
-}
-
-/// What the pipeline allowed, kept until the call ends.
-struct Granted {
-    /// What is held (none for a zero-cost call).
-    reservation: Option<String>,
-    grant: crate::protocol::Grant,
-    found: Found,
-}
-
 impl McpProxy {
     /// The gatekeeper every call goes through.
     pub fn gate(&self) -> &Gatekeeper {
@@ -508,7 +414,7 @@ impl McpProxy {
 
     /// The credential for this request: the call's own, else the
     /// transport's header, else the session's.
-    fn presented(
+    pub(super) fn presented(
         &self,
         caller: Caller<'_>,
         in_request: Option<Found>,
@@ -566,7 +472,7 @@ impl McpProxy {
 
     /// Finds a tool by the name offered downstream, listing again once when
     /// the name is unknown or an upstream said its list changed.
-    async fn find_tool(&self, name: &str) -> Option<Arc<CatalogTool>> {
+    pub(super) async fn find_tool(&self, name: &str) -> Option<Arc<CatalogTool>> {
         let stale = self.upstreams.iter().any(|u| u.tools_stale());
         if !stale {
             let catalog = self.catalog();
@@ -577,340 +483,6 @@ impl McpProxy {
         self.refresh_catalog().await;
         let catalog = self.catalog();
         catalog.by_name.get(name).map(|&i| catalog.tools[i].clone())
-    }
-
-    async fn call_tool(
-        &self,
-        caller: Caller<'_>,
-        id: &Id,
-        params: Option<Map<String, Value>>,
-        cancel: &Cancel,
-    ) -> Result<Reply, RpcError> {
-        let mut record = CallRecord {
-            started: Instant::now(),
-            labels: CallLabels {
-                protocol: "delegateos",
-                upstream: "-".to_owned(),
-                tool: "unknown".to_owned(),
-            },
-            upstream_time: None,
-            outcome: CallOutcome::Cancelled,
-        };
-        let result = self
-            .enforce_and_forward(
-                caller,
-                id,
-                params,
-                cancel,
-                &mut record.labels,
-                &mut record.upstream_time,
-            )
-            .await;
-        record.outcome = match &result {
-            Ok(_) => CallOutcome::Forwarded,
-            Err(e) if e.code == DENIED => CallOutcome::Denied,
-            Err(e) if e.code == REQUEST_CANCELLED => CallOutcome::Cancelled,
-            Err(e) if e.code == INTERNAL_ERROR => CallOutcome::UpstreamFailed,
-            Err(_) => CallOutcome::Invalid,
-        };
-        result
-    }
-
-    /// A `tools/call`: whose credential, which tool and what it asks, the
-    /// pipeline's decision, then the upstream.
-    async fn enforce_and_forward(
-        &self,
-        caller: Caller<'_>,
-        id: &Id,
-        params: Option<Map<String, Value>>,
-        cancel: &Cancel,
-        labels: &mut CallLabels,
-        upstream_time: &mut Option<std::time::Duration>,
-    ) -> Result<Reply, RpcError> {
-        let params =
-            params.ok_or_else(|| invalid_params("invalid_params", "tools/call needs params"))?;
-        let (mut params, found) = self.call_credential(caller, id, params).await?;
-        if let Some(f) = &found {
-            labels.protocol = f.protocol.id().name;
-        }
-        let routed = self
-            .route(caller, found.as_ref(), &mut params, labels)
-            .await?;
-        let granted = match (&routed.action, found) {
-            (None, _) => {
-                labels.protocol = "open";
-                None
-            }
-            (Some(_), None) => {
-                return Err(call_denied(
-                    "dct_required",
-                    format!("tool {:?} needs a credential: a DCT in params._delegateos, an `Authorization: DCT` header or initialize's _delegateos, or another protocol's ({})", routed.tool.exposed, self.protocol_names()),
-                ));
-            }
-            (Some(action), Some(found)) => {
-                let call = routed.call(action, &caller.session.id);
-                // Charged on expiry: once forwarded, the call may have run,
-                // so a crash before the settle must still charge it
-                // (docs/decisions.md).
-                match self
-                    .gate
-                    .authorize_with(&found, &call, OnExpiry::Charge)
-                    .await
-                {
-                    Ok(Ok((a, grant))) => Some(Granted {
-                        reservation: a.reservation.map(|r| r.reservation_id),
-                        grant,
-                        found,
-                    }),
-                    Ok(Err(d)) => return Err(denial_error(&d)),
-                    Err(e) => return Err(gate_error(&e)),
-                }
-            }
-        };
-        let (reply, took) = self
-            .forward(id, cancel, &caller.session.id, params, &routed, granted)
-            .await?;
-        *upstream_time = Some(took);
-        let named: Vec<String> = routed.requests.into_iter().map(|r| r.resource).collect();
-        reply
-            .map(|r| scrub::scrub_reply(r, &named))
-            .map_err(|e| upstream_error(&e))
-    }
-
-    /// Takes every protocol's credential out of the request as the client
-    /// sent it (a Talos request hash covers it without its envelope, §3), so
-    /// none of it is forwarded; the credential of the call, else the
-    /// transport's header, else the session's.
-    async fn call_credential(
-        &self,
-        caller: Caller<'_>,
-        id: &Id,
-        params: Map<String, Value>,
-    ) -> Result<(Map<String, Value>, Option<Found>), RpcError> {
-        let mut request = Map::new();
-        request.insert("jsonrpc".into(), json!("2.0"));
-        request.insert("id".into(), id.clone());
-        request.insert("method".into(), json!("tools/call"));
-        request.insert("params".into(), Value::Object(params));
-        let in_request = self.protocols.take_from_request(&mut request).await;
-        let params = match request.remove("params") {
-            Some(Value::Object(p)) => p,
-            _ => Map::new(),
-        };
-        let tool = params
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown")
-            .to_owned();
-        let found = in_request
-            .and_then(|f| self.presented(caller, f))
-            .map_err(|d| self.refused(d, &tool))?;
-        Ok((params, found))
-    }
-
-    /// The tool a call names, its rule, and the capability requests its
-    /// arguments make (paths resolved where the rule says so, rewritten in
-    /// `params` to what is checked).
-    async fn route(
-        &self,
-        caller: Caller<'_>,
-        found: Option<&Found>,
-        params: &mut Map<String, Value>,
-        labels: &mut CallLabels,
-    ) -> Result<Routed, RpcError> {
-        let name = params
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| invalid_params("invalid_params", "params.name must be a string"))?
-            .to_owned();
-        if !matches!(params.get("arguments"), None | Some(Value::Object(_))) {
-            return Err(invalid_params(
-                "invalid_params",
-                "params.arguments must be an object",
-            ));
-        }
-        let Some(tool) = self.find_tool(&name).await else {
-            let detail = format!("unknown tool {name:?}");
-            if let Some(d) = self
-                .refused_early(found, &name, caller, EarlyRefusal::UnknownTool, &detail)
-                .await
-            {
-                return Err(d);
-            }
-            let mut e = invalid_params("unknown_tool", detail);
-            e.data["tool"] = json!(name);
-            return Err(e);
-        };
-        let upstream = self.upstreams[tool.upstream].clone();
-        labels.upstream = upstream.name.clone();
-        labels.tool = tool.exposed.clone();
-        let Some(policy) = upstream.rules.policy_for(&tool.original) else {
-            let detail = format!("tool {name:?} is not mapped to a capability, so it is denied");
-            if let Some(d) = self
-                .refused_early(found, &name, caller, EarlyRefusal::UnmappedTool, &detail)
-                .await
-            {
-                return Err(d);
-            }
-            return Err(call_denied("tool_not_mapped", detail));
-        };
-        if let (
-            ToolPolicy::Enforced {
-                resource,
-                resolve_path: true,
-                ..
-            },
-            Some(Value::Object(arguments)),
-        ) = (policy, params.get_mut("arguments"))
-        {
-            // Checked and forwarded as the kernel will resolve it.
-            resource.rewrite(arguments, resolve::resolve).map_err(|e| {
-                let mut err = call_denied("invalid_resource", format!("tool {name:?}: {e}"));
-                err.data["tool"] = json!(name);
-                err
-            })?;
-        }
-        let no_arguments = Map::new();
-        let arguments = match params.get("arguments") {
-            Some(Value::Object(a)) => a,
-            _ => &no_arguments,
-        };
-        let requests = policy.requests(arguments).map_err(|e| {
-            let mut err = call_denied("resource_missing", format!("tool {name:?}: {e}"));
-            err.data["tool"] = json!(name);
-            err
-        })?;
-        let action = match policy {
-            ToolPolicy::Open => None,
-            ToolPolicy::Enforced { action, .. } => Some(action.clone()),
-        };
-        Ok(Routed {
-            cost: policy.cost_microcents(),
-            tool,
-            upstream,
-            action,
-            requests,
-        })
-    }
-
-    /// Forwards under the upstream's own name in a task of its own: once the
-    /// upstream may act, the call ends here (answered, or cancelled upstream,
-    /// and settled) even if the client goes away meanwhile, which cancels
-    /// it. Charged once the upstream was reached (it may have acted);
-    /// released when the call never left dgw; the protocol is told.
-    async fn forward(
-        &self,
-        id: &Id,
-        cancel: &Cancel,
-        session: &str,
-        mut params: Map<String, Value>,
-        routed: &Routed,
-        granted: Option<Granted>,
-    ) -> Result<(Result<Reply, UpstreamError>, std::time::Duration), RpcError> {
-        params.insert("name".into(), json!(routed.tool.original));
-        let (upstream, gate) = (routed.upstream.clone(), self.gate.clone());
-        let (id, cancel, session) = (id.clone(), cancel.clone(), session.to_owned());
-        let (tool, action) = (routed.tool.exposed.clone(), routed.action.clone());
-        let (requests, cost) = (routed.requests.clone(), routed.cost);
-        let forwarded = tokio::spawn(async move {
-            let started = Instant::now();
-            let reply = upstream.request("tools/call", Some(params), &cancel).await;
-            let took = started.elapsed();
-            let Some(granted) = granted else {
-                return (reply, took);
-            };
-            if let Some(reservation) = &granted.reservation {
-                let ended = match &reply {
-                    Err(e) if !e.reached() => gate
-                        .release(&caller::Caller::gateway(), reservation)
-                        .await
-                        .map(drop),
-                    _ => gate.settle_charged(reservation, cost).await.map(drop),
-                };
-                if let Err(e) = ended {
-                    tracing::error!(%reservation, error = %e, "ending a tool call's reservation failed");
-                }
-            }
-            let call = Call {
-                tool: &tool,
-                action: action.as_deref().unwrap_or_default(),
-                requests: &requests,
-                cost_microcents: cost,
-                session: &session,
-            };
-            let protocol = &granted.found.protocol;
-            match &reply {
-                Ok(r) => {
-                    let response = r.clone().into_response(id);
-                    let ok = matches!(r, Reply::Result(_));
-                    let how = Completed::Answered {
-                        response: &response,
-                        ok,
-                    };
-                    protocol.completed(&granted.grant, &call, how).await;
-                }
-                Err(e) if e.reached() => {
-                    protocol
-                        .completed(&granted.grant, &call, Completed::Failed)
-                        .await
-                }
-                Err(_) => {}
-            }
-            (reply, took)
-        });
-        forwarded.await.map_err(|e| {
-            RpcError::new(
-                INTERNAL_ERROR,
-                "internal_error",
-                format!("forwarding the call failed: {e}"),
-            )
-        })
-    }
-
-    /// A credential refused before the call was read: counted, answered.
-    fn refused(&self, d: Denial, tool: &str) -> RpcError {
-        self.gate.record_refusal(&d);
-        let mut e = denial_error(&d);
-        if e.code != DENIED {
-            e.data["tool"] = json!(tool);
-        }
-        e
-    }
-
-    /// The denial a credential's protocol gives a call refused before its
-    /// credential was read (Talos: `UNKNOWN_TOOL`), if it has one.
-    async fn refused_early(
-        &self,
-        found: Option<&Found>,
-        name: &str,
-        caller: Caller<'_>,
-        why: EarlyRefusal,
-        detail: &str,
-    ) -> Option<RpcError> {
-        let found = found?;
-        let call = Call {
-            tool: name,
-            action: "",
-            requests: &[],
-            cost_microcents: 0,
-            session: &caller.session.id,
-        };
-        let d = found
-            .protocol
-            .refused_early(&found.credential, &call, why, detail)
-            .await?;
-        self.gate.record_refusal(&d);
-        Some(denial_error(&d))
-    }
-
-    /// The registered protocols' names, for messages.
-    fn protocol_names(&self) -> String {
-        self.protocols
-            .all()
-            .iter()
-            .map(|p| p.id().title)
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 
     /// Other methods go to the first upstream that declares their family.
