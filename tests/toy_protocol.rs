@@ -15,9 +15,10 @@ use delegate_gateway::grpc::pb;
 use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
 use delegate_gateway::protocol::capabilities::Capabilities;
 use delegate_gateway::protocol::{
-    Call, Credential, Denial, Grant, Protocol, ProtocolId, ProtocolInfo,
+    Call, Credential, Denial, Grant, Protocol, ProtocolId, ProtocolInfo, Translation,
 };
 use delegate_gateway::serve::{Extensions, Listening};
+use delegateos::attestation::{Attestation, AttestationDraft};
 use serde_json::{json, Value};
 use support::mcp::tests_dir;
 use support::*;
@@ -48,6 +49,32 @@ impl Protocol for Toy {
 
     fn read_header(&self, credentials: &str) -> Result<Credential, Denial> {
         Ok(Credential::new(credentials, ()))
+    }
+
+    /// A toy receipt, `{"contract", "delegation", "ok", "answer", "cost",
+    /// "ms"}`, as a DelegateOS completion attestation.
+    fn to_attestation(&self, receipt: &Value) -> Result<AttestationDraft, Translation> {
+        let invalid = |detail: &str| Translation::Invalid {
+            reason: "BAD_RECEIPT",
+            detail: detail.to_owned(),
+        };
+        let field = |k: &str| receipt.get(k).ok_or_else(|| invalid(k));
+        serde_json::from_value(json!({
+            "contractId": field("contract")?, "delegationId": field("delegation")?,
+            "type": "completion",
+            "result": {"success": field("ok")?, "output": field("answer")?,
+                       "costMicrocents": field("cost")?, "durationMs": field("ms")?},
+        }))
+        .map_err(|e| invalid(&e.to_string()))
+    }
+
+    /// And back.
+    fn receipt_of(&self, a: &Attestation) -> Result<Value, Translation> {
+        Ok(
+            json!({"contract": a.contract_id, "delegation": a.delegation_id,
+                  "ok": a.result.success, "answer": a.result.output,
+                  "cost": a.result.cost_microcents, "ms": a.result.duration_ms}),
+        )
     }
 
     async fn grant(
@@ -238,5 +265,59 @@ fn a_toy_protocol_registered_in_one_line_is_enforced_by_every_front() {
             .lines()
             .any(|l| l.contains("protocol=\"toy\"") && l.contains("UNKNOWN_SECRET")),
         "{metrics}"
+    );
+}
+
+/// The seam's other roles: a protocol's receipt becomes a DelegateOS
+/// attestation the gateway signs (and the pivot verifies), and back; a
+/// protocol without receipts says so.
+#[test]
+fn a_toy_receipt_becomes_a_signed_delegateos_attestation_and_back() {
+    let receipt = json!({"contract": ct(1), "delegation": del(1), "ok": true,
+                         "answer": {"words": 3}, "cost": 40, "ms": 12});
+    let draft = Toy.to_attestation(&receipt).unwrap();
+    let gateway = seed(7);
+    let signed = draft
+        .sign(
+            &gateway,
+            delegateos::AttestationId::from_bytes([0, 0, 0, 0, 0, 9]),
+            at(0),
+        )
+        .unwrap();
+    assert_eq!(&signed.principal, gateway.principal_id());
+    let reparsed = Attestation::parse(&serde_json::to_vec(&signed).unwrap()).unwrap();
+    assert_eq!(reparsed, signed, "a valid DelegateOS attestation");
+    assert_eq!(Toy.receipt_of(&signed).unwrap(), receipt);
+    match Toy.to_attestation(&json!({"ok": true})) {
+        Err(Translation::Invalid { reason, .. }) => assert_eq!(reason, "BAD_RECEIPT"),
+        other => panic!("{other:?}"),
+    }
+    // Talos has no receipts: its protocol says so rather than guess.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let memory = delegate_gateway::state::memory::open(delegate_gateway::state::BudgetSettings {
+        reservation_ttl: std::time::Duration::from_secs(60),
+        lease: delegate_gateway::budget::LeasePolicy::OFF,
+        max_open: 10,
+    })
+    .unwrap();
+    let talos = rt.block_on(async {
+        let revocations = Arc::new(
+            delegate_gateway::revocations::Revocations::load(memory.revocations.clone())
+                .await
+                .unwrap(),
+        );
+        delegate_gateway::protocols::talos::Talos::new(
+            &[],
+            revocations,
+            memory.replay.clone(),
+            memory.audit.clone(),
+            Arc::new(seed(8)),
+        )
+        .await
+        .unwrap()
+    });
+    assert_eq!(
+        talos.to_attestation(&receipt).unwrap_err(),
+        Translation::Unsupported("receipts")
     );
 }

@@ -22,6 +22,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use delegateos::attestation::{Attestation, AttestationDraft};
+use delegateos::contract::ContractDraft;
 use delegateos::{AuthorizedScope, CapabilityRequest, DenialReason};
 use serde_json::{Map, Value};
 
@@ -180,6 +182,21 @@ pub enum EarlyRefusal {
     UnmappedTool,
 }
 
+/// Why a protocol message could not be translated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Translation {
+    /// The protocol has no such messages (Talos has no receipts).
+    #[error("this protocol has no {0} to translate")]
+    Unsupported(&'static str),
+    /// The message is not valid in its protocol: the reason, as its
+    /// specification names it, and where.
+    #[error("{reason}: {detail}")]
+    Invalid {
+        reason: &'static str,
+        detail: String,
+    },
+}
+
 /// What a protocol answers to a JSON-RPC method it serves.
 pub type MethodResult = Result<Value, GateError>;
 
@@ -269,6 +286,24 @@ pub trait Protocol: Send + Sync {
 
     /// A call it granted was forwarded and ended so.
     async fn completed(&self, _grant: &Grant, _call: &Call<'_>, _how: Completed<'_>) {}
+
+    /// Its task or offer (an Agenta offer, an LDP task) as a DelegateOS
+    /// contract draft, which the gateway signs and records.
+    fn to_contract(&self, _task: &Value) -> Result<ContractDraft, Translation> {
+        Err(Translation::Unsupported("contracts"))
+    }
+
+    /// Its receipt or result (an Agenta execution receipt, a Motebit
+    /// receipt) as a DelegateOS attestation draft, which the gateway signs.
+    fn to_attestation(&self, _receipt: &Value) -> Result<AttestationDraft, Translation> {
+        Err(Translation::Unsupported("receipts"))
+    }
+
+    /// And back: a DelegateOS attestation as its receipt, so DelegateOS
+    /// agents can answer in this protocol.
+    fn receipt_of(&self, _attestation: &Attestation) -> Result<Value, Translation> {
+        Err(Translation::Unsupported("receipts"))
+    }
 
     /// The JSON-RPC methods it serves besides the pipeline (`talos/revoke`).
     fn methods(&self) -> &'static [&'static str] {
