@@ -7,22 +7,22 @@
 
 pub mod cli;
 pub mod config;
-pub mod connections;
 pub mod data_dir;
-pub mod grpc;
-pub mod http;
-pub mod http_guard;
-pub mod jsonrpc;
 pub mod keyfile;
 pub mod logs;
-pub mod mcp;
 pub mod protocols;
 pub mod serve;
-pub mod tls;
 
 // The core, re-exported where the gateway's own modules and its tests
 // have always found it.
 pub use dgw_core::{budget, caller, gatekeeper, protocol, random, revocations, telemetry};
+
+// The fronts and their plumbing, re-exported likewise.
+pub use dgw_front_grpc as grpc;
+pub use dgw_front_http as http;
+pub use dgw_front_jsonrpc as jsonrpc;
+pub use dgw_front_mcp as mcp;
+pub use dgw_net::{connections, http_guard, tls};
 
 /// The state traits, and the backends the gateway is wired with.
 pub mod state {

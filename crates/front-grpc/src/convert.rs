@@ -6,8 +6,8 @@ use delegateos::{
 use time::OffsetDateTime;
 
 use super::pb;
-use crate::budget::Settlement;
-use crate::gatekeeper::{
+use dgw_core::budget::Settlement;
+use dgw_core::gatekeeper::{
     Authorization, BudgetReport, Completion, DecisionEvent, DelegationView, Revocation,
 };
 

@@ -3,6 +3,9 @@
 //! HTTP endpoints; clients reach the proxy at `/mcp` or over stdio with
 //! `dgw mcp`. Every `tools/call` passes the gatekeeper.
 
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod call;
 pub mod cancel;
 pub mod http_link;

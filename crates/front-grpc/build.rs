@@ -5,8 +5,8 @@
 use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    println!("cargo:rerun-if-changed=proto");
-    let fds = protox::compile(["delegate_gateway/v1/gateway.proto"], ["proto"])?;
+    println!("cargo:rerun-if-changed=../../proto");
+    let fds = protox::compile(["delegate_gateway/v1/gateway.proto"], ["../../proto"])?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("delegate_gateway_v1.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()

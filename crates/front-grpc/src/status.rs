@@ -7,8 +7,8 @@ use delegateos::DenialType;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::gatekeeper::GateError;
-use crate::protocol::{Denial, DenialKind};
+use dgw_core::gatekeeper::GateError;
+use dgw_core::protocol::{Denial, DenialKind};
 
 /// The `ErrorInfo.domain` of the pipeline's denial types (the DelegateOS
 /// vocabulary, whichever protocol the credential was).
@@ -61,7 +61,7 @@ pub fn bad_field(field: &str, description: impl Into<String>) -> Status {
 }
 
 /// A caller that could not be established: `UNAUTHENTICATED`.
-pub fn unauthenticated(e: &crate::caller::AuthError) -> Status {
+pub fn unauthenticated(e: &dgw_core::caller::AuthError) -> Status {
     Status::with_error_details(
         Code::Unauthenticated,
         e.to_string(),

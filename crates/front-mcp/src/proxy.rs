@@ -13,12 +13,12 @@ use serde_json::{json, Map, Value};
 use super::cancel::{Cancel, InFlight};
 use super::message::{Id, Message, Reply};
 use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
-use crate::gatekeeper::Gatekeeper;
-use crate::jsonrpc::{
+use dgw_core::gatekeeper::Gatekeeper;
+use dgw_core::protocol::{Denial, Found, Registry};
+use dgw_core::telemetry::{Outcome, RequestRecord};
+use dgw_front_jsonrpc::{
     denial_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
 };
-use crate::protocol::{Denial, Found, Registry};
-use crate::telemetry::{Outcome, RequestRecord};
 
 /// Methods that read data an upstream holds. The gateway cannot tie them
 /// to a capability, so it refuses them unless the config lists them in
@@ -58,7 +58,7 @@ impl Default for Session {
     fn default() -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = crate::random::session_id().unwrap_or_else(|_| format!("local-{n}"));
+        let id = dgw_core::random::session_id().unwrap_or_else(|_| format!("local-{n}"));
         Self {
             id,
             credential: RwLock::new(None),

@@ -47,7 +47,7 @@ impl HttpLink {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.enforce_http(false);
-        let client = crate::tls::client_config(ca_file)
+        let client = dgw_net::tls::client_config(ca_file)
             .map(|tls| {
                 let https = hyper_rustls::HttpsConnectorBuilder::new()
                     .with_tls_config(tls)

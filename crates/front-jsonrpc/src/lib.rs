@@ -6,6 +6,9 @@
 //! -32001 authorization denied (§11.2), -32003 input rejected, -32004 not
 //! found, -32005 conflict. Every error carries `data.type`.
 
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 use std::sync::Arc;
 
 use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse, RevokeParams};
@@ -14,12 +17,12 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::budget::OnExpiry;
-use crate::caller::{AuthError, Caller};
-use crate::gatekeeper::{GateError, Gatekeeper};
-use crate::protocol::{Call, Denial, DenialKind, Found, Registry};
-use crate::state::AuditSink;
-use crate::telemetry::{Outcome, RequestRecord};
+use dgw_core::budget::OnExpiry;
+use dgw_core::caller::{AuthError, Caller};
+use dgw_core::gatekeeper::{GateError, Gatekeeper};
+use dgw_core::protocol::{Call, Denial, DenialKind, Found, Registry};
+use dgw_core::state::AuditSink;
+use dgw_core::telemetry::{Outcome, RequestRecord};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;

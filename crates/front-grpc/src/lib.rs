@@ -2,6 +2,9 @@
 //! JSON-RPC, so a decision never depends on the front. Plus the standard
 //! `grpc.health.v1` health service and server reflection.
 
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod convert;
 pub mod service;
 pub mod status;
@@ -28,9 +31,9 @@ use tonic::transport::server::Connected;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
-use crate::caller::Authenticator;
-use crate::connections::{ConnInfo, Limits, TrackedIo, Tracker};
-use crate::gatekeeper::Gatekeeper;
+use dgw_core::caller::Authenticator;
+use dgw_core::gatekeeper::Gatekeeper;
+use dgw_net::connections::{ConnInfo, Limits, TrackedIo, Tracker};
 
 /// How long a gRPC client has to complete its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,7 +53,7 @@ impl Connected for GrpcIo {
             GrpcIo::Tls(s) => {
                 let (io, connection) = s.get_ref();
                 io.connect_info()
-                    .with_subject(crate::tls::peer_subject(connection))
+                    .with_subject(dgw_net::tls::peer_subject(connection))
             }
         }
     }
@@ -132,7 +135,7 @@ pub struct Settings {
     /// Who is calling, from `authorization` metadata and certificates.
     pub auth: Authenticator,
     /// The protocols whose credentials `authorization` metadata may carry.
-    pub protocols: Arc<crate::protocol::Registry>,
+    pub protocols: Arc<dgw_core::protocol::Registry>,
     pub limits: Limits,
     /// TLS (ALPN `h2`); none: plain text.
     pub tls: Option<Arc<rustls::ServerConfig>>,

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use super::message::Message;
 use super::proxy::{Caller, McpProxy, Session};
-use crate::jsonrpc::{RpcError, INVALID_REQUEST, PARSE_ERROR};
+use dgw_front_jsonrpc::{RpcError, INVALID_REQUEST, PARSE_ERROR};
 
 /// Serves MCP on stdin/stdout until stdin closes.
 pub async fn serve(proxy: Arc<McpProxy>, max_message_bytes: usize) -> std::io::Result<()> {

@@ -1,6 +1,9 @@
 //! The HTTP listener: JSON-RPC at `POST /rpc`, `GET /metrics`, `GET /healthz`,
 //! `GET /readyz`; body size and time limits; graceful shutdown.
 
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -21,12 +24,12 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-use crate::caller::Authenticator;
-use crate::connections::{ConnState, Limits, Tracker};
-use crate::gatekeeper::Gatekeeper;
-use crate::http_guard::HttpGuard;
-use crate::jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
-use crate::mcp::streamable::{answer_headers, StreamableHttp};
+use dgw_core::caller::Authenticator;
+use dgw_core::gatekeeper::Gatekeeper;
+use dgw_front_jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+use dgw_front_mcp::streamable::{answer_headers, StreamableHttp};
+use dgw_net::connections::{ConnState, Limits, Tracker};
+use dgw_net::http_guard::HttpGuard;
 
 /// What the HTTP front needs.
 pub struct HttpFront {
@@ -90,7 +93,7 @@ impl HttpFront {
             (&Method::GET, "/metrics") => {
                 self.gate.refresh_gauges().await;
                 for up in self.mcp.proxy.upstreams() {
-                    crate::telemetry::set_upstream_up(&up.name, up.is_ready());
+                    dgw_core::telemetry::set_upstream_up(&up.name, up.is_ready());
                 }
                 let text = self
                     .metrics
@@ -240,7 +243,7 @@ pub struct PeerSubject(pub Option<String>);
 
 /// Serves connections until `shutdown` resolves, then stops accepting and
 /// waits up to `grace` for in-flight requests. Connections are held to
-/// `limits` ([`crate::connections`]); with `tls`, each completes its
+/// `limits` ([`dgw_net::connections`]); with `tls`, each completes its
 /// handshake (within `header_read_timeout`) in its own task, so a slow one
 /// never holds up the accept loop.
 pub async fn serve(
@@ -284,7 +287,7 @@ pub async fn serve(
                                     return;
                                 }
                             };
-                            let subject = crate::tls::peer_subject(stream.get_ref().1);
+                            let subject = dgw_net::tls::peer_subject(stream.get_ref().1);
                             serve_connection(TokioIo::new(stream), front, tracker, state, subject, watcher).await
                         }
                     };

@@ -16,11 +16,11 @@ use super::resolve;
 use super::scrub;
 use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError};
-use crate::budget::OnExpiry;
-use crate::caller;
-use crate::jsonrpc::{denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR};
-use crate::protocol::{Call, Completed, Denial, EarlyRefusal, Found};
-use crate::telemetry;
+use dgw_core::budget::OnExpiry;
+use dgw_core::caller;
+use dgw_core::protocol::{Call, Completed, Denial, EarlyRefusal, Found};
+use dgw_core::telemetry;
+use dgw_front_jsonrpc::{denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR};
 
 /// A `tools/call`'s metric labels.
 struct CallLabels {
@@ -107,7 +107,7 @@ impl Routed {
 struct Granted {
     /// What is held (none for a zero-cost call).
     reservation: Option<String>,
-    grant: crate::protocol::Grant,
+    grant: dgw_core::protocol::Grant,
     found: Found,
 }
 

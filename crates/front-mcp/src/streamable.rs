@@ -15,8 +15,8 @@ use serde_json::Value;
 use super::message::Message;
 use super::proxy::{Caller, McpProxy, Session};
 use super::upstream::SUPPORTED_VERSIONS;
-use crate::caller::HolderDigest;
-use crate::jsonrpc::{denial_error, RpcError, INVALID_REQUEST, MAX_BATCH, PARSE_ERROR};
+use dgw_core::caller::HolderDigest;
+use dgw_front_jsonrpc::{denial_error, RpcError, INVALID_REQUEST, MAX_BATCH, PARSE_ERROR};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -130,7 +130,7 @@ impl Sessions {
         owner: Option<HolderDigest>,
         header: Option<HolderDigest>,
     ) -> Result<(String, Arc<Session>), SessionRefusal> {
-        let id = crate::random::session_id().map_err(|_| SessionRefusal::Full)?;
+        let id = dgw_core::random::session_id().map_err(|_| SessionRefusal::Full)?;
         let mut map = self.lock();
         let full = |map: &HashMap<String, Entry>| {
             let anonymous = map.values().filter(|e| e.owner.is_none()).count();
@@ -328,7 +328,7 @@ impl StreamableHttp {
             };
             // A refused credential is answered as the proxy answers a
             // refused session credential: a JSON-RPC error, no session.
-            let refused = |d: &crate::protocol::Denial| HttpAnswer {
+            let refused = |d: &dgw_core::protocol::Denial| HttpAnswer {
                 status: StatusCode::OK,
                 session_id: None,
                 body: Some(denial_error(d).response(id.clone())),

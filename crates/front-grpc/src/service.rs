@@ -15,12 +15,12 @@ use tonic::{Request, Response, Status};
 use super::pb::delegation_gateway_server::DelegationGateway;
 use super::pb::{self, DecisionOutcome};
 use super::{convert, status};
-use crate::budget::OnExpiry;
-use crate::caller::{Authenticator, Caller};
-use crate::connections::{Busy, ConnInfo};
-use crate::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
-use crate::protocol::{Call, Registry};
-use crate::telemetry::{Outcome, RequestRecord};
+use dgw_core::budget::OnExpiry;
+use dgw_core::caller::{Authenticator, Caller};
+use dgw_core::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
+use dgw_core::protocol::{Call, Registry};
+use dgw_core::telemetry::{Outcome, RequestRecord};
+use dgw_net::connections::{Busy, ConnInfo};
 
 /// Decisions buffered per watcher before the stream waits for the client.
 const WATCH_BUFFER: usize = 256;

@@ -210,7 +210,7 @@ async fn log_stderr(name: String, stderr: tokio::process::ChildStderr) {
             Ok(n) => n,
             Err(_) => return,
         };
-        crate::telemetry::record_stderr_dropped(&name, dropped);
+        dgw_core::telemetry::record_stderr_dropped(&name, dropped);
         tracing::info!(target: "dgw::upstream", upstream = %name, dropped_bytes = dropped, "{text}…");
     }
 }
@@ -327,7 +327,7 @@ async fn read_messages(up: &dyn Host, conn: &Conn, stdout: ChildStdout) {
 /// The answer a call gets when its reply was too large to read.
 pub fn too_large_reply() -> Reply {
     Reply::Error(serde_json::json!({
-        "code": crate::jsonrpc::INTERNAL_ERROR,
+        "code": dgw_front_jsonrpc::INTERNAL_ERROR,
         "message": format!("the upstream's reply is over {MAX_MESSAGE_BYTES} bytes"),
         "data": {"type": "upstream_reply_too_large"},
     }))

@@ -179,7 +179,7 @@ impl Tracker {
                 if let Some(waker) = waiting {
                     waker.wake();
                 }
-                crate::telemetry::record_connection_shed();
+                dgw_core::telemetry::record_connection_shed();
                 true
             }
             None => false,
@@ -191,7 +191,7 @@ impl Tracker {
     /// of connections that all have a request in flight.
     pub fn track<T>(&self, io: T) -> Option<TrackedIo<T>> {
         if self.len() >= self.0.limits.max_connections && !self.shed_one() {
-            crate::telemetry::record_connection_refused();
+            dgw_core::telemetry::record_connection_refused();
             return None;
         }
         let now = self.0.now_ms();
