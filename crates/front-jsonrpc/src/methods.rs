@@ -1,0 +1,444 @@
+//! The method table: each method's typed params, and what it asks of the
+//! gatekeeper or of a protocol.
+
+use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse, RevokeParams};
+use delegateos::{CapabilityRequest, DelegationId};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use dgw_core::budget::OnExpiry;
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::GateError;
+use dgw_core::protocol::{Call, Denial, DenialKind, Found};
+use dgw_core::telemetry::Outcome;
+
+use super::error::*;
+use super::JsonRpc;
+
+/// Methods this front serves.
+pub const METHODS: &[&str] = &[
+    "delegateos/delegate",
+    "delegateos/complete",
+    "delegateos/revoke",
+    "delegateos/authorize",
+    "delegateos/settle",
+    "delegateos/release",
+    "delegateos/budget",
+    "delegateos/delegation",
+    "dgw/authorize",
+    "dgw/audit",
+    "dgw/revoke",
+];
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AuthorizeParams {
+    dct: String,
+    namespace: String,
+    action: String,
+    resource: String,
+    #[serde(default)]
+    cost_microcents: u64,
+}
+
+/// `delegateos/settle` params; `dct` (or `Authorization: DCT …`) proves
+/// the caller holds the reservation.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SettleParams {
+    reservation_id: String,
+    actual_microcents: u64,
+    #[serde(default)]
+    dct: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReleaseParams {
+    reservation_id: String,
+    #[serde(default)]
+    dct: Option<String>,
+}
+
+/// `delegateos/revoke` params: the §9.5 entry, and the DCT that shows a
+/// non-root signer may revoke its block.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RevokeWithProof {
+    revocation: delegateos::RevocationEntry,
+    #[serde(default)]
+    dct: Option<String>,
+}
+
+/// `dgw/authorize` params: the request, and the credential of any
+/// registered protocol in its members (`_delegateos`, a Talos envelope) or
+/// the `Authorization` header.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct GenericAuthorizeParams {
+    namespace: String,
+    action: String,
+    resource: String,
+    #[serde(default)]
+    cost_microcents: u64,
+    /// The tool, for protocols that name calls by it (default: the namespace).
+    #[serde(default)]
+    tool: Option<String>,
+}
+
+/// `dgw/revoke` params: the block to revoke, whoever signed it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AdminRevokeParams {
+    revocation_id: String,
+}
+
+/// `dgw/audit` params.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditParams {
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `delegateos/budget` and `delegateos/delegation` params; a holder
+/// presents its own DCT (or an admin token in the header).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BudgetParams {
+    delegation_id: DelegationId,
+    #[serde(default)]
+    dct: Option<String>,
+}
+
+fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    match params {
+        Some(Value::Object(map)) => serde_json::from_value(Value::Object(map)).map_err(|e| {
+            RpcError::new(
+                INVALID_PARAMS,
+                "invalid_params",
+                format!("invalid params: {e}"),
+            )
+        }),
+        Some(_) => Err(RpcError::new(
+            INVALID_PARAMS,
+            "invalid_params",
+            "params must be an object",
+        )),
+        None => Err(RpcError::new(
+            INVALID_PARAMS,
+            "invalid_params",
+            "params are required",
+        )),
+    }
+}
+
+impl JsonRpc {
+    pub(super) async fn dispatch(
+        &self,
+        caller: &Caller,
+        method: &str,
+        p: Option<Value>,
+    ) -> (Result<Value, RpcError>, Outcome) {
+        let result = match method {
+            "delegateos/authorize" => self.authorize(p).await,
+            "delegateos/settle" => self.settle(caller, p).await,
+            "delegateos/release" => self.release(caller, p).await,
+            "delegateos/budget" => self.budget(caller, p).await,
+            "delegateos/delegation" => self.delegation(caller, p).await,
+            "dgw/authorize" => self.authorize_any(caller, p).await,
+            "dgw/audit" => self.audit(caller, p).await,
+            "dgw/revoke" => self.admin_revoke(caller, p).await,
+            "delegateos/delegate" => self.delegate(p).await,
+            "delegateos/complete" => self.complete(p).await,
+            "delegateos/revoke" => self.revoke(caller, p).await,
+            other if self.protocols.serving(other).is_some() => {
+                self.protocol_method(caller, other, p).await
+            }
+            other => Err((
+                RpcError::new(
+                    METHOD_NOT_FOUND,
+                    "method_not_found",
+                    format!("method {other:?} not found"),
+                ),
+                Outcome::Error,
+            )),
+        };
+        match result {
+            Ok((v, outcome)) => (Ok(v), outcome),
+            Err((e, outcome)) => (Err(e), outcome),
+        }
+    }
+
+    async fn authorize(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: AuthorizeParams = params(p).map_err(err)?;
+        let request = CapabilityRequest {
+            namespace: p.namespace,
+            action: p.action,
+            resource: p.resource,
+        };
+        match self
+            .gate
+            .authorize(
+                &p.dct,
+                std::slice::from_ref(&request),
+                p.cost_microcents,
+                OnExpiry::Release,
+            )
+            .await
+        {
+            Ok(Ok(a)) => Ok((json!(a), Outcome::Ok)),
+            Ok(Err(d)) => Err((denial_error(&d), Outcome::Denied)),
+            Err(e) => Err(gate(&e)),
+        }
+    }
+
+    async fn settle(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: SettleParams = params(p).map_err(err)?;
+        let caller = with_credential(caller, p.dct)?;
+        let s = self
+            .gate
+            .settle(&caller, &p.reservation_id, p.actual_microcents)
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((
+            json!({"settled": true, "reservationId": s.reservation_id, "chargedMicrocents": s.charged_microcents, "releasedMicrocents": s.released_microcents}),
+            Outcome::Ok,
+        ))
+    }
+
+    async fn release(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: ReleaseParams = params(p).map_err(err)?;
+        let caller = with_credential(caller, p.dct)?;
+        let released = self
+            .gate
+            .release(&caller, &p.reservation_id)
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((
+            json!({"released": true, "reservationId": p.reservation_id, "releasedMicrocents": released}),
+            Outcome::Ok,
+        ))
+    }
+
+    async fn budget(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: BudgetParams = params(p).map_err(err)?;
+        let caller = with_credential(caller, p.dct)?;
+        let report = self
+            .gate
+            .budget(&caller, &p.delegation_id)
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((json!(report), Outcome::Ok))
+    }
+
+    async fn delegation(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: BudgetParams = params(p).map_err(err)?;
+        let caller = with_credential(caller, p.dct)?;
+        let d = self
+            .gate
+            .delegation(&caller, &p.delegation_id)
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((json!(d), Outcome::Ok))
+    }
+
+    /// A method a protocol serves (`talos/revoke`).
+    async fn protocol_method(
+        &self,
+        caller: &Caller,
+        method: &str,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let Some(protocol) = self.protocols.serving(method) else {
+            return Err(err(RpcError::new(
+                METHOD_NOT_FOUND,
+                "method_not_found",
+                method,
+            )));
+        };
+        let value = protocol
+            .call_method(caller, method, p.unwrap_or_else(|| json!({})))
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((value, Outcome::Ok))
+    }
+
+    /// `dgw/authorize`: the credential of whichever protocol the request
+    /// carries, through the one pipeline.
+    async fn authorize_any(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let mut members = match p {
+            Some(Value::Object(m)) => m,
+            _ => {
+                return Err(err(RpcError::new(
+                    INVALID_PARAMS,
+                    "invalid_params",
+                    "params must be an object",
+                )))
+            }
+        };
+        let mut request = serde_json::Map::new();
+        request.insert("params".into(), Value::Object(std::mem::take(&mut members)));
+        let in_params = self.protocols.take_from_request(&mut request).await;
+        let rest = request.remove("params").unwrap_or_else(|| json!({}));
+        let p: GenericAuthorizeParams = params(Some(rest)).map_err(err)?;
+        let denied = |d: &Denial| {
+            let outcome = match d.kind {
+                DenialKind::Malformed(_) => Outcome::Error,
+                _ => Outcome::Denied,
+            };
+            (denial_error(d), outcome)
+        };
+        let from_header = caller
+            .presented()
+            .and_then(|(scheme, credentials)| self.protocols.from_scheme(scheme, credentials));
+        let found: Found = match (in_params.map_err(|d| denied(&d))?, from_header) {
+            (Some(f), None) => f,
+            (None, Some(f)) => f.map_err(|d| denied(&d))?,
+            (Some(_), Some(_)) => {
+                return Err(err(RpcError::new(
+                    INVALID_PARAMS,
+                    "conflicting_credentials",
+                    "the Authorization header and the params carry credentials both",
+                )))
+            }
+            (None, None) => {
+                return Err(err(RpcError::new(
+                    INVALID_PARAMS,
+                    "credential_required",
+                    "dgw/authorize needs a protocol's credential in the params or the Authorization header",
+                )))
+            }
+        };
+        let request = CapabilityRequest {
+            namespace: p.namespace,
+            action: p.action,
+            resource: p.resource,
+        };
+        let call = Call {
+            tool: p.tool.as_deref().unwrap_or(&request.namespace),
+            action: &request.action,
+            requests: std::slice::from_ref(&request),
+            cost_microcents: p.cost_microcents,
+            session: "jsonrpc",
+        };
+        match self
+            .gate
+            .authorize_with(&found, &call, OnExpiry::Release)
+            .await
+        {
+            Ok(Ok((a, _))) => Ok((json!(a), Outcome::Ok)),
+            Ok(Err(d)) => Err(denied(&d)),
+            Err(e) => Err(gate(&e)),
+        }
+    }
+
+    async fn audit(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        if !caller.is_admin() {
+            return Err(gate(&GateError::Forbidden {
+                kind: "admin_required",
+                detail: "dgw/audit needs an admin token".into(),
+            }));
+        }
+        let p: AuditParams = params(p.or_else(|| Some(json!({})))).map_err(err)?;
+        let events = self
+            .audit
+            .recent(p.limit.unwrap_or(100).min(10_000))
+            .await
+            .map_err(|e| gate(&GateError::Storage(e)))?;
+        Ok((json!({"events": events}), Outcome::Ok))
+    }
+
+    async fn admin_revoke(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: AdminRevokeParams = params(p).map_err(err)?;
+        let r = self
+            .gate
+            .revoke_by_admin(caller, &p.revocation_id)
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((
+            json!({"revocationId": r.revocation_id, "newlyRecorded": r.newly_recorded,
+                   "revokedDelegations": r.revoked_delegations}),
+            Outcome::Ok,
+        ))
+    }
+
+    async fn delegate(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: DelegateParams = params(p).map_err(err)?;
+        let response = self.gate.delegate(p).await.map_err(|e| gate(&e))?;
+        let outcome = match response {
+            DelegateResponse::Accept(_) => Outcome::Ok,
+            DelegateResponse::Reject(_) => Outcome::Denied,
+        };
+        Ok((json!(response), outcome))
+    }
+
+    async fn complete(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: CompleteParams = params(p).map_err(err)?;
+        let c = self.gate.complete(p).await.map_err(|e| gate(&e))?;
+        Ok((json!(c), Outcome::Ok))
+    }
+
+    async fn revoke(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        let p: RevokeWithProof = params(p).map_err(err)?;
+        let caller = with_credential(caller, p.dct)?;
+        let params = RevokeParams {
+            revocation: p.revocation,
+        };
+        let r = self
+            .gate
+            .revoke(&caller, params)
+            .await
+            .map_err(|e| gate(&e))?;
+        Ok((json!(r), Outcome::Ok))
+    }
+}
+
+/// `caller` with a credential from the params.
+fn with_credential(caller: &Caller, dct: Option<String>) -> Result<Caller, (RpcError, Outcome)> {
+    caller
+        .clone()
+        .with_param_credential(dct)
+        .map_err(|e| (auth_error(&e), Outcome::Denied))
+}
+
+fn err(e: RpcError) -> (RpcError, Outcome) {
+    (e, Outcome::Error)
+}
+
+fn gate(e: &GateError) -> (RpcError, Outcome) {
+    (gate_error(e), e.outcome())
+}
