@@ -218,7 +218,7 @@ async fn complete_contested(
 #[tokio::test]
 async fn a_delegation_changed_while_completing_is_a_concurrent_update() {
     match complete_contested(false).await {
-        Err(GateError::Conflict { kind, .. }) => assert_eq!(kind, "concurrent_update"),
+        Err(GateError::Conflict { kind, .. }) => assert_eq!(kind.as_str(), "concurrent_update"),
         other => panic!("{other:?}"),
     }
 }
@@ -226,7 +226,7 @@ async fn a_delegation_changed_while_completing_is_a_concurrent_update() {
 #[tokio::test]
 async fn a_recorded_token_that_no_longer_verifies_is_token_invalid() {
     match complete_contested(true).await {
-        Err(GateError::Conflict { kind, .. }) => assert_eq!(kind, "token_invalid"),
+        Err(GateError::Conflict { kind, .. }) => assert_eq!(kind.as_str(), "token_invalid"),
         other => panic!("{other:?}"),
     }
 }

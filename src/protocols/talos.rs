@@ -394,7 +394,7 @@ impl Talos {
     async fn revoke_by_admin(&self, caller: &Caller, name: &str) -> Result<bool, GateError> {
         if !caller.is_authenticated_admin() {
             return Err(GateError::Forbidden {
-                kind: "admin_required",
+                kind: crate::gatekeeper::Forbidden::AdminRequired,
                 detail:
                     "revoking without an issuer's signature needs an admin token or certificate"
                         .into(),

@@ -452,7 +452,7 @@ impl DelegationGateway for GrpcFront {
         counted("WatchDecisions", async {
             if !self.caller(&request)?.is_admin() {
                 return Err(gate_failure(&GateError::Forbidden {
-                    kind: "admin_required",
+                    kind: dgw_core::gatekeeper::Forbidden::AdminRequired,
                     detail: "WatchDecisions needs an admin token".into(),
                 }));
             }

@@ -7,7 +7,7 @@ use delegateos::DenialType;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use dgw_core::gatekeeper::GateError;
+use dgw_core::gatekeeper::{Conflict, GateError};
 use dgw_core::protocol::{Denial, DenialKind};
 
 /// The `ErrorInfo.domain` of the pipeline's denial types (the DelegateOS
@@ -76,21 +76,21 @@ pub fn gate_error(e: &GateError) -> Status {
         GateError::NotFound { kind, id } => Status::with_error_details(
             Code::NotFound,
             e.to_string(),
-            ErrorDetails::with_resource_info(*kind, id.clone(), "", e.to_string()),
+            ErrorDetails::with_resource_info(kind.as_str(), id.clone(), "", e.to_string()),
         ),
         GateError::Conflict { kind, detail } => Status::with_error_details(
-            if *kind == "budget_exceeded" {
+            if *kind == Conflict::BudgetExceeded {
                 Code::ResourceExhausted
             } else {
                 Code::FailedPrecondition
             },
             detail.clone(),
-            ErrorDetails::with_error_info(reason(kind), GATEWAY_DOMAIN, HashMap::new()),
+            ErrorDetails::with_error_info(reason(kind.as_str()), GATEWAY_DOMAIN, HashMap::new()),
         ),
         GateError::Forbidden { kind, detail } => Status::with_error_details(
             Code::PermissionDenied,
             detail.clone(),
-            ErrorDetails::with_error_info(reason(kind), GATEWAY_DOMAIN, HashMap::new()),
+            ErrorDetails::with_error_info(reason(kind.as_str()), GATEWAY_DOMAIN, HashMap::new()),
         ),
         GateError::Rejected { kind, detail } => {
             let mut metadata = HashMap::new();

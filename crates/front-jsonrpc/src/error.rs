@@ -74,13 +74,17 @@ pub fn gate_error(e: &GateError) -> RpcError {
         GateError::InvalidParams(m) => RpcError::new(INVALID_PARAMS, "invalid_params", m.clone()),
         GateError::NotFound { kind, id } => {
             let mut err = RpcError::new(NOT_FOUND, "not_found", e.to_string());
-            err.data["what"] = json!(kind);
+            err.data["what"] = json!(kind.as_str());
             err.data["id"] = json!(id);
             err
         }
-        GateError::Conflict { kind, detail } => RpcError::new(CONFLICT, kind, detail.clone()),
+        GateError::Conflict { kind, detail } => {
+            RpcError::new(CONFLICT, kind.as_str(), detail.clone())
+        }
         GateError::Rejected { kind, detail } => RpcError::new(REJECTED, kind, detail.clone()),
-        GateError::Forbidden { kind, detail } => RpcError::new(DENIED, kind, detail.clone()),
+        GateError::Forbidden { kind, detail } => {
+            RpcError::new(DENIED, kind.as_str(), detail.clone())
+        }
         GateError::Storage(s) => RpcError::new(INTERNAL_ERROR, "storage_error", s.to_string()),
     }
 }

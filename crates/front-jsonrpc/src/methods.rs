@@ -361,7 +361,7 @@ impl JsonRpc {
     ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
         if !caller.is_admin() {
             return Err(gate(&GateError::Forbidden {
-                kind: "admin_required",
+                kind: dgw_core::gatekeeper::Forbidden::AdminRequired,
                 detail: "dgw/audit needs an admin token".into(),
             }));
         }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::error::Forbidden;
 use super::{forbidden, ledger_error, GateError, Gatekeeper};
 use crate::budget::{HolderDigest, Settlement};
 use crate::caller::Caller;
@@ -29,7 +30,7 @@ impl Gatekeeper {
         match (holder, presented) {
             (Some(h), Some(p)) if h.matches(&p) => Ok(()),
             _ => Err(forbidden(
-                "not_reservation_holder",
+                Forbidden::NotReservationHolder,
                 "only the credential that made a reservation (or an admin) may settle or release it",
             )),
         }

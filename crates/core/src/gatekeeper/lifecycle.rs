@@ -11,6 +11,7 @@ use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse};
 use delegateos::{Delegation, DelegationStatus};
 use time::OffsetDateTime;
 
+use super::error::{Conflict, Missing};
 use super::{
     ledger_error, now, AttestationsById, Completion, ContractsById, DecisionEvent, DecisionKind,
     GateError, Gatekeeper,
@@ -224,12 +225,12 @@ impl Gatekeeper {
             .get(&p.delegation_id)
             .await?
             .ok_or_else(|| GateError::NotFound {
-                kind: "delegation",
+                kind: Missing::Delegation,
                 id: p.delegation_id.to_string(),
             })?;
         if delegation.status != DelegationStatus::Active {
             return Err(GateError::Conflict {
-                kind: "delegation_not_active",
+                kind: Conflict::DelegationNotActive,
                 detail: format!("delegation {} is {:?}", delegation.id, delegation.status),
             });
         }
@@ -254,7 +255,7 @@ impl Gatekeeper {
             .contract(&delegation.contract_id)
             .await?
             .ok_or_else(|| GateError::NotFound {
-                kind: "contract",
+                kind: Missing::Contract,
                 id: delegation.contract_id.to_string(),
             })?;
         let (children, contracts) = self.stored_children(att, contract).await?;
@@ -283,7 +284,7 @@ impl Gatekeeper {
         let verified = self
             .verified(&delegation.dct.token)
             .map_err(|r| GateError::Conflict {
-                kind: "token_invalid",
+                kind: Conflict::TokenInvalid,
                 detail: r.detail,
             })?;
         let cost = att.result.cost_microcents;
@@ -310,7 +311,7 @@ impl Gatekeeper {
             .status
             .transition(status)
             .map_err(|e| GateError::Conflict {
-                kind: "delegation_not_active",
+                kind: Conflict::DelegationNotActive,
                 detail: e.to_string(),
             })?;
         closed.completed_at = Some(now().0);
@@ -318,7 +319,7 @@ impl Gatekeeper {
         self.delegations.put_attestation(att).await?;
         if !self.delegations.replace(&delegation, &closed).await? {
             return Err(GateError::Conflict {
-                kind: "concurrent_update",
+                kind: Conflict::ConcurrentUpdate,
                 detail: format!("delegation {} changed while completing", delegation.id),
             });
         }

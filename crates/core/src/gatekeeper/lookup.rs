@@ -5,6 +5,7 @@
 use delegateos::{DelegationId, PrincipalId, Timestamp};
 use serde::Serialize;
 
+use super::error::{Forbidden, Missing};
 use super::{forbidden, BudgetReport, GateError, Gatekeeper};
 use crate::caller::Caller;
 use delegateos::DelegationStatus;
@@ -60,7 +61,7 @@ impl Gatekeeper {
             Ok(())
         } else {
             Err(forbidden(
-                "admin_required",
+                Forbidden::AdminRequired,
                 "reading a delegation or its budget needs an admin token, or the delegation's own DCT",
             ))
         }
@@ -78,7 +79,7 @@ impl Gatekeeper {
             .get(id)
             .await?
             .ok_or_else(|| GateError::NotFound {
-                kind: "delegation",
+                kind: Missing::Delegation,
                 id: id.to_string(),
             })?;
         let verified = self.signed_chain(&d.dct.token);
@@ -125,7 +126,7 @@ impl Gatekeeper {
         }
         if chains.is_empty() {
             return Err(GateError::NotFound {
-                kind: "budget for delegation",
+                kind: Missing::BudgetForDelegation,
                 id: delegation_id.to_string(),
             });
         }

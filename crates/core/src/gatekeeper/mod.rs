@@ -40,7 +40,7 @@ const TOKEN_CACHE_ENTRIES: usize = 16_384;
 
 pub use crate::protocol::Denial;
 
-pub use error::GateError;
+pub use error::{Conflict, Forbidden, GateError, Missing};
 
 /// An allowed request: its reservation and scope.
 #[derive(Debug, Clone, Serialize)]
@@ -129,7 +129,7 @@ pub const DELEGATEOS: ProtocolId = ProtocolId::new(&ProtocolInfo {
     denial_message: Some("DCT verification failed"),
 });
 
-fn forbidden(kind: &'static str, detail: impl Into<String>) -> GateError {
+fn forbidden(kind: Forbidden, detail: impl Into<String>) -> GateError {
     GateError::Forbidden {
         kind,
         detail: detail.into(),
@@ -221,23 +221,23 @@ impl Gatekeeper {
 fn ledger_error(e: LedgerError) -> GateError {
     match e {
         LedgerError::UnknownReservation(id) => GateError::NotFound {
-            kind: "reservation",
+            kind: Missing::Reservation,
             id,
         },
         e @ LedgerError::ExceedsReservation { .. } => GateError::Conflict {
-            kind: "settlement_exceeds_reservation",
+            kind: Conflict::SettlementExceedsReservation,
             detail: e.to_string(),
         },
         e @ LedgerError::NotChargedOnExpiry(_) => GateError::Conflict {
-            kind: "not_charged_on_expiry",
+            kind: Conflict::NotChargedOnExpiry,
             detail: e.to_string(),
         },
         e @ LedgerError::Exceeded { .. } => GateError::Conflict {
-            kind: "budget_exceeded",
+            kind: Conflict::BudgetExceeded,
             detail: e.to_string(),
         },
         e @ LedgerError::TooManyOpen { .. } => GateError::Conflict {
-            kind: "too_many_reservations",
+            kind: Conflict::TooManyReservations,
             detail: e.to_string(),
         },
         LedgerError::Storage(e) => GateError::Storage(e),

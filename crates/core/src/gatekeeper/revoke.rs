@@ -6,6 +6,7 @@
 use delegateos::messages::RevokeParams;
 use delegateos::{DelegationId, DelegationStatus, PrincipalId, RevocationScope};
 
+use super::error::Forbidden;
 use super::{forbidden, now, GateError, Gatekeeper, Revocation};
 use crate::caller::Caller;
 use crate::revocations::RevokeError;
@@ -54,7 +55,7 @@ impl Gatekeeper {
     ) -> Result<Revocation, GateError> {
         if !caller.is_authenticated_admin() {
             return Err(forbidden(
-                "admin_required",
+                Forbidden::AdminRequired,
                 "revoking without a signed entry needs an admin token or certificate",
             ));
         }
@@ -143,7 +144,7 @@ impl Gatekeeper {
             return Ok(());
         }
         Err(forbidden(
-            "untrusted_revoker",
+            Forbidden::UntrustedRevoker,
             format!(
                 "{} is not a tenant root, and no presented DCT shows it signed the revoked block or one above it",
                 entry.revoked_by
