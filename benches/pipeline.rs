@@ -140,6 +140,7 @@ fn authorize_settle(c: &mut Criterion) {
             .authorize(&token, &[request()], 1, OnExpiry::Release)
             .await
             .unwrap()
+            .into_result()
             .unwrap();
         gate.settle(
             &Caller::gateway(),

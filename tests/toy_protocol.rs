@@ -15,7 +15,7 @@ use delegate_gateway::grpc::pb;
 use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
 use delegate_gateway::protocol::capabilities::Capabilities;
 use delegate_gateway::protocol::{
-    Call, Credential, Denial, Grant, Protocol, ProtocolId, ProtocolInfo, Translation,
+    Call, Credential, Decision, Denial, Grant, Protocol, ProtocolId, ProtocolInfo, Translation,
 };
 use delegate_gateway::serve::{Extensions, Listening};
 use delegateos::attestation::{Attestation, AttestationDraft};
@@ -81,15 +81,15 @@ impl Protocol for Toy {
         &self,
         credential: &Credential,
         _call: &Call<'_>,
-    ) -> Result<Result<Grant, Denial>, GateError> {
+    ) -> Result<Decision<Grant>, GateError> {
         if credential.presented() != SECRET {
-            return Ok(Err(Denial::protocol(
+            return Ok(Decision::Denied(Denial::protocol(
                 TOY,
                 "UNKNOWN_SECRET",
                 "not a toy secret",
             )));
         }
-        Ok(Ok(Grant {
+        Ok(Decision::Allowed(Grant {
             protocol: TOY,
             tenant: "toys".into(),
             levels: BudgetKey::for_path("toy:root", &["secret".to_owned()], 1_000),

@@ -9,7 +9,7 @@ use delegateos::messages::{McpDelegateos, MCP_FIELD};
 use serde_json::{Map, Value};
 
 use crate::gatekeeper::{GateError, Gatekeeper};
-use crate::protocol::{Call, Credential, Denial, Grant, Protocol, ProtocolId};
+use crate::protocol::{Call, Credential, Decision, Denial, Grant, Protocol, ProtocolId};
 
 /// Its name.
 pub const ID: ProtocolId = crate::gatekeeper::DELEGATEOS;
@@ -70,20 +70,23 @@ impl Protocol for DelegateOs {
         &self,
         credential: &Credential,
         _call: &Call<'_>,
-    ) -> Result<Result<Grant, Denial>, GateError> {
+    ) -> Result<Decision<Grant>, GateError> {
         let Some(field) = credential.get::<McpDelegateos>() else {
-            return Ok(Err(Denial::malformed(ID, "not a DelegateOS credential")));
+            return Ok(Decision::Denied(Denial::malformed(
+                ID,
+                "not a DelegateOS credential",
+            )));
         };
         let grant = match self.gate.dct_grant(&field.dct) {
             Ok(g) => g,
-            Err(d) => return Ok(Err(d)),
+            Err(d) => return Ok(Decision::Denied(d)),
         };
         // `_delegateos.delegationId` and `contractId`, when given, must name
         // the token's own.
         let last = grant.chain.last();
         if let (Some(named), Some(own)) = (&field.delegation_id, last) {
             if named != own {
-                return Ok(Err(Denial::protocol(
+                return Ok(Decision::Denied(Denial::protocol(
                     ID,
                     "delegation_mismatch",
                     format!(
@@ -95,7 +98,7 @@ impl Protocol for DelegateOs {
         if let Some(named) = &field.contract_id {
             let own = self.gate.contract_of(&field.dct);
             if own.as_ref() != Some(named) {
-                return Ok(Err(Denial::protocol(
+                return Ok(Decision::Denied(Denial::protocol(
                     ID,
                     "delegation_mismatch",
                     format!(
@@ -105,7 +108,7 @@ impl Protocol for DelegateOs {
                 )));
             }
         }
-        Ok(Ok(grant))
+        Ok(Decision::Allowed(grant))
     }
 
     async fn standing(

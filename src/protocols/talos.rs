@@ -25,8 +25,8 @@ use crate::caller::Caller;
 use crate::gatekeeper::GateError;
 use crate::protocol::capabilities::Capabilities;
 use crate::protocol::{
-    Call, Completed, Credential, Denial, EarlyRefusal, Grant, MethodResult, Protocol, ProtocolId,
-    ProtocolInfo,
+    Call, Completed, Credential, Decision, Denial, EarlyRefusal, Grant, MethodResult, Protocol,
+    ProtocolId, ProtocolInfo,
 };
 use crate::revocations::Revocations;
 use crate::state::{AuditSink, ReplayStore, StorageError};
@@ -467,12 +467,15 @@ impl Protocol for Talos {
         &self,
         credential: &Credential,
         call: &Call<'_>,
-    ) -> Result<Result<Grant, Denial>, GateError> {
+    ) -> Result<Decision<Grant>, GateError> {
         let Some(presented) = credential.get::<Presented>() else {
-            return Ok(Err(Denial::malformed(ID, "not a Talos credential")));
+            return Ok(Decision::Denied(Denial::malformed(
+                ID,
+                "not a Talos credential",
+            )));
         };
         match self.check(presented, call).await? {
-            Ok((grant, _)) => Ok(Ok(grant)),
+            Ok((grant, _)) => Ok(Decision::Allowed(grant)),
             Err((d, cap)) => {
                 let ids = cap
                     .as_ref()
@@ -484,7 +487,7 @@ impl Protocol for Talos {
                     d.reason.as_str(),
                 )
                 .await;
-                Ok(Err(denial(d)))
+                Ok(Decision::Denied(denial(d)))
             }
         }
     }

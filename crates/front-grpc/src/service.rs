@@ -18,7 +18,7 @@ use super::{convert, status};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller::{Authenticator, Caller};
 use dgw_core::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
-use dgw_core::protocol::{Call, Registry};
+use dgw_core::protocol::{Call, Decision, Registry};
 use dgw_core::telemetry::{Outcome, RequestRecord};
 use dgw_net::connections::{Busy, ConnInfo};
 
@@ -324,8 +324,8 @@ impl DelegationGateway for GrpcFront {
                     .authorize(&r.dct, requests, r.cost_microcents, OnExpiry::Release)
                     .await
                 {
-                    Ok(Ok(a)) => Ok((convert::authorization(&a), Outcome::Ok)),
-                    Ok(Err(d)) => Err((status::denial(&d), Outcome::Denied)),
+                    Ok(Decision::Allowed(a)) => Ok((convert::authorization(&a), Outcome::Ok)),
+                    Ok(Decision::Denied(d)) => Err((status::denial(&d), Outcome::Denied)),
                     Err(e) => Err(gate_failure(&e)),
                 };
             }
@@ -353,8 +353,8 @@ impl DelegationGateway for GrpcFront {
                 .authorize_with(&found, &call, OnExpiry::Release)
                 .await
             {
-                Ok(Ok((a, _))) => Ok((convert::authorization(&a), Outcome::Ok)),
-                Ok(Err(d)) => Err((status::denial(&d), Outcome::Denied)),
+                Ok(Decision::Allowed((a, _))) => Ok((convert::authorization(&a), Outcome::Ok)),
+                Ok(Decision::Denied(d)) => Err((status::denial(&d), Outcome::Denied)),
                 Err(e) => Err(gate_failure(&e)),
             }
         })

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::GateError;
-use dgw_core::protocol::{Call, Denial, DenialKind, Found};
+use dgw_core::protocol::{Call, Decision, Denial, DenialKind, Found};
 use dgw_core::telemetry::Outcome;
 
 use super::error::*;
@@ -188,8 +188,8 @@ impl JsonRpc {
             )
             .await
         {
-            Ok(Ok(a)) => Ok((json!(a), Outcome::Ok)),
-            Ok(Err(d)) => Err((denial_error(&d), Outcome::Denied)),
+            Ok(Decision::Allowed(a)) => Ok((json!(a), Outcome::Ok)),
+            Ok(Decision::Denied(d)) => Err((denial_error(&d), Outcome::Denied)),
             Err(e) => Err(gate(&e)),
         }
     }
@@ -348,8 +348,8 @@ impl JsonRpc {
             .authorize_with(&found, &call, OnExpiry::Release)
             .await
         {
-            Ok(Ok((a, _))) => Ok((json!(a), Outcome::Ok)),
-            Ok(Err(d)) => Err(denied(&d)),
+            Ok(Decision::Allowed((a, _))) => Ok((json!(a), Outcome::Ok)),
+            Ok(Decision::Denied(d)) => Err(denied(&d)),
             Err(e) => Err(gate(&e)),
         }
     }

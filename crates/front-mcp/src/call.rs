@@ -18,7 +18,7 @@ use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller;
-use dgw_core::protocol::{Call, Completed, Denial, EarlyRefusal, Found};
+use dgw_core::protocol::{Call, Completed, Decision, Denial, EarlyRefusal, Found};
 use dgw_core::telemetry;
 use dgw_front_jsonrpc::{denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR};
 
@@ -190,12 +190,12 @@ impl McpProxy {
                     .authorize_with(&found, &call, OnExpiry::Charge)
                     .await
                 {
-                    Ok(Ok((a, grant))) => Some(Granted {
+                    Ok(Decision::Allowed((a, grant))) => Some(Granted {
                         reservation: a.reservation.map(|r| r.reservation_id),
                         grant,
                         found,
                     }),
-                    Ok(Err(d)) => return Err(denial_error(&d)),
+                    Ok(Decision::Denied(d)) => return Err(denial_error(&d)),
                     Err(e) => return Err(gate_error(&e)),
                 }
             }

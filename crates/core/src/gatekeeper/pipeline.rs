@@ -12,7 +12,7 @@ use super::{
     ledger_error, now, Authorization, Denial, GateError, Gatekeeper, Grant, Verified, DELEGATEOS,
 };
 use crate::budget::{BudgetKey, HolderDigest, LedgerError, OnExpiry, Reservation};
-use crate::protocol::{Call, Found};
+use crate::protocol::{Call, Decision, Found};
 use crate::revocations::Revocations;
 use crate::telemetry;
 
@@ -62,21 +62,21 @@ impl Gatekeeper {
         requests: &[CapabilityRequest],
         cost_microcents: u64,
         on_expiry: OnExpiry,
-    ) -> Result<Result<Authorization, Denial>, GateError> {
+    ) -> Result<Decision<Authorization>, GateError> {
         let Some(first) = requests.first() else {
             return Err(no_requests());
         };
         if let Some((reason, request)) = first_non_canonical(requests) {
             let d = denied(reason, Some(request));
             self.publish_authorize(None, request, cost_microcents, Err(&d));
-            return Ok(Err(d));
+            return Ok(Decision::Denied(d));
         }
         let grant = match self.dct_grant(token) {
             Ok(g) => g,
             Err(d) => {
                 let d = d.for_request(first);
                 self.publish_authorize(None, first, cost_microcents, Err(&d));
-                return Ok(Err(d));
+                return Ok(Decision::Denied(d));
             }
         };
         self.authorize_grant(&grant, requests, cost_microcents, on_expiry)
@@ -94,7 +94,7 @@ impl Gatekeeper {
         requests: &[CapabilityRequest],
         cost_microcents: u64,
         on_expiry: OnExpiry,
-    ) -> Result<Result<Authorization, Denial>, GateError> {
+    ) -> Result<Decision<Authorization>, GateError> {
         let started = Instant::now();
         let Some(first) = requests.first() else {
             return Err(no_requests());
@@ -107,7 +107,7 @@ impl Gatekeeper {
                 cost_microcents,
                 Err(&d),
             );
-            Ok(Err(d))
+            Ok(Decision::Denied(d))
         };
         if let Some((reason, request)) = first_non_canonical(requests) {
             return deny(Denial::pipeline(grant.protocol, reason).for_request(request));
@@ -157,7 +157,7 @@ impl Gatekeeper {
             Ok(reservation.as_ref()),
         );
         telemetry::record_authorize(started.elapsed());
-        Ok(Ok(Authorization {
+        Ok(Decision::Allowed(Authorization {
             allowed: true,
             reservation,
             scope,
@@ -175,7 +175,7 @@ impl Gatekeeper {
         found: &Found,
         call: &Call<'_>,
         on_expiry: OnExpiry,
-    ) -> Result<Result<(Authorization, Grant), Denial>, GateError> {
+    ) -> Result<Decision<(Authorization, Grant)>, GateError> {
         let Some(first) = call.requests.first() else {
             return Err(no_requests());
         };
@@ -193,25 +193,25 @@ impl Gatekeeper {
         if let Some((reason, request)) = first_non_canonical(call.requests) {
             let d = refused(Denial::pipeline(protocol.id(), reason).for_request(request));
             protocol.denied(None, &found.credential, call, &d).await;
-            return Ok(Err(d));
+            return Ok(Decision::Denied(d));
         }
         let grant = match protocol.grant(&found.credential, call).await? {
-            Ok(g) => g,
-            Err(d) => return Ok(Err(refused(d.for_request(first)))),
+            Decision::Allowed(g) => g,
+            Decision::Denied(d) => return Ok(Decision::Denied(refused(d.for_request(first)))),
         };
         match self
             .authorize_grant(&grant, call.requests, call.cost_microcents, on_expiry)
             .await?
         {
-            Ok(a) => {
+            Decision::Allowed(a) => {
                 protocol.allowed(&grant, call).await;
-                Ok(Ok((a, grant)))
+                Ok(Decision::Allowed((a, grant)))
             }
-            Err(d) => {
+            Decision::Denied(d) => {
                 protocol
                     .denied(Some(&grant), &found.credential, call, &d)
                     .await;
-                Ok(Err(d))
+                Ok(Decision::Denied(d))
             }
         }
     }

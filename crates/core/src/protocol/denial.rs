@@ -124,3 +124,23 @@ fn echoed(request: &CapabilityRequest) -> CapabilityRequest {
         resource: cap(&request.resource),
     }
 }
+
+/// The pipeline's answer to what it could judge: allowed (with what was
+/// granted or held), or denied and why. Failures to judge at all (a bad
+/// request, a storage error) are the `GateError` around it.
+#[must_use]
+#[derive(Debug)]
+pub enum Decision<T> {
+    Allowed(T),
+    Denied(Denial),
+}
+
+impl<T> Decision<T> {
+    /// The allowed value, or the denial as an error.
+    pub fn into_result(self) -> Result<T, Denial> {
+        match self {
+            Decision::Allowed(t) => Ok(t),
+            Decision::Denied(d) => Err(d),
+        }
+    }
+}

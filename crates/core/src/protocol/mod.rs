@@ -31,7 +31,7 @@ use crate::budget::{BudgetKey, HolderDigest};
 use crate::caller::Caller;
 use crate::gatekeeper::error::GateError;
 
-pub use denial::{Denial, DenialKind, MAX_ECHOED_BYTES};
+pub use denial::{Decision, Denial, DenialKind, MAX_ECHOED_BYTES};
 pub use registry::{Found, Registry};
 
 /// A protocol's name, as metrics, audit and `data.protocol` label it
@@ -245,7 +245,7 @@ pub trait Protocol: Send + Sync {
         &self,
         credential: &Credential,
         call: &Call<'_>,
-    ) -> Result<Result<Grant, Denial>, GateError>;
+    ) -> Result<Decision<Grant>, GateError>;
 
     /// What a credential may do now, without a call to match (MCP
     /// `tools/list` filters with it; `initialize` refuses one that can do
