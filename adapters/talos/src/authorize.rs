@@ -13,13 +13,17 @@ use crate::SKEW_SECS;
 /// What is being asked.
 #[derive(Debug, Clone)]
 pub struct TalosRequest {
+    /// The tool as the caller names it.
     pub tool: String,
+    /// The method (the tool rule's action).
     pub method: String,
+    /// The resources the call names.
     pub resources: Vec<String>,
 }
 
 /// The verifier's side.
 pub struct Context<'a> {
+    /// The trusted issuers' keys, by DID.
     pub issuers: &'a Issuers,
     /// Unix seconds.
     pub now: i64,
@@ -32,8 +36,11 @@ pub struct Context<'a> {
 /// An authorized capability: the root issuer and the effective scope.
 #[derive(Debug, Clone)]
 pub struct Authorized {
+    /// The DID that issued the root of the chain.
     pub root_issuer: String,
+    /// The scope in effect: the narrowest of the chain.
     pub scope: Scope,
+    /// When the capability (or an earlier parent) expires, Unix seconds.
     pub expires_at: i64,
 }
 

@@ -25,23 +25,32 @@ use crate::MAX_CHAIN_DEPTH;
 /// Which format a capability came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// The spec format (§2.1): `id`, JCS-signed, `delegation_chain`.
     Spec,
+    /// The wire format the reference implementations emit.
     Wire,
 }
 
 /// A parsed capability (its signature not yet checked).
 #[derive(Debug, Clone)]
 pub struct Capability {
+    /// Which format it came in.
     pub format: Format,
     /// The spec format's `id`; `None` in the wire format.
     pub id: Option<String>,
+    /// The issuer's DID.
     pub issuer: String,
+    /// The holder's DID.
     pub subject: String,
+    /// The scope as written.
     pub scope_text: String,
     /// `Err` when the scope does not parse: such a capability grants nothing.
     pub scope: Result<Scope, String>,
+    /// Unix seconds.
     pub issued_at: i64,
+    /// Unix seconds.
     pub expires_at: i64,
+    /// Whether the holder may delegate it further.
     pub delegatable: bool,
     /// Parents, root first (spec format only).
     pub chain: Vec<Capability>,

@@ -6,14 +6,23 @@ use std::fmt;
 /// Why a Talos request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TalosDenial {
+    /// The request carries no capability.
     NoCapability,
+    /// Past `expires_at` (with the allowed skew).
     Expired,
+    /// The capability, or a parent, is revoked.
     Revoked,
+    /// The scope does not cover the tool, method or resources.
     ScopeMismatch,
+    /// A chain link is broken, widened or too deep.
     DelegationInvalid,
+    /// The gateway does not know the tool.
     UnknownTool,
+    /// The correlation ID was used before in the session.
     Replay,
+    /// A signature does not verify, or the issuer is not trusted.
     SignatureInvalid,
+    /// The envelope or frame is malformed.
     InvalidFrame,
 }
 
@@ -44,11 +53,14 @@ impl fmt::Display for TalosDenial {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}: {detail}")]
 pub struct Denied {
+    /// The reason, as §4.2 names it.
     pub reason: TalosDenial,
+    /// What was wrong, for people.
     pub detail: String,
 }
 
 impl Denied {
+    /// A denial for `reason`.
     pub fn new(reason: TalosDenial, detail: impl Into<String>) -> Self {
         Self {
             reason,

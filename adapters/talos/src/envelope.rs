@@ -16,9 +16,13 @@ pub const PREFIX: &str = "_talos_";
 /// A request's Talos fields.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
+    /// `_talos_capability`: the capability, as sent.
     pub capability: Option<Value>,
+    /// `_talos_correlation_id`: unique per session (replay protection, §6).
     pub correlation_id: String,
+    /// `_talos_timestamp`, when sent.
     pub timestamp: Option<String>,
+    /// `_talos_session_id`, when the client names its session.
     pub session_id: Option<String>,
 }
 

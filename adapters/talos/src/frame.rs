@@ -19,16 +19,28 @@ use crate::replay::ReplayCache;
 /// A verified frame.
 #[derive(Debug, Clone)]
 pub struct Frame {
+    /// `MCP_MESSAGE` or `MCP_RESPONSE`.
     pub kind: String,
+    /// The sending peer's DID.
     pub peer_id: String,
+    /// The secure-channel session.
     pub session_id: String,
+    /// Unique per session (replay protection).
     pub correlation_id: String,
+    /// Unix seconds.
     pub issued_at: i64,
+    /// The tool called.
     pub tool: String,
+    /// The method called.
     pub method: String,
+    /// The capability, when the frame carries one.
     pub capability: Option<Value>,
+    /// The capability's hash: checked against the capability carried, or
+    /// naming one an earlier frame of the session carried.
     pub capability_hash: Option<String>,
+    /// SHA-256 of the request, when given.
     pub request_hash: Option<String>,
+    /// SHA-256 of the response, when given.
     pub response_hash: Option<String>,
 }
 
@@ -111,6 +123,7 @@ pub struct Session {
 }
 
 impl Session {
+    /// A session with nothing seen yet.
     pub fn new() -> Self {
         Self {
             capabilities: HashMap::new(),

@@ -15,10 +15,12 @@ pub const DID_PREFIX: &str = "did:talos:";
 pub struct Issuers(HashMap<String, VerifyingKey>);
 
 impl Issuers {
+    /// No trusted issuers.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Trusts `key` for capabilities issued by `did`.
     pub fn insert(&mut self, did: &str, key: VerifyingKey) {
         self.0.insert(did.to_owned(), key);
     }

@@ -24,10 +24,12 @@ struct Session {
 }
 
 impl ReplayCache {
+    /// A cache of [`PER_SESSION`] IDs per session.
     pub fn new() -> Self {
         Self::with_capacity(PER_SESSION)
     }
 
+    /// A cache keeping `capacity` IDs per session.
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             sessions: HashMap::new(),

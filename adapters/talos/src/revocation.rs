@@ -17,9 +17,12 @@ use crate::keys::{decode_signature, Issuers};
 pub struct TalosRevocation {
     /// A capability `id` (`cap_…`) or hash (64 hex).
     pub revoke: String,
+    /// The DID that revoked it (its issuer); `admin:<who>` for a revocation
+    /// an administrator recorded without a signature.
     pub issuer: String,
     /// Unix seconds.
     pub revoked_at: i64,
+    /// The issuer's Ed25519 signature over the JCS content (base64url).
     pub signature: String,
 }
 

@@ -16,6 +16,7 @@ pub const MAX_PATTERN_BYTES: usize = 1024;
 /// A normalized scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
+    /// The tool it grants.
     pub tool: String,
     /// `None`: every method of the tool.
     pub method: Option<String>,
@@ -27,10 +28,18 @@ pub struct Scope {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScopeError {
     #[error("scope {0:?} is not tool:<name>[/method:<name>][/resource:<pattern>]")]
+    /// Not `tool:<name>[/method:<name>][/resource:<pattern>]`.
     Grammar(String),
     #[error("{field} {value:?} must be 1-64 of A-Z a-z 0-9 _ . -")]
-    Name { field: &'static str, value: String },
+    /// A tool or method name outside `A-Z a-z 0-9 _ . -` (1-64).
+    Name {
+        /// Which name (`tool`, `method`).
+        field: &'static str,
+        /// The name as written.
+        value: String,
+    },
     #[error("resource pattern {0:?} is not a path prefix (a `*` is allowed only as a last `/*` or `/**`)")]
+    /// A resource pattern that is not a path prefix.
     Pattern(String),
 }
 
