@@ -27,7 +27,9 @@ pub const MAX_CHILD_DEPTH: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AttestationType {
+    /// The delegatee reports the task done (or failed).
     Completion,
+    /// A delegator attests it verified a sub-delegation's result.
     DelegationVerification,
 }
 
@@ -35,11 +37,15 @@ pub enum AttestationType {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerificationOutcome {
+    /// The verification method (`schema_match`, `deterministic_check`, `composite`).
     pub method: String,
+    /// Whether it passed.
     pub passed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its score, 0 to 1, when the method scores.
     pub score: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Why, for people.
     pub details: Option<String>,
 }
 
@@ -47,6 +53,7 @@ pub struct VerificationOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AttestationResult {
+    /// Whether the task succeeded.
     pub success: bool,
     /// The output; an explicit `null` output is a value.
     #[serde(
@@ -58,9 +65,12 @@ pub struct AttestationResult {
     /// `base64url(BLAKE2b-256(canonical(output)))`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_hash: Option<String>,
+    /// What the work cost, in microcents.
     pub cost_microcents: u64,
+    /// How long it took, in milliseconds.
     pub duration_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The verification the attester claims to have run.
     pub verification_outcome: Option<VerificationOutcome>,
 }
 
@@ -68,16 +78,26 @@ pub struct AttestationResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Attestation {
+    /// `att_…`.
     pub id: AttestationId,
+    /// Always `0.1`.
     pub version: V01,
+    /// The contract the work was done under.
     pub contract_id: ContractId,
+    /// The delegation it completes.
     pub delegation_id: DelegationId,
+    /// Who attests (and signs).
     pub principal: PrincipalId,
+    /// When it was signed.
     pub created_at: Timestamp,
     #[serde(rename = "type")]
+    /// What it attests.
     pub kind: AttestationType,
+    /// The result reported.
     pub result: AttestationResult,
+    /// Attestations of the sub-delegations this result relies on.
     pub child_attestations: Vec<AttestationId>,
+    /// Ed25519 signature over the canonical JSON without it (base64url).
     pub signature: String,
 }
 
@@ -87,21 +107,31 @@ pub struct Attestation {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AttestationDraft {
     #[serde(default)]
+    /// Filled in at signing when absent.
     pub id: Option<AttestationId>,
     #[serde(default)]
+    /// Filled in at signing when absent.
     pub version: Option<V01>,
+    /// The contract the work was done under.
     pub contract_id: ContractId,
+    /// The delegation it completes.
     pub delegation_id: DelegationId,
     #[serde(default)]
+    /// Filled in at signing (must be the signer when present).
     pub principal: Option<PrincipalId>,
     #[serde(default)]
+    /// Filled in at signing when absent.
     pub created_at: Option<Timestamp>,
     #[serde(rename = "type")]
+    /// What it attests.
     pub kind: AttestationType,
+    /// The result reported; `outputHash` is computed at signing.
     pub result: AttestationResult,
     #[serde(default)]
+    /// Attestations of the sub-delegations this result relies on.
     pub child_attestations: Vec<AttestationId>,
     #[serde(default)]
+    /// Ignored: signing writes it.
     pub signature: Option<String>,
 }
 
@@ -109,17 +139,29 @@ pub struct AttestationDraft {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AttestationError {
     #[error("attestation is not valid JSON: {0}")]
+    /// Not JSON (or too large).
     Json(String),
     #[error("attestation structure: {0}")]
+    /// JSON of the wrong shape.
     Structure(String),
     #[error("attestation is by {principal}, not {expected}")]
+    /// Signed by someone other than the principal it names.
     WrongPrincipal {
+        /// The principal it names.
         principal: PrincipalId,
+        /// Who signed.
         expected: PrincipalId,
     },
     #[error("outputHash {claimed} does not match the output ({actual})")]
-    OutputHash { claimed: String, actual: String },
+    /// `outputHash` is not the output's hash.
+    OutputHash {
+        /// The hash the attestation claims.
+        claimed: String,
+        /// The output's hash.
+        actual: String,
+    },
     #[error("cannot sign: {0}")]
+    /// Signing failed.
     Sign(String),
 }
 
@@ -203,16 +245,27 @@ impl AttestationDraft {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
+    /// The signature does not verify.
     InvalidSignature,
+    /// Not for the delegation's contract or delegation.
     ContractMismatch,
+    /// The result has no output to verify.
     OutputMissing,
+    /// `outputHash` is not the output's hash.
     OutputHashMismatch,
+    /// The output does not match the contract's output schema.
     SchemaMismatch,
+    /// The contract's verification failed.
     VerificationFailed,
+    /// The reported cost does not fit the budget.
     BudgetExceeded,
+    /// The children cost more than this attestation reports.
     ChildCostExceedsParent,
+    /// A child attestation it names was not supplied.
     ChildMissing,
+    /// Child attestations name each other in a cycle.
     ChildCycle,
+    /// Child attestations nest deeper than allowed.
     ChildDepthExceeded,
 }
 
@@ -227,9 +280,12 @@ impl fmt::Display for FailureKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AttestationFailure {
+    /// The attestation that failed.
     pub attestation_id: AttestationId,
     #[serde(rename = "type")]
+    /// How.
     pub kind: FailureKind,
+    /// Why, for people.
     pub detail: String,
 }
 
@@ -237,6 +293,7 @@ pub struct AttestationFailure {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AttestationReport {
+    /// Whether the attestation and its children verified.
     pub valid: bool,
     /// The first failure, naming the attestation it is in.
     pub reason: Option<AttestationFailure>,
@@ -249,8 +306,11 @@ pub struct AttestationReport {
 /// What verification needs besides the attestation: the contracts by ID,
 /// the supplied child attestations by ID, and the check functions.
 pub struct AttestationContext<'a> {
+    /// Contracts by ID.
     pub contracts: &'a BTreeMap<ContractId, TaskContract>,
+    /// The supplied child attestations, by ID.
     pub children: &'a BTreeMap<AttestationId, Attestation>,
+    /// The check functions verification specs may name.
     pub registry: &'a CheckFunctionRegistry,
 }
 

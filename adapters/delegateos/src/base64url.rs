@@ -12,7 +12,13 @@ pub enum Base64UrlError {
     Invalid(String),
     /// Decoded to a different length than the field requires.
     #[error("expected {expected} bytes, got {actual}")]
-    Length { expected: usize, actual: usize },
+    /// Decodes to the wrong number of bytes.
+    Length {
+        /// How many bytes were expected.
+        expected: usize,
+        /// How many it decodes to.
+        actual: usize,
+    },
 }
 
 /// Encodes bytes as unpadded base64url.

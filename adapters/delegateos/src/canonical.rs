@@ -23,7 +23,13 @@ pub const MAX_DEPTH: usize = 64;
 pub enum JsonError {
     /// Larger than the caller's limit.
     #[error("JSON is {actual} bytes, more than the limit of {limit}")]
-    TooLarge { actual: usize, limit: usize },
+    /// Longer than accepted.
+    TooLarge {
+        /// Its length in bytes.
+        actual: usize,
+        /// The most accepted.
+        limit: usize,
+    },
     /// Not JSON, a duplicate key, or nested too deep.
     #[error("invalid JSON: {0}")]
     Syntax(String),

@@ -14,8 +14,11 @@ pub const MAX_NAME_BYTES: usize = 128;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Capability {
+    /// What kind of thing (`docs`, `web`).
     pub namespace: String,
+    /// What may be done (`read`).
     pub action: String,
+    /// Where: a resource glob.
     pub resource: ResourcePattern,
 }
 
@@ -23,8 +26,11 @@ pub struct Capability {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CapabilityRequest {
+    /// What kind of thing.
     pub namespace: String,
+    /// What is to be done.
     pub action: String,
+    /// Where: a concrete, canonical resource.
     pub resource: String,
 }
 
@@ -32,10 +38,16 @@ pub struct CapabilityRequest {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CapabilityError {
     #[error("capability {0:?} is not NAMESPACE:ACTION:RESOURCE")]
+    /// Not `namespace:action:resource`.
     Shape(String),
     #[error("{field} must be 1..={MAX_NAME_BYTES} bytes")]
-    Name { field: &'static str },
+    /// A namespace or action outside the allowed characters.
+    Name {
+        /// Which (`namespace`, `action`).
+        field: &'static str,
+    },
     #[error(transparent)]
+    /// The resource glob is not valid.
     Pattern(#[from] PatternError),
 }
 

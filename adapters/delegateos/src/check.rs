@@ -13,10 +13,13 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckResult {
+    /// Whether the output passed.
     pub passed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its score, 0 to 1.
     pub score: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Why, for people.
     pub details: Option<String>,
 }
 
@@ -73,6 +76,7 @@ pub trait CheckFunction: Send + Sync {
 
 /// A check with its parameters bound, ready to judge outputs.
 pub trait PreparedCheck: Send + Sync {
+    /// Judges an output.
     fn run(&self, output: &Value) -> CheckResult;
 }
 

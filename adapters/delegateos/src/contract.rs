@@ -26,7 +26,9 @@ pub const MAX_CONTRACT_BYTES: usize = 1 << 20;
 /// colon, so a custom `org:namespace` keeps its colon.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RequiredCapability {
+    /// The namespace the token must grant.
     pub namespace: String,
+    /// The action the token must grant.
     pub action: String,
 }
 
@@ -75,8 +77,11 @@ impl<'de> Deserialize<'de> for RequiredCapability {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskSpec {
+    /// A short name.
     pub title: String,
+    /// What the delegatee is to do.
     pub description: String,
+    /// The task's inputs.
     pub inputs: Map<String, Value>,
     /// JSON Schema draft-07 for the output.
     pub output_schema: Value,
@@ -86,9 +91,13 @@ pub struct TaskSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskConstraints {
+    /// The most the whole task may cost.
     pub max_budget_microcents: u64,
+    /// When it must be done.
     pub deadline: Timestamp,
+    /// How many times it may be delegated further.
     pub max_chain_depth: u32,
+    /// Capabilities a token must grant to be bound to it.
     pub required_capabilities: Vec<RequiredCapability>,
 }
 
@@ -97,13 +106,21 @@ pub struct TaskConstraints {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskContract {
+    /// `ct_…`.
     pub id: ContractId,
+    /// Always `0.1`.
     pub version: V01,
+    /// Who issued (and signed) it.
     pub issuer: PrincipalId,
+    /// When it was signed.
     pub created_at: Timestamp,
+    /// What is to be done.
     pub task: TaskSpec,
+    /// How outputs are judged.
     pub verification: VerificationSpec,
+    /// Its limits.
     pub constraints: TaskConstraints,
+    /// Ed25519 signature over the canonical JSON without it (base64url).
     pub signature: String,
 }
 
@@ -113,17 +130,25 @@ pub struct TaskContract {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContractDraft {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Filled in at signing when absent.
     pub id: Option<ContractId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Filled in at signing when absent.
     pub version: Option<V01>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Filled in at signing (must be the signer when present).
     pub issuer: Option<PrincipalId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Filled in at signing when absent.
     pub created_at: Option<Timestamp>,
+    /// What is to be done.
     pub task: TaskSpec,
+    /// How outputs are judged.
     pub verification: VerificationSpec,
+    /// Its limits.
     pub constraints: TaskConstraints,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Ignored: signing writes it.
     pub signature: Option<String>,
 }
 
@@ -131,19 +156,27 @@ pub struct ContractDraft {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContractError {
     #[error("contract is not valid JSON: {0}")]
+    /// Not JSON (or too large).
     Json(String),
     #[error("contract structure: {0}")]
+    /// JSON of the wrong shape.
     Structure(String),
     #[error("contract signature: {0}")]
+    /// The signature does not verify.
     Signature(#[from] SignatureError),
     #[error("contract is issued by {issuer}, not {expected}")]
+    /// Signed by someone other than its issuer.
     WrongIssuer {
+        /// The issuer it names.
         issuer: PrincipalId,
+        /// Who signed.
         expected: PrincipalId,
     },
     #[error("contract outputSchema does not compile: {0}")]
+    /// The output schema does not compile.
     OutputSchema(String),
     #[error(transparent)]
+    /// The verification spec is invalid.
     Spec(#[from] SpecError),
 }
 
@@ -151,11 +184,15 @@ pub enum ContractError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BindingError {
     #[error("the token is bound to contract {token}, not {contract}")]
+    /// The token names another contract.
     ContractMismatch {
+        /// The token's contract.
         token: ContractId,
+        /// The contract given.
         contract: ContractId,
     },
     #[error("the token does not grant {0}, which the contract requires")]
+    /// The token does not grant a capability the contract requires.
     MissingCapability(RequiredCapability),
 }
 

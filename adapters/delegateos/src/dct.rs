@@ -34,16 +34,27 @@ pub const MAX_ATTENUATIONS: usize = 32;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Authority {
+    /// The tenant root that signs the authority block.
     pub issuer: PrincipalId,
+    /// Who the token is delegated to.
     pub delegatee: PrincipalId,
+    /// What it grants.
     pub capabilities: Vec<Capability>,
+    /// The contract it is bound to.
     pub contract_id: ContractId,
+    /// The delegation it carries.
     pub delegation_id: DelegationId,
+    /// The delegation it descends from (`del_000000000000` for a root).
     pub parent_delegation_id: DelegationId,
+    /// Its depth in the delegation chain (0 for a root).
     pub chain_depth: u32,
+    /// How deep the chain may go.
     pub max_chain_depth: u32,
+    /// The budget, in microcents.
     pub max_budget_microcents: u64,
+    /// When it expires.
     pub expires_at: Timestamp,
+    /// When it was issued.
     pub issued_at: Timestamp,
 }
 
@@ -51,24 +62,34 @@ pub struct Authority {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Attenuation {
+    /// Who attenuates (the previous block's delegatee).
     pub attenuator: PrincipalId,
+    /// Who it is delegated to.
     pub delegatee: PrincipalId,
+    /// The new delegation.
     pub delegation_id: DelegationId,
+    /// The contract (the authority's, restated).
     pub contract_id: ContractId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Narrower capabilities; `None` keeps the previous ones.
     pub allowed_capabilities: Option<Vec<Capability>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A lower budget; `None` keeps the previous one.
     pub max_budget_microcents: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// An earlier expiry; `None` keeps the previous one.
     pub expires_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A lower depth limit; `None` keeps the previous one.
     pub max_chain_depth: Option<u32>,
 }
 
 /// Which block a signature covers: `"authority"` or an attenuation index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Covers {
+    /// The authority block.
     Authority,
+    /// The attenuation at this index.
     Attenuation(u32),
 }
 
@@ -103,8 +124,11 @@ impl<'de> Deserialize<'de> for Covers {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSignature {
+    /// Who signed.
     pub signer: PrincipalId,
+    /// Ed25519 signature over the block's canonical JSON (base64url).
     pub signature: String,
+    /// Which block it covers.
     pub covers: Covers,
 }
 
@@ -113,9 +137,13 @@ pub struct TokenSignature {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignedJsonToken {
+    /// The format tag (`delegateos-sjt-v1`).
     pub format: String,
+    /// The root block.
     pub authority: Authority,
+    /// Narrowing blocks, in order.
     pub attenuations: Vec<Attenuation>,
+    /// One signature per block.
     pub signatures: Vec<TokenSignature>,
 }
 
@@ -123,7 +151,9 @@ pub struct SignedJsonToken {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SerializedDct {
+    /// The token, base64url of its canonical JSON.
     pub token: String,
+    /// The format tag (`delegateos-sjt-v1`).
     pub format: String,
 }
 
@@ -141,27 +171,44 @@ struct ChainPayload<'a> {
 /// What CREATE_DCT (§3.3) needs.
 #[derive(Debug, Clone)]
 pub struct CreateParams {
+    /// Who the token is delegated to.
     pub delegatee: PrincipalId,
+    /// What it grants.
     pub capabilities: Vec<Capability>,
+    /// The contract it is bound to.
     pub contract_id: ContractId,
+    /// The delegation it carries.
     pub delegation_id: DelegationId,
+    /// The delegation it descends from.
     pub parent_delegation_id: DelegationId,
+    /// Its depth in the delegation chain.
     pub chain_depth: u32,
+    /// How deep the chain may go.
     pub max_chain_depth: u32,
+    /// The budget, in microcents.
     pub max_budget_microcents: u64,
+    /// When it expires.
     pub expires_at: Timestamp,
+    /// When it was issued.
     pub issued_at: Timestamp,
 }
 
 /// What ATTENUATE_DCT (§3.4) needs; `None` inherits.
 #[derive(Debug, Clone)]
 pub struct AttenuateParams {
+    /// Who it is delegated to.
     pub delegatee: PrincipalId,
+    /// The new delegation.
     pub delegation_id: DelegationId,
+    /// The contract (the token's).
     pub contract_id: ContractId,
+    /// Narrower capabilities.
     pub allowed_capabilities: Option<Vec<Capability>>,
+    /// A lower budget.
     pub max_budget_microcents: Option<u64>,
+    /// An earlier expiry.
     pub expires_at: Option<Timestamp>,
+    /// A lower depth limit.
     pub max_chain_depth: Option<u32>,
 }
 
@@ -169,7 +216,9 @@ pub struct AttenuateParams {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChainLevel {
+    /// The delegation of this level.
     pub delegation_id: DelegationId,
+    /// The contract of this level.
     pub contract_id: ContractId,
     /// The budget in effect at this level.
     pub max_budget_microcents: u64,
@@ -183,11 +232,17 @@ pub struct ChainLevel {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthorizedScope {
+    /// The capabilities in effect.
     pub capabilities: Vec<Capability>,
+    /// The budget left at the token's level.
     pub remaining_budget_microcents: u64,
+    /// The token's depth.
     pub chain_depth: u32,
+    /// How deep the chain may go.
     pub max_chain_depth: u32,
+    /// The contract it is bound to.
     pub contract_id: ContractId,
+    /// The delegation it carries.
     pub delegation_id: DelegationId,
 }
 
@@ -625,10 +680,13 @@ impl Dct {
 pub struct VerificationContext<'a> {
     /// The principals whose tokens are trusted (one per tenant).
     pub trusted_roots: &'a [PrincipalId],
+    /// Revocations to check every block against.
     pub revocations: &'a dyn RevocationCheck,
+    /// The time of the check.
     pub now: &'a Timestamp,
     /// Already spent against the token's effective budget.
     pub spent_microcents: u64,
+    /// What is asked.
     pub request: &'a CapabilityRequest,
 }
 

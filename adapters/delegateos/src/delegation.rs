@@ -11,9 +11,13 @@ use crate::timestamp::Timestamp;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DelegationStatus {
+    /// Accepted and running.
     Active,
+    /// Completed with a verified attestation.
     Completed,
+    /// Completed, but its attestation or verification failed.
     Failed,
+    /// A block of its token was revoked.
     Revoked,
 }
 
@@ -37,18 +41,29 @@ impl DelegationStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Delegation {
+    /// `del_…`.
     pub id: DelegationId,
+    /// The delegation it descends from.
     pub parent_id: DelegationId,
+    /// Who delegated.
     pub from: PrincipalId,
+    /// Who it is delegated to.
     pub to: PrincipalId,
+    /// The contract it is under.
     pub contract_id: ContractId,
+    /// The token that carries it.
     pub dct: SerializedDct,
+    /// Its depth in the chain.
     pub depth: u32,
+    /// Where it is in its lifecycle (§8.2).
     pub status: DelegationStatus,
+    /// When it was accepted.
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// When it completed or failed.
     pub completed_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The attestation it completed with.
     pub attestation_id: Option<AttestationId>,
 }
 
@@ -56,34 +71,66 @@ pub struct Delegation {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChainError {
     #[error("a root delegation must have parent del_000000000000 and depth 0 (has parent {parent}, depth {depth})")]
-    NotARoot { parent: DelegationId, depth: u32 },
+    /// A root does not name the root parent, or has a depth.
+    NotARoot {
+        /// The parent it names.
+        parent: DelegationId,
+        /// Its depth.
+        depth: u32,
+    },
     #[error("delegation {child} names parent {named}, but its parent is {actual}")]
+    /// A child names a parent other than its own.
     WrongParent {
+        /// The child.
         child: DelegationId,
+        /// The parent it names.
         named: DelegationId,
+        /// Its actual parent.
         actual: DelegationId,
     },
     #[error("delegation is from {from}, but the parent delegation went to {parent_to}")]
+    /// A child is not delegated by its parent's delegatee.
     FromIsNotParentTo {
+        /// Who delegated the child.
         from: PrincipalId,
+        /// Who the parent was delegated to.
         parent_to: PrincipalId,
     },
     #[error("depth {depth} is not the parent's depth {parent_depth} + 1")]
-    Depth { depth: u32, parent_depth: u32 },
+    /// A child's depth is not its parent's plus one.
+    Depth {
+        /// The child's depth.
+        depth: u32,
+        /// The parent's.
+        parent_depth: u32,
+    },
     #[error("depth {depth} exceeds the root token's maxChainDepth {max}")]
-    TooDeep { depth: u32, max: u32 },
+    /// Deeper than the root token allows.
+    TooDeep {
+        /// The delegation's depth.
+        depth: u32,
+        /// The root token's `maxChainDepth`.
+        max: u32,
+    },
     #[error("the token is not attenuated from the parent's token: {0}")]
+    /// A child's token does not narrow its parent's.
     NotAttenuated(String),
     #[error("the token does not match the delegation: {0}")]
+    /// The token is not the delegation's.
     TokenMismatch(String),
     #[error("the parent delegation is {0:?}, not active")]
+    /// The parent is no longer active.
     ParentNotActive(DelegationStatus),
     #[error("cannot move a delegation from {from:?} to {to:?}")]
+    /// A status change §8.2 does not allow.
     Transition {
+        /// The current status.
         from: DelegationStatus,
+        /// The status asked for.
         to: DelegationStatus,
     },
     #[error("the delegation's token is malformed: {0}")]
+    /// The token cannot be decoded.
     MalformedToken(String),
 }
 

@@ -10,12 +10,19 @@ use crate::capability::Capability;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DenialType {
+    /// The token does not decode or is malformed.
     MalformedToken,
+    /// A block of the token is revoked.
     Revoked,
+    /// A signature does not verify or the root is not trusted.
     InvalidSignature,
+    /// A block widens what the one before it allowed.
     AttenuationViolation,
+    /// Past its expiry.
     Expired,
+    /// The budget is spent.
     BudgetExceeded,
+    /// No capability covers the request.
     CapabilityNotGranted,
     /// `issuedAt` is more than the allowed clock skew in the future (not a
     /// §10.1 step; decisions.md).
@@ -65,9 +72,12 @@ impl fmt::Display for DenialType {
 #[error("{kind}: {detail}")]
 pub struct DenialReason {
     #[serde(rename = "type")]
+    /// Which check failed.
     pub kind: DenialType,
+    /// Why, for people.
     pub detail: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the token grants, when the request was not covered.
     pub granted: Option<Vec<Capability>>,
 }
 

@@ -28,8 +28,10 @@ const MAX_SEARCH_STATES: usize = 1 << 16;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PatternError {
     #[error("resource pattern is {0} bytes, more than {MAX_PATTERN_BYTES}")]
+    /// The pattern is longer than allowed (its length).
     TooLong(usize),
     #[error("resource pattern has {0} segments, more than {MAX_PATTERN_SEGMENTS}")]
+    /// The pattern has more segments than allowed (how many).
     TooManySegments(usize),
 }
 
@@ -60,7 +62,11 @@ pub enum Containment {
     /// Every resource the child matches, the parent matches.
     Subset,
     /// This resource is matched by the child and not by the parent.
-    NotSubset { witness: String },
+    /// The pattern matches something the other does not.
+    NotSubset {
+        /// A resource one matches and the other does not.
+        witness: String,
+    },
     /// The patterns were too intricate to decide within the search bound;
     /// treated as "not a subset" (fail closed).
     Undecided,

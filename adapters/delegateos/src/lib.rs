@@ -7,6 +7,7 @@
 
 // Untrusted input never panics the gateway: no unwrap outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![deny(missing_docs)]
 
 pub mod attestation;
 pub mod base64url;

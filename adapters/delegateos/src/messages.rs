@@ -9,18 +9,24 @@ use crate::revocation::RevocationEntry;
 
 /// Method names of §9.
 pub const DELEGATE: &str = "delegateos/delegate";
+/// The JSON-RPC method completing a delegation (§9.4).
 pub const COMPLETE: &str = "delegateos/complete";
+/// The JSON-RPC method recording a revocation (§9.5).
 pub const REVOKE: &str = "delegateos/revoke";
 
 /// `delegateos/delegate` params (§9.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DelegateParams {
+    /// The signed contract the work is under.
     pub contract: TaskContract,
     /// The serialized DCT (base64url).
     pub dct: String,
+    /// The token's format (`delegateos-sjt-v1`).
     pub dct_format: String,
+    /// The new delegation.
     pub delegation_id: DelegationId,
+    /// The delegation it descends from.
     pub parent_delegation_id: DelegationId,
 }
 
@@ -49,11 +55,15 @@ impl<'de, const B: bool> Deserialize<'de> for Literal<B> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DelegateAccept {
+    /// Always `true`.
     pub accepted: Literal<true>,
+    /// The delegation accepted.
     pub delegation_id: DelegationId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// How long the delegatee expects the work to take.
     pub estimated_duration_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the delegatee expects the work to cost.
     pub estimated_cost_microcents: Option<u64>,
 }
 
@@ -62,8 +72,11 @@ pub struct DelegateAccept {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DelegateReject {
+    /// Always `false`.
     pub accepted: Literal<false>,
+    /// A machine-readable reason (a denial type).
     pub reason: String,
+    /// Why, for people.
     pub details: String,
 }
 
@@ -71,7 +84,9 @@ pub struct DelegateReject {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum DelegateResponse {
+    /// Accepted.
     Accept(DelegateAccept),
+    /// Rejected.
     Reject(DelegateReject),
 }
 
@@ -100,7 +115,9 @@ impl DelegateResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CompleteParams {
+    /// The delegation completed.
     pub delegation_id: DelegationId,
+    /// The signed attestation.
     pub attestation: Attestation,
 }
 
@@ -108,6 +125,7 @@ pub struct CompleteParams {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RevokeParams {
+    /// The signed revocation entry.
     pub revocation: RevocationEntry,
 }
 
@@ -121,12 +139,16 @@ pub const MCP_FIELD: &str = "_delegateos";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpDelegateos {
+    /// The serialized token.
     pub dct: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The token's format, when given.
     pub format: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The delegation the token must carry, when given.
     pub delegation_id: Option<DelegationId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The contract the token must be bound to, when given.
     pub contract_id: Option<crate::ids::ContractId>,
 }
 

@@ -12,7 +12,13 @@ use crate::base64url;
 pub enum PrincipalError {
     /// Not 32 bytes of unpadded base64url.
     #[error("principal ID {id:?} is not 32 bytes of unpadded base64url: {reason}")]
-    Encoding { id: String, reason: String },
+    /// Not the base64url of an Ed25519 public key.
+    Encoding {
+        /// The ID as given.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// 32 bytes, but not a point on the curve.
     #[error("principal ID {0:?} is not an Ed25519 public key")]
     NotAKey(String),

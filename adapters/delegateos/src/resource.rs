@@ -20,20 +20,28 @@ pub const MAX_RESOURCE_BYTES: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ResourceError {
     #[error("is empty")]
+    /// Empty.
     Empty,
     #[error("is longer than {MAX_RESOURCE_BYTES} bytes")]
+    /// Longer than allowed.
     TooLong,
     #[error("has a control character or NUL")]
+    /// Contains a control character.
     Control,
     #[error("has a backslash")]
+    /// Contains a backslash.
     Backslash,
     #[error("has percent-encoding")]
+    /// Contains percent-encoding.
     PercentEncoded,
     #[error("has a `.` or `..` segment")]
+    /// Contains a `.` or `..` segment.
     DotSegment,
     #[error("has an empty segment (`//`)")]
+    /// Contains an empty segment (`//`).
     EmptySegment,
     #[error("is not in Unicode normalization form C")]
+    /// Not in Unicode NFC.
     NotNfc,
 }
 

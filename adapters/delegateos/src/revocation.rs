@@ -24,7 +24,10 @@ pub const MAX_LIST_BYTES: usize = 64 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RevocationScope {
+    /// Revokes tokens that carry the block (§4.2).
     Block,
+    /// Revokes every token that carries the block, and every token
+    /// attenuated from one (§4.2).
     Chain,
 }
 
@@ -32,10 +35,15 @@ pub enum RevocationScope {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RevocationEntry {
+    /// The revoked block's revocation ID.
     pub revocation_id: String,
+    /// Who revokes (and signs).
     pub revoked_by: PrincipalId,
+    /// When.
     pub revoked_at: Timestamp,
+    /// What it covers.
     pub scope: RevocationScope,
+    /// Ed25519 signature over the canonical JSON without it (base64url).
     pub signature: String,
 }
 
@@ -43,10 +51,13 @@ pub struct RevocationEntry {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RevocationError {
     #[error("revocationId is not a base64url BLAKE2b-256 hash: {0}")]
+    /// The revocation ID is malformed.
     RevocationId(String),
     #[error("revocation signature: {0}")]
+    /// The signature does not verify.
     Signature(#[from] SignatureError),
     #[error("revocation list: {0}")]
+    /// Not JSON of the right shape.
     Json(String),
 }
 
@@ -96,6 +107,7 @@ impl RevocationEntry {
 pub struct VerifiedRevocation(RevocationEntry);
 
 impl VerifiedRevocation {
+    /// The verified entry.
     pub fn entry(&self) -> &RevocationEntry {
         &self.0
     }

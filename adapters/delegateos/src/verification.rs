@@ -27,8 +27,11 @@ pub const DEFAULT_PASS_THRESHOLD: f64 = 0.7;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CompositeMode {
+    /// Every step must pass.
     AllPass,
+    /// More than half of the steps must pass.
     Majority,
+    /// The weighted score must reach `passThreshold`.
     Weighted,
 }
 
@@ -38,15 +41,22 @@ pub enum CompositeMode {
 #[serde(tag = "method", rename_all = "snake_case", deny_unknown_fields)]
 pub enum VerificationSpec {
     #[serde(rename_all = "camelCase")]
-    SchemaMatch { schema: Value },
+    /// Validates the output against a JSON Schema.
+    SchemaMatch {
+        /// The schema (draft-07).
+        schema: Value,
+    },
     #[serde(rename_all = "camelCase")]
+    /// Runs a named check function.
     DeterministicCheck {
+        /// The check function's name.
         check_name: String,
         #[serde(
             default,
             skip_serializing_if = "Option::is_none",
             deserialize_with = "present"
         )]
+        /// Its parameters.
         check_params: Option<Value>,
         /// Compared with the whole `CheckResult` by canonical JSON (§10.3);
         /// an explicit `null` is a value, unlike an absent field.
@@ -58,12 +68,17 @@ pub enum VerificationSpec {
         expected_result: Option<Value>,
     },
     #[serde(rename_all = "camelCase")]
+    /// Combines several specs.
     Composite {
+        /// The specs combined.
         steps: Vec<VerificationSpec>,
+        /// How they combine.
         mode: CompositeMode,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// One weight per step (`weighted` only).
         weights: Option<Vec<f64>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The score to reach (`weighted`; default 0.7).
         pass_threshold: Option<f64>,
     },
 }
@@ -84,7 +99,9 @@ impl VerificationSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid verification spec at {path}: {problem}")]
 pub struct SpecError {
+    /// Where in the spec (`verification.steps[1]`).
     pub path: String,
+    /// What is wrong.
     pub problem: String,
 }
 

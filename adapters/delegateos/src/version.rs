@@ -7,6 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct V01;
 
 impl V01 {
+    /// The version, as written.
     pub const TEXT: &'static str = "0.1";
 }
 
