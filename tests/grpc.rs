@@ -38,6 +38,7 @@ async fn client(gw: &Gateway) -> DelegationGatewayClient<Channel> {
 
 fn ask(dct: &str, resource: &str, cost: u64) -> pb::AuthorizeRequest {
     pb::AuthorizeRequest {
+        credential_json: String::new(),
         dct: dct.to_owned(),
         request: Some(pb::CapabilityRequest {
             namespace: "docs".into(),
@@ -319,6 +320,7 @@ async fn every_method_and_each_denial_over_grpc() {
     );
     let e = c
         .authorize(pb::AuthorizeRequest {
+            credential_json: String::new(),
             dct: token.clone(),
             request: None,
             cost_microcents: 1,

@@ -172,3 +172,90 @@ fn a_talos_capability_through_dgw_is_allowed_charged_audited_and_never_replayed(
     assert_eq!(invoke.agent_id, did(&seed(2)));
     assert_eq!(invoke.request_hash.len(), 64);
 }
+
+/// The same pipeline on the other fronts: a Talos envelope in
+/// `dgw/authorize`'s params (JSON-RPC) and in `credential_json` (gRPC) is
+/// authorized, reserved against the capability's budget, and never
+/// replayed.
+#[test]
+fn a_talos_capability_is_enforced_over_json_rpc_and_grpc_too() {
+    use delegate_gateway::grpc::pb;
+    use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
+    use tonic_types::StatusExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (root, issuer) = (seed(1), seed(7));
+    let extra = format!(
+        "grpc = \"127.0.0.1:0\"\n[[talos.issuers]]\ndid = {:?}\nkey = {:?}\ntenant = \"acme\"\nbudget_microcents = 200\n",
+        did(&issuer),
+        hex::encode(issuer.public_key().to_bytes())
+    );
+    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let gw = Gateway::start(&config);
+    let cap = capability(&issuer, "/project");
+    let envelope = |correlation: &str| {
+        json!({"_talos_capability": cap, "_talos_correlation_id": correlation,
+               "_talos_session_id": "sess-1", "_talos_timestamp": iso(0), "_talos_version": 1})
+    };
+    let ask = |correlation: &str, resource: &str, cost: u64| {
+        let mut p = envelope(correlation);
+        p["namespace"] = json!("read_text_file");
+        p["action"] = json!("read");
+        p["resource"] = json!(resource);
+        p["costMicrocents"] = json!(cost);
+        p
+    };
+    // JSON-RPC.
+    let a = gw.ok("dgw/authorize", ask("rpc-1", "/project/a", 50));
+    assert_eq!(
+        (a["protocol"].as_str(), a["tenant"].as_str()),
+        (Some("talos"), Some("acme"))
+    );
+    assert!(a["reservationId"].as_str().unwrap().starts_with("res_"));
+    let e = gw.err("dgw/authorize", ask("rpc-1", "/project/a", 50));
+    assert_eq!(
+        (e["data"]["type"].as_str(), e["data"]["protocol"].as_str()),
+        (Some("REPLAY"), Some("talos"))
+    );
+    let e = gw.err("dgw/authorize", ask("rpc-2", "/etc/passwd", 1));
+    assert_eq!(e["data"]["type"], "SCOPE_MISMATCH", "{e}");
+
+    // gRPC.
+    let addr = gw.grpc.clone().expect("gRPC listens");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = DelegationGatewayClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let request = |correlation: &str, cost: u64| pb::AuthorizeRequest {
+            credential_json: envelope(correlation).to_string(),
+            dct: String::new(),
+            request: Some(pb::CapabilityRequest {
+                namespace: "read_text_file".into(),
+                action: "read".into(),
+                resource: "/project/b".into(),
+            }),
+            cost_microcents: cost,
+        };
+        let allowed = c
+            .authorize(request("grpc-1", 100))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(allowed.tenant, "acme");
+        let replay = c.authorize(request("grpc-1", 1)).await.unwrap_err();
+        assert_eq!(replay.code(), tonic::Code::PermissionDenied);
+        let info = replay.get_error_details().error_info().cloned().unwrap();
+        assert_eq!(
+            (info.reason.as_str(), info.domain.as_str()),
+            ("REPLAY", "talos")
+        );
+        // 50 + 100 held of 200: 100 more does not fit.
+        let over = c.authorize(request("grpc-2", 100)).await.unwrap_err();
+        assert_eq!(over.code(), tonic::Code::ResourceExhausted);
+        let mut bad = request("grpc-3", 1);
+        bad.credential_json = "[1]".into();
+        let e = c.authorize(bad).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    });
+}

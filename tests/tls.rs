@@ -230,6 +230,7 @@ async fn tls_on_both_listeners_and_mtls_admins_by_subject() {
     );
     let allowed = c
         .authorize(delegate_gateway::grpc::pb::AuthorizeRequest {
+            credential_json: String::new(),
             dct: token,
             request: Some(delegate_gateway::grpc::pb::CapabilityRequest {
                 namespace: "docs".into(),

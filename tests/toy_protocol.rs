@@ -223,6 +223,7 @@ fn a_toy_protocol_registered_in_one_line_is_enforced_by_every_front() {
             .unwrap();
         let request = |auth: &str, cost: u64| {
             let mut r = tonic::Request::new(pb::AuthorizeRequest {
+                credential_json: String::new(),
                 dct: String::new(),
                 request: Some(pb::CapabilityRequest {
                     namespace: "demo".into(),

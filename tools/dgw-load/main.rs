@@ -362,6 +362,7 @@ async fn grpc_client(
         args.addr,
         "Authorize",
         &pb::AuthorizeRequest {
+            credential_json: String::new(),
             dct: token.to_string(),
             request: Some(pb::CapabilityRequest {
                 namespace: args.namespace.clone(),

@@ -18,7 +18,7 @@ use super::{convert, status};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller::{Authenticator, Caller};
 use dgw_core::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
-use dgw_core::protocol::{Call, Decision, Registry};
+use dgw_core::protocol::{Call, Decision, Found, Registry};
 use dgw_core::telemetry::{Outcome, RequestRecord};
 use dgw_net::connections::{Busy, ConnInfo};
 
@@ -74,6 +74,41 @@ impl GrpcFront {
         self.auth
             .caller(value, subject)
             .map_err(|e| (status::unauthenticated(&e), Outcome::Denied))
+    }
+
+    /// The credential of a protocol without a scheme (Talos), in the
+    /// members it adds to a JSON-RPC request.
+    async fn credential_in_json(&self, text: &str) -> Result<Found, Failure> {
+        let parsed = delegateos::canonical::parse_strict(text.as_bytes(), self.max_message_bytes);
+        let Ok(serde_json::Value::Object(members)) = parsed else {
+            return Err(invalid("credential_json", "must be a JSON object"));
+        };
+        let mut request = serde_json::Map::new();
+        request.insert("params".into(), serde_json::Value::Object(members));
+        match self.protocols.take_from_request(&mut request).await {
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => Err(invalid(
+                "credential_json",
+                "carries no registered protocol's credential",
+            )),
+            Err(d) => Err((status::denial(&d), Outcome::Denied)),
+        }
+    }
+
+    /// The credential the `authorization` metadata carries under a
+    /// protocol's scheme.
+    fn credential_in_metadata(&self, caller: &Caller) -> Result<Found, Failure> {
+        match caller.presented() {
+            Some((scheme, credentials)) => self
+                .protocols
+                .from_scheme(scheme, credentials)
+                .ok_or_else(|| invalid("authorization", "names no protocol's scheme"))?
+                .map_err(|d| (status::denial(&d), Outcome::Denied)),
+            None => Err(invalid(
+                "dct",
+                "is required (or a protocol's credential in credential_json or the authorization metadata)",
+            )),
+        }
     }
 
     /// A signed artifact from its exact JSON bytes.
@@ -329,18 +364,11 @@ impl DelegationGateway for GrpcFront {
                     Err(e) => Err(gate_failure(&e)),
                 };
             }
-            let found =
-                match caller.presented() {
-                    Some((scheme, credentials)) => self
-                        .protocols
-                        .from_scheme(scheme, credentials)
-                        .ok_or_else(|| invalid("authorization", "names no protocol's scheme"))?
-                        .map_err(|d| (status::denial(&d), Outcome::Denied))?,
-                    None => return Err(invalid(
-                        "dct",
-                        "is required (or a protocol's credential in the authorization metadata)",
-                    )),
-                };
+            let found = if r.credential_json.is_empty() {
+                self.credential_in_metadata(&caller)?
+            } else {
+                self.credential_in_json(&r.credential_json).await?
+            };
             let call = Call {
                 tool: &asked.namespace,
                 action: &asked.action,
