@@ -369,13 +369,7 @@ impl DelegationGateway for GrpcFront {
             } else {
                 self.credential_in_json(&r.credential_json).await?
             };
-            let call = Call {
-                tool: &asked.namespace,
-                action: &asked.action,
-                requests: std::slice::from_ref(&asked),
-                cost_microcents: r.cost_microcents,
-                session: "grpc",
-            };
+            let call = Call::one(&asked, r.cost_microcents, "grpc");
             match self
                 .gate
                 .authorize_with(&found, &call, OnExpiry::Release)

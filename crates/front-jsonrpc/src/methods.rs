@@ -336,13 +336,10 @@ impl JsonRpc {
             action: p.action,
             resource: p.resource,
         };
-        let call = Call {
-            tool: p.tool.as_deref().unwrap_or(&request.namespace),
-            action: &request.action,
-            requests: std::slice::from_ref(&request),
-            cost_microcents: p.cost_microcents,
-            session: "jsonrpc",
-        };
+        let mut call = Call::one(&request, p.cost_microcents, "jsonrpc");
+        if let Some(tool) = &p.tool {
+            call.tool = tool;
+        }
         match self
             .gate
             .authorize_with(&found, &call, OnExpiry::Release)

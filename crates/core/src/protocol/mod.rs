@@ -132,6 +132,20 @@ pub struct Call<'a> {
     pub session: &'a str,
 }
 
+impl<'a> Call<'a> {
+    /// A call asking one capability, named by its namespace (the JSON-RPC
+    /// and gRPC `Authorize` requests).
+    pub fn one(request: &'a CapabilityRequest, cost_microcents: u64, session: &'a str) -> Self {
+        Self {
+            tool: &request.namespace,
+            action: &request.action,
+            requests: std::slice::from_ref(request),
+            cost_microcents,
+            session,
+        }
+    }
+}
+
 /// Whether a grant permits a request: the protocol's own rule (a DCT's
 /// verification with its revocation and expiry checks at this instant; a
 /// translated capability set).
