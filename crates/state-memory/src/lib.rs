@@ -154,11 +154,7 @@ impl DelegationStore for MemoryDelegations {
                 all.insert(contract.id.as_str().to_owned(), contract.clone());
                 Ok(ContractPut::Inserted)
             }
-            Some(existing)
-                if serde_json::to_value(existing).ok() == serde_json::to_value(contract).ok() =>
-            {
-                Ok(ContractPut::Unchanged)
-            }
+            Some(existing) if existing == contract => Ok(ContractPut::Unchanged),
             Some(_) => Ok(ContractPut::Conflict),
         }
     }

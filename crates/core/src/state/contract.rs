@@ -17,8 +17,8 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::json;
 
 use super::{
-    AuditSink, BudgetSettings, BudgetStore, DelegationStore, ReplayStore, RevocationRecord,
-    RevocationStore,
+    AuditSink, BudgetSettings, BudgetStore, ContractPut, DelegationStore, ReplayStore,
+    RevocationRecord, RevocationStore,
 };
 use crate::budget::{BudgetKey, LeasePolicy, LedgerError, OnExpiry};
 
@@ -623,6 +623,50 @@ pub fn delegations_are_compare_and_swap<B: Backend>(b: B) {
             vec![d.id.clone()]
         );
         assert!(store.carrying_block("nothing").await.unwrap().is_empty());
+        // Contracts: one per ID; the same one again changes nothing.
+        let contract = |title: &str| {
+            let draft = json!({
+                "task": {"title": title, "description": "d", "inputs": {},
+                         "outputSchema": {"type": "object"}},
+                "verification": {"method": "schema_match", "schema": {"type": "object"}},
+                "constraints": {"maxBudgetMicrocents": 10, "deadline": "2099-01-01T00:00:00Z",
+                                "maxChainDepth": 1, "requiredCapabilities": []}
+            });
+            delegateos::contract::ContractDraft::parse(draft.to_string().as_bytes())
+                .unwrap()
+                .sign(
+                    &root,
+                    ContractId::from_bytes([1; 6]),
+                    Timestamp::from_instant(now),
+                    &delegateos::CheckFunctionRegistry::with_builtins(),
+                )
+                .unwrap()
+        };
+        let c = contract("one");
+        assert_eq!(store.put_contract(&c).await.unwrap(), ContractPut::Inserted);
+        assert_eq!(store.put_contract(&c).await.unwrap(), ContractPut::Unchanged);
+        assert_eq!(
+            store.put_contract(&contract("another")).await.unwrap(),
+            ContractPut::Conflict
+        );
+        assert_eq!(store.contract(&c.id).await.unwrap().as_ref(), Some(&c));
+        // Attestations: the first with an ID wins.
+        let attestation = |cost: u64| {
+            let draft = json!({"contractId": c.id, "delegationId": d.id, "type": "completion",
+                "result": {"success": true, "output": {}, "costMicrocents": cost, "durationMs": 1}});
+            delegateos::attestation::AttestationDraft::parse(draft.to_string().as_bytes())
+                .unwrap()
+                .sign(
+                    &agent,
+                    delegateos::AttestationId::from_bytes([1; 6]),
+                    Timestamp::from_instant(now),
+                )
+                .unwrap()
+        };
+        let first = attestation(1);
+        store.put_attestation(&first).await.unwrap();
+        store.put_attestation(&attestation(2)).await.unwrap();
+        assert_eq!(store.attestation(&first.id).await.unwrap().as_ref(), Some(&first));
         store.sync().await.unwrap();
     });
 }
