@@ -1,0 +1,222 @@
+//! Every message type against its published schema: a complete valid
+//! example of each passes; removing any required member, adding an unknown
+//! one (at the top and nested), breaking a pattern, a format or a constant
+//! fails with `schema_validation_failure` at the right JSON Pointer.
+
+use agenta::{FailureMode, MessageType, Schemas};
+use serde_json::{json, Value};
+
+fn offer() -> Value {
+    json!({
+        "protocol_version": "agenta.delegation.v0", "message_type": "offer",
+        "offer_id": "offer.summarize-1", "offer_version": "3",
+        "seller_agent": {"agent_id": "seller-agent", "organization_id": "acme",
+                         "display_name": "Summaries", "endpoint": "https://seller.example/agenta"},
+        "title": "Summarize a document", "description": "Returns a 100-word summary.",
+        "capabilities": ["summarize"],
+        "input_schema": {"type": "object", "required": ["text"]},
+        "output_schema": {"type": "object", "required": ["summary"]},
+        "pricing": {"pricing_model": "fixed", "currency": "USD", "amount": 250},
+        "service_levels": {"target_completion_seconds": 30, "max_completion_seconds": 120},
+        "verification_policy": {"mode": "buyer_verified", "required_artifacts": ["result_payload"],
+                                "pass_criteria": ["a summary under 120 words"]},
+        "valid_from": "2026-11-01T00:00:00Z"
+    })
+}
+
+fn request() -> Value {
+    json!({
+        "protocol_version": "agenta.delegation.v0", "message_type": "execution_request",
+        "request_id": "req-00000001", "offer_id": "offer.summarize-1", "offer_version": "3",
+        "buyer_agent": {"agent_id": "buyer-agent", "organization_id": "globex"},
+        "seller_agent_id": "seller-agent", "input": {"text": "..."},
+        "payment": {"currency": "USD", "max_amount": 300, "payment_authorization_id": "pay-0001"},
+        "execution_constraints": {"deadline_at": "2026-11-24T00:00:00Z"},
+        "callback": {"url": "https://buyer.example/receipts", "auth_reference": "secret-ref"},
+        "idempotency_key": "idem-00000001", "requested_at": "2026-11-23T12:00:00Z"
+    })
+}
+
+fn receipt() -> Value {
+    json!({
+        "protocol_version": "agenta.delegation.v0", "message_type": "execution_receipt",
+        "receipt_id": "rcpt-0000001", "request_id": "req-00000001",
+        "offer_id": "offer.summarize-1", "offer_version": "3",
+        "seller_agent_id": "seller-agent", "buyer_agent_id": "buyer-agent",
+        "status": "completed", "result": {"summary": "short"},
+        "artifacts": [{"artifact_type": "result_payload", "uri": "https://seller.example/r/1",
+                       "digest": "sha256:00ff"}],
+        "financials": {"currency": "USD", "final_amount": 250, "payment_capture_id": "cap-0001"},
+        "issued_at": "2026-11-23T12:01:00Z"
+    })
+}
+
+fn verification() -> Value {
+    json!({
+        "protocol_version": "agenta.delegation.v0", "message_type": "verification_result",
+        "verification_id": "ver-0000001", "request_id": "req-00000001", "receipt_id": "rcpt-0000001",
+        "verifier_agent": {"agent_id": "verifier-1", "organization_id": "globex"},
+        "decision": "pass", "score": 0.9,
+        "checks": [{"check_id": "len", "description": "under 120 words", "status": "pass"}],
+        "verified_at": "2026-11-23T12:02:00Z"
+    })
+}
+
+fn examples() -> Vec<(MessageType, Value)> {
+    vec![
+        (MessageType::Offer, offer()),
+        (MessageType::ExecutionRequest, request()),
+        (MessageType::ExecutionReceipt, receipt()),
+        (MessageType::VerificationResult, verification()),
+    ]
+}
+
+/// The pointers of a failure's violations.
+fn pointers(schemas: &Schemas, t: MessageType, message: &Value) -> Vec<String> {
+    let failure = schemas.validate(t, message).unwrap_err();
+    assert_eq!(failure.failure_mode(), FailureMode::SchemaValidationFailure);
+    assert!(!failure.violations.is_empty());
+    failure.violations.into_iter().map(|v| v.pointer).collect()
+}
+
+#[test]
+fn a_complete_example_of_each_message_passes() {
+    let schemas = Schemas::new().unwrap();
+    for (t, m) in examples() {
+        schemas
+            .validate(t, &m)
+            .unwrap_or_else(|e| panic!("{t:?}: {e:?}"));
+        assert_eq!(schemas.validate_any(&m).unwrap(), t);
+    }
+}
+
+#[test]
+fn every_required_member_is_required() {
+    let schemas = Schemas::new().unwrap();
+    for (t, m) in examples() {
+        let schema: Value = serde_json::from_str(t.schema_text()).unwrap();
+        let required = schema["required"].as_array().unwrap();
+        assert!(required.len() >= 10, "{t:?}");
+        for name in required {
+            let mut broken = m.clone();
+            broken
+                .as_object_mut()
+                .unwrap()
+                .remove(name.as_str().unwrap());
+            assert_eq!(
+                pointers(&schemas, t, &broken),
+                vec![""],
+                "{t:?} without {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn unknown_members_are_refused_at_the_top_and_nested() {
+    let schemas = Schemas::new().unwrap();
+    for (t, m) in examples() {
+        let mut extra = m.clone();
+        extra["surprise"] = json!(1);
+        assert_eq!(pointers(&schemas, t, &extra), vec![""], "{t:?}");
+    }
+    let mut o = offer();
+    o["seller_agent"]["wallet"] = json!("0x");
+    assert_eq!(
+        pointers(&schemas, MessageType::Offer, &o),
+        vec!["/seller_agent"]
+    );
+    let mut r = request();
+    r["payment"]["tip"] = json!(5);
+    assert_eq!(
+        pointers(&schemas, MessageType::ExecutionRequest, &r),
+        vec!["/payment"]
+    );
+    let mut c = receipt();
+    c["artifacts"][0]["size"] = json!(5);
+    assert_eq!(
+        pointers(&schemas, MessageType::ExecutionReceipt, &c),
+        vec!["/artifacts/0"]
+    );
+    let mut v = verification();
+    v["checks"][0]["weight"] = json!(1);
+    assert_eq!(
+        pointers(&schemas, MessageType::VerificationResult, &v),
+        vec!["/checks/0"]
+    );
+}
+
+#[test]
+fn patterns_formats_constants_and_ranges_are_checked() {
+    let schemas = Schemas::new().unwrap();
+    let cases: Vec<(MessageType, Value, &str)> = vec![
+        (
+            MessageType::Offer,
+            json!({"offer_id": "short"}),
+            "/offer_id",
+        ),
+        (
+            MessageType::Offer,
+            json!({"valid_from": "yesterday"}),
+            "/valid_from",
+        ),
+        (
+            MessageType::Offer,
+            json!({"protocol_version": "agenta.delegation.v1"}),
+            "/protocol_version",
+        ),
+        (
+            MessageType::ExecutionRequest,
+            json!({"requested_at": "2026-13-40T99:00:00Z"}),
+            "/requested_at",
+        ),
+        (
+            MessageType::ExecutionRequest,
+            json!({"message_type": "offer"}),
+            "/message_type",
+        ),
+        (
+            MessageType::ExecutionReceipt,
+            json!({"status": "done"}),
+            "/status",
+        ),
+        (
+            MessageType::VerificationResult,
+            json!({"score": 1.5}),
+            "/score",
+        ),
+        (
+            MessageType::VerificationResult,
+            json!({"checks": []}),
+            "/checks",
+        ),
+    ];
+    for (t, patch, pointer) in cases {
+        let mut m = examples().into_iter().find(|(x, _)| *x == t).unwrap().1;
+        for (k, v) in patch.as_object().unwrap() {
+            m[k] = v.clone();
+        }
+        assert_eq!(pointers(&schemas, t, &m), vec![pointer], "{t:?} {patch}");
+    }
+    let mut o = offer();
+    o["pricing"]["amount"] = json!(-1);
+    assert_eq!(
+        pointers(&schemas, MessageType::Offer, &o),
+        vec!["/pricing/amount"]
+    );
+    let mut r = request();
+    r["payment"]["currency"] = json!("usd");
+    assert_eq!(
+        pointers(&schemas, MessageType::ExecutionRequest, &r),
+        vec!["/payment/currency"]
+    );
+}
+
+#[test]
+fn a_message_of_no_known_type_fails_at_its_message_type() {
+    let schemas = Schemas::new().unwrap();
+    let failure = schemas
+        .validate_any(&json!({"message_type": "invoice"}))
+        .unwrap_err();
+    assert_eq!(failure.violations[0].pointer, "/message_type");
+}
