@@ -12,10 +12,12 @@
 #![deny(missing_docs)]
 
 pub mod failure;
+pub mod message;
 pub mod schema;
 pub mod state;
 
 pub use failure::FailureMode;
+pub use message::{ExecutionReceipt, ExecutionRequest, Message, Offer, VerificationResult};
 pub use schema::{MessageType, SchemaFailure, Schemas, Violation};
 pub use state::{InvalidTransition, Status};
 

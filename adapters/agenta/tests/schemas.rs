@@ -220,3 +220,27 @@ fn a_message_of_no_known_type_fails_at_its_message_type() {
         .unwrap_err();
     assert_eq!(failure.violations[0].pointer, "/message_type");
 }
+
+/// What passes its schema reads as its type, and writes back the same.
+#[test]
+fn each_message_reads_as_its_type_and_back() {
+    use agenta::{ExecutionReceipt, ExecutionRequest, Offer, VerificationResult};
+    let schemas = Schemas::new().unwrap();
+    let o: Offer = schemas.parse(&offer()).unwrap();
+    assert_eq!(o.pricing.amount, 250);
+    assert_eq!(serde_json::to_value(&o).unwrap(), offer());
+    let r: ExecutionRequest = schemas.parse(&request()).unwrap();
+    assert_eq!(r.payment.max_amount, 300);
+    assert_eq!(serde_json::to_value(&r).unwrap(), request());
+    let c: ExecutionReceipt = schemas.parse(&receipt()).unwrap();
+    assert_eq!(c.status(), Some(agenta::Status::Completed));
+    assert_eq!(serde_json::to_value(&c).unwrap(), receipt());
+    let v: VerificationResult = schemas.parse(&verification()).unwrap();
+    assert_eq!(v.checks.len(), 1);
+    assert_eq!(serde_json::to_value(&v).unwrap(), verification());
+    // A message that fails its schema is never read.
+    let mut bad = request();
+    bad["payment"]["max_amount"] = json!(-5);
+    let failure = schemas.parse::<ExecutionRequest>(&bad).unwrap_err();
+    assert_eq!(failure.violations[0].pointer, "/payment/max_amount");
+}
