@@ -15,11 +15,13 @@ pub mod failure;
 pub mod message;
 pub mod schema;
 pub mod state;
+pub mod translate;
 
 pub use failure::FailureMode;
 pub use message::{ExecutionReceipt, ExecutionRequest, Message, Offer, VerificationResult};
 pub use schema::{MessageType, SchemaFailure, Schemas, Violation};
 pub use state::{InvalidTransition, Status};
+pub use translate::{offer_to_contract, Currencies, Untranslatable};
 
 /// The protocol identifier every message carries in `protocol_version`.
 pub const PROTOCOL_ID: &str = "agenta.delegation.v0";
