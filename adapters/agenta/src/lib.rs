@@ -21,7 +21,10 @@ pub use failure::FailureMode;
 pub use message::{ExecutionReceipt, ExecutionRequest, Message, Offer, VerificationResult};
 pub use schema::{MessageType, SchemaFailure, Schemas, Violation};
 pub use state::{InvalidTransition, Status};
-pub use translate::{offer_to_contract, Currencies, Untranslatable};
+pub use translate::{
+    attestation_to_receipt, offer_to_contract, receipt_to_attestation, Currencies, ReceiptContext,
+    Untranslatable,
+};
 
 /// The protocol identifier every message carries in `protocol_version`.
 pub const PROTOCOL_ID: &str = "agenta.delegation.v0";

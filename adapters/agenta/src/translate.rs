@@ -3,11 +3,15 @@
 
 use std::collections::BTreeMap;
 
+use delegateos::attestation::{Attestation, AttestationDraft};
 use delegateos::contract::ContractDraft;
-use serde_json::json;
+use delegateos::{ContractId, DelegationId};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
-use crate::message::Offer;
+use crate::message::{ExecutionReceipt, Offer};
+use crate::state::Status;
 
 /// The namespace and action a DCT must grant to buy an offer; the resource
 /// is `offer:<offer_id>`.
@@ -52,18 +56,22 @@ pub enum Untranslatable {
         /// The amount, in minor units.
         amount: u64,
     },
-    /// The contract draft is not valid DelegateOS.
-    #[error("the contract draft is not valid: {0}")]
+    /// The draft is not valid DelegateOS.
+    #[error("the draft is not valid: {0}")]
     Draft(String),
+    /// Only a final receipt (`completed`, `failed`, …) attests anything.
+    #[error("a receipt with status {0} is not final")]
+    NotFinal(String),
 }
 
 /// The DelegateOS contract draft an offer is bought under, as of `now`:
 ///
 /// - the task: the offer's title and description; its `input_schema` and
-///   the verification mode in `inputs`; its `output_schema` as the output
-///   schema;
-/// - verification: `schema_match` against `output_schema` (the one check
-///   dgw can run itself; the offer's `mode` says who else verifies);
+///   the verification mode in `inputs`; as output, the receipt's `result`
+///   (which must match the offer's `output_schema`) with its evidence
+///   ([`receipt_to_attestation`]);
+/// - verification: `schema_match` against that output (the one check dgw
+///   can run itself; the offer's `mode` says who else verifies);
 /// - constraints: the price converted to microcents as the budget, a
 ///   deadline `max_completion_seconds` from `now`, no further delegation
 ///   (`maxChainDepth` 0), and `agenta:execute` required.
@@ -88,9 +96,9 @@ pub fn offer_to_contract(
                 "inputSchema": offer.input_schema,
                 "verificationMode": offer.verification_policy.mode,
             },
-            "outputSchema": offer.output_schema,
+            "outputSchema": output_schema(&offer.output_schema),
         },
-        "verification": {"method": "schema_match", "schema": offer.output_schema},
+        "verification": {"method": "schema_match", "schema": output_schema(&offer.output_schema)},
         "constraints": {
             "maxBudgetMicrocents": budget,
             "deadline": delegateos::Timestamp::from_instant(deadline),
@@ -104,4 +112,147 @@ pub fn offer_to_contract(
 /// The resource a DCT names to buy `offer_id`.
 pub fn offer_resource(offer_id: &str) -> String {
     format!("offer:{offer_id}")
+}
+
+/// The DelegateOS output of an Agenta purchase: the receipt's `result`
+/// (matching the offer's `output_schema`) and the evidence it came with.
+pub fn output_schema(offer_output_schema: &Value) -> Value {
+    json!({
+        "type": "object",
+        "required": ["result", "evidence"],
+        "properties": {"result": offer_output_schema, "evidence": {"type": "object"}},
+    })
+}
+
+/// `sha256:<hex>` of a message's canonical JSON (RFC 8785): the digest
+/// convention of this gateway's evidence (docs/adapters/agenta.md).
+pub fn digest(message: &Value) -> Result<String, Untranslatable> {
+    let bytes = delegateos::canonical::canonicalize(message)
+        .map_err(|e| Untranslatable::Draft(e.to_string()))?;
+    let hash = Sha256::digest(&bytes);
+    Ok(format!(
+        "sha256:{}",
+        hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ))
+}
+
+/// The attestation draft a final receipt becomes, for the delegation
+/// (under its contract) that bought the work; the gateway signs it. The
+/// output is the receipt's `result` with its evidence: the digest of the
+/// receipt as received, and each artifact's URI and `digest`. The cost is
+/// `financials.final_amount` in microcents (nothing charged without it);
+/// the duration `usage.compute_seconds` when given.
+pub fn receipt_to_attestation(
+    receipt: &ExecutionReceipt,
+    as_received: &Value,
+    contract_id: &ContractId,
+    delegation_id: &DelegationId,
+    currencies: &Currencies,
+) -> Result<AttestationDraft, Untranslatable> {
+    let status = receipt
+        .status()
+        .filter(|s| s.is_terminal() && *s != Status::Rejected)
+        .ok_or_else(|| Untranslatable::NotFinal(receipt.status.clone()))?;
+    let cost = match &receipt.financials {
+        Some(f) => match (
+            f.get("currency").and_then(Value::as_str),
+            f.get("final_amount").and_then(Value::as_u64),
+        ) {
+            (Some(currency), Some(amount)) => currencies.to_microcents(currency, amount)?,
+            (None, Some(_)) => return Err(Untranslatable::UnknownCurrency(String::new())),
+            _ => 0,
+        },
+        None => 0,
+    };
+    let duration_ms = receipt
+        .usage
+        .as_ref()
+        .and_then(|u| u.get("compute_seconds"))
+        .and_then(Value::as_f64)
+        .map_or(0, |s| (s * 1000.0).round().max(0.0) as u64);
+    let artifacts: Vec<Value> = receipt
+        .artifacts
+        .iter()
+        .flatten()
+        .map(|a| json!({"artifactType": a.artifact_type, "uri": a.uri, "digest": a.digest}))
+        .collect();
+    let draft = json!({
+        "contractId": contract_id,
+        "delegationId": delegation_id,
+        "type": "completion",
+        "result": {
+            "success": status == Status::Completed,
+            "output": {
+                "result": receipt.result.clone().map_or(Value::Null, Value::Object),
+                "evidence": {
+                    "receiptId": receipt.receipt_id,
+                    "receiptDigest": digest(as_received)?,
+                    "artifacts": artifacts,
+                },
+            },
+            "costMicrocents": cost,
+            "durationMs": duration_ms,
+        },
+    });
+    serde_json::from_value(draft).map_err(|e| Untranslatable::Draft(e.to_string()))
+}
+
+/// What an Agenta receipt names that a DelegateOS attestation does not.
+#[derive(Debug, Clone)]
+pub struct ReceiptContext<'a> {
+    /// The request it answers.
+    pub request_id: &'a str,
+    /// The offer and its version.
+    pub offer_id: &'a str,
+    /// The offer version.
+    pub offer_version: &'a str,
+    /// Who sells and who buys.
+    pub seller_agent_id: &'a str,
+    /// Who buys.
+    pub buyer_agent_id: &'a str,
+    /// The currency the receipt states its amount in.
+    pub currency: &'a str,
+}
+
+/// And back: a DelegateOS attestation as the Agenta `execution_receipt` a
+/// DelegateOS agent selling through Agenta sends (`completed` or `failed`;
+/// the cost in the currency's minor unit, rounded down).
+pub fn attestation_to_receipt(
+    attestation: &Attestation,
+    context: &ReceiptContext<'_>,
+    currencies: &Currencies,
+) -> Result<Value, Untranslatable> {
+    let rate = currencies.to_microcents(context.currency, 1)?;
+    let output = attestation.result.output.clone().unwrap_or(Value::Null);
+    // An attestation made from a receipt carries the result inside its output.
+    let result = match output.get("result") {
+        Some(Value::Object(r)) if output.get("evidence").is_some() => Value::Object(r.clone()),
+        _ => match output {
+            Value::Object(o) => Value::Object(o),
+            other => json!({"output": other}),
+        },
+    };
+    let status = if attestation.result.success {
+        "completed"
+    } else {
+        "failed"
+    };
+    let mut receipt = json!({
+        "protocol_version": crate::PROTOCOL_ID,
+        "message_type": "execution_receipt",
+        "receipt_id": format!("rcpt-{}", attestation.id),
+        "request_id": context.request_id,
+        "offer_id": context.offer_id,
+        "offer_version": context.offer_version,
+        "seller_agent_id": context.seller_agent_id,
+        "buyer_agent_id": context.buyer_agent_id,
+        "status": status,
+        "financials": {"currency": context.currency,
+                       "final_amount": attestation.result.cost_microcents / rate.max(1)},
+        "issued_at": attestation.created_at,
+    });
+    if attestation.result.success {
+        receipt["result"] = result;
+    }
+    Ok(receipt)
 }

@@ -4,9 +4,17 @@
 
 mod examples;
 
-use agenta::{offer_to_contract, Currencies, Offer, Schemas, Untranslatable};
-use delegateos::{CheckFunctionRegistry, ContractId, Keypair, Timestamp};
-use examples::offer;
+use std::collections::BTreeMap;
+
+use agenta::{
+    attestation_to_receipt, offer_to_contract, receipt_to_attestation, Currencies,
+    ExecutionReceipt, MessageType, Offer, ReceiptContext, Schemas, Untranslatable,
+};
+use delegateos::attestation::{verify_attestation, AttestationContext};
+use delegateos::{
+    AttestationId, CheckFunctionRegistry, ContractId, DelegationId, Keypair, Timestamp,
+};
+use examples::{offer, receipt};
 use serde_json::json;
 
 fn usd() -> Currencies {
@@ -48,8 +56,9 @@ fn an_offer_becomes_a_contract_the_pivot_signs_and_checks() {
         json!(Timestamp::from_instant(now + time::Duration::seconds(120)))
     );
     assert_eq!(c["verification"]["method"], "schema_match");
-    assert_eq!(c["verification"]["schema"], offer()["output_schema"]);
-    assert_eq!(c["task"]["outputSchema"], offer()["output_schema"]);
+    let result_schema = &c["verification"]["schema"]["properties"]["result"];
+    assert_eq!(result_schema, &offer()["output_schema"]);
+    assert_eq!(c["task"]["outputSchema"], c["verification"]["schema"]);
     assert_eq!(c["task"]["inputs"]["agentaOfferId"], "offer.summarize-1");
     assert_eq!(c["task"]["inputs"]["verificationMode"], "buyer_verified");
     assert_eq!(
@@ -76,4 +85,122 @@ fn an_unknown_currency_or_an_amount_too_large_is_refused() {
         offer_to_contract(&o, &usd(), now),
         Err(Untranslatable::TooLarge { .. })
     ));
+}
+
+/// A final receipt becomes an attestation the gateway signs, which verifies
+/// against the offer's contract (its result against the output schema); and
+/// back, the attestation is a receipt the Agenta schema accepts.
+#[test]
+fn a_receipt_becomes_an_attestation_that_verifies_and_back() {
+    let schemas = Schemas::new().unwrap();
+    let o: Offer = schemas.parse(&offer()).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let gateway = Keypair::from_seed([3; 32]);
+    let contract = offer_to_contract(&o, &usd(), now)
+        .unwrap()
+        .sign(
+            &gateway,
+            ContractId::from_bytes([1; 6]),
+            Timestamp::from_instant(now),
+            &CheckFunctionRegistry::with_builtins(),
+        )
+        .unwrap();
+    let delegation = DelegationId::from_bytes([2; 6]);
+    let as_received = receipt();
+    let r: ExecutionReceipt = schemas.parse(&as_received).unwrap();
+    let draft =
+        receipt_to_attestation(&r, &as_received, &contract.id, &delegation, &usd()).unwrap();
+    let att = draft
+        .sign(
+            &gateway,
+            AttestationId::from_bytes([3; 6]),
+            Timestamp::from_instant(now),
+        )
+        .unwrap();
+    assert!(att.result.success);
+    assert_eq!(att.result.cost_microcents, 250_000_000);
+    let output = att.result.output.clone().unwrap();
+    assert_eq!(output["result"], as_received["result"]);
+    assert_eq!(
+        output["evidence"]["receiptDigest"],
+        agenta::translate::digest(&as_received).unwrap()
+    );
+    assert!(output["evidence"]["receiptDigest"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    assert_eq!(output["evidence"]["artifacts"][0]["digest"], "sha256:00ff");
+    let contracts = BTreeMap::from([(contract.id.clone(), contract.clone())]);
+    let report = verify_attestation(
+        &att,
+        &AttestationContext {
+            contracts: &contracts,
+            children: &BTreeMap::new(),
+            registry: &CheckFunctionRegistry::with_builtins(),
+        },
+    )
+    .unwrap();
+    assert!(report.valid, "{report:?}");
+
+    // A result that breaks the offer's output schema fails verification.
+    let mut wrong = receipt();
+    wrong["result"] = serde_json::json!({"text": "no summary"});
+    let w: ExecutionReceipt = schemas.parse(&wrong).unwrap();
+    let bad = receipt_to_attestation(&w, &wrong, &contract.id, &delegation, &usd())
+        .unwrap()
+        .sign(
+            &gateway,
+            AttestationId::from_bytes([4; 6]),
+            Timestamp::from_instant(now),
+        )
+        .unwrap();
+    let report = verify_attestation(
+        &bad,
+        &AttestationContext {
+            contracts: &contracts,
+            children: &BTreeMap::new(),
+            registry: &CheckFunctionRegistry::with_builtins(),
+        },
+    )
+    .unwrap();
+    assert!(!report.valid);
+
+    // And back.
+    let context = ReceiptContext {
+        request_id: "req-00000001",
+        offer_id: "offer.summarize-1",
+        offer_version: "3",
+        seller_agent_id: "seller-agent",
+        buyer_agent_id: "buyer-agent",
+        currency: "USD",
+    };
+    let back = attestation_to_receipt(&att, &context, &usd()).unwrap();
+    schemas
+        .validate(MessageType::ExecutionReceipt, &back)
+        .unwrap();
+    assert_eq!(back["result"], as_received["result"]);
+    assert_eq!(back["status"], "completed");
+    assert_eq!(back["financials"]["final_amount"], 250);
+}
+
+/// Only a final receipt attests anything.
+#[test]
+fn receipts_that_are_not_final_attest_nothing() {
+    let schemas = Schemas::new().unwrap();
+    for status in ["accepted", "in_progress", "rejected"] {
+        let mut v = receipt();
+        v["status"] = serde_json::json!(status);
+        let r: ExecutionReceipt = schemas.parse(&v).unwrap();
+        assert_eq!(
+            receipt_to_attestation(
+                &r,
+                &v,
+                &ContractId::from_bytes([1; 6]),
+                &DelegationId::from_bytes([2; 6]),
+                &usd()
+            )
+            .unwrap_err(),
+            Untranslatable::NotFinal(status.into())
+        );
+    }
 }
