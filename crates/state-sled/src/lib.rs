@@ -74,6 +74,57 @@ pub fn open(data_dir: &Path, budget: BudgetSettings) -> Result<Stores, StorageEr
     })
 }
 
+/// Trees opened on first use, one per kind or namespace: `<name>/v1` (the
+/// names of the trees that held them before the state seam, so older data
+/// dirs open as they are: `revocations/v1`, `talos_revocations/v1`,
+/// `replay/v1`).
+pub(crate) struct TreesByName {
+    storage: Storage,
+    trees: std::sync::RwLock<std::collections::HashMap<&'static str, sled::Tree>>,
+}
+
+impl TreesByName {
+    pub(crate) fn new(storage: Storage) -> Self {
+        Self {
+            storage,
+            trees: Default::default(),
+        }
+    }
+
+    /// The tree of `name`, opened (or created) the first time.
+    pub(crate) fn get(&self, name: &'static str) -> Result<sled::Tree, StorageError> {
+        if let Some(t) = self
+            .trees
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+        {
+            return Ok(t.clone());
+        }
+        let tree = self.storage.open_tree(&format!("{name}/v1"))?;
+        self.trees
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name, tree.clone());
+        Ok(tree)
+    }
+
+    /// Every tree opened so far.
+    pub(crate) fn opened(&self) -> Vec<sled::Tree> {
+        self.trees
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The storage, for syncs.
+    pub(crate) fn storage(&self) -> &Storage {
+        &self.storage
+    }
+}
+
 /// The trees of fixed names (see `docs/storage.md`); revocations and
 /// replay keep a tree per kind, opened when first used.
 #[derive(Clone)]

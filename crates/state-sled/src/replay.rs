@@ -1,19 +1,16 @@
 //! Things seen once, in sled: one tree per namespace (`<namespace>/v1`),
 //! each value the Unix second until which the key counts.
 
-use std::collections::HashMap;
-use std::sync::RwLock;
-
 use async_trait::async_trait;
 
-use super::Storage;
+use super::{Storage, TreesByName};
 use crate::Db;
 use dgw_core::state::{ReplayStore, StorageError};
 
-/// The sled [`ReplayStore`].
+/// The sled [`ReplayStore`]: a tree per namespace (Talos correlation IDs
+/// are in `replay/v1`, as before the state seam).
 pub struct SledReplay {
-    storage: Storage,
-    trees: RwLock<HashMap<&'static str, sled::Tree>>,
+    trees: TreesByName,
 }
 
 fn until(value: &[u8]) -> i64 {
@@ -23,28 +20,8 @@ fn until(value: &[u8]) -> i64 {
 impl SledReplay {
     pub fn new(storage: Storage) -> Self {
         Self {
-            storage,
-            trees: RwLock::new(HashMap::new()),
+            trees: TreesByName::new(storage),
         }
-    }
-
-    /// The tree of a namespace: `<namespace>/v1` (Talos correlation IDs
-    /// are in `replay/v1`, as before the state seam).
-    fn tree(&self, namespace: &'static str) -> Result<sled::Tree, StorageError> {
-        if let Some(t) = self
-            .trees
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(namespace)
-        {
-            return Ok(t.clone());
-        }
-        let tree = self.storage.open_tree(&format!("{namespace}/v1"))?;
-        self.trees
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(namespace, tree.clone());
-        Ok(tree)
     }
 }
 
@@ -57,7 +34,7 @@ impl ReplayStore for SledReplay {
         now: i64,
         valid_until: i64,
     ) -> Result<bool, StorageError> {
-        let tree = self.tree(namespace)?;
+        let tree = self.trees.get(namespace)?;
         let value = valid_until.to_be_bytes();
         // Insert if absent or expired, atomically: two concurrent uses of
         // one key cannot both see it fresh.
@@ -76,18 +53,12 @@ impl ReplayStore for SledReplay {
                 Err(e) => current = e.current,
             }
         }
-        self.storage.sync().await?;
+        self.trees.storage().sync().await?;
         Ok(true)
     }
 
     async fn sweep(&self, now: i64) -> Result<usize, StorageError> {
-        let trees: Vec<sled::Tree> = self
-            .trees
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let trees = self.trees.opened();
         let mut removed = 0;
         for tree in trees {
             for item in tree.iter() {
