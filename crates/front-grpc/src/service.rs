@@ -80,12 +80,10 @@ impl GrpcFront {
     /// members it adds to a JSON-RPC request.
     async fn credential_in_json(&self, text: &str) -> Result<Found, Failure> {
         let parsed = delegateos::canonical::parse_strict(text.as_bytes(), self.max_message_bytes);
-        let Ok(serde_json::Value::Object(members)) = parsed else {
+        let Ok(serde_json::Value::Object(mut members)) = parsed else {
             return Err(invalid("credential_json", "must be a JSON object"));
         };
-        let mut request = serde_json::Map::new();
-        request.insert("params".into(), serde_json::Value::Object(members));
-        match self.protocols.take_from_request(&mut request).await {
+        match self.protocols.take_from_params(&mut members).await {
             Ok(Some(found)) => Ok(found),
             Ok(None) => Err(invalid(
                 "credential_json",

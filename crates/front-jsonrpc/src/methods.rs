@@ -298,11 +298,8 @@ impl JsonRpc {
                 )))
             }
         };
-        let mut request = serde_json::Map::new();
-        request.insert("params".into(), Value::Object(std::mem::take(&mut members)));
-        let in_params = self.protocols.take_from_request(&mut request).await;
-        let rest = request.remove("params").unwrap_or_else(|| json!({}));
-        let p: GenericAuthorizeParams = params(Some(rest)).map_err(err)?;
+        let in_params = self.protocols.take_from_params(&mut members).await;
+        let p: GenericAuthorizeParams = params(Some(Value::Object(members))).map_err(err)?;
         let denied = |d: &Denial| {
             let outcome = match d.kind {
                 DenialKind::Malformed(_) => Outcome::Error,

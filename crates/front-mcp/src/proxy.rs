@@ -245,13 +245,7 @@ impl McpProxy {
         &self,
         params: &mut Map<String, Value>,
     ) -> Result<Option<Found>, Denial> {
-        let mut request = Map::new();
-        request.insert("params".into(), Value::Object(std::mem::take(params)));
-        let found = self.protocols.take_from_request(&mut request).await;
-        if let Some(Value::Object(p)) = request.remove("params") {
-            *params = p;
-        }
-        found
+        self.protocols.take_from_params(params).await
     }
 
     /// What a credential may do now (`None`: its protocol cannot say); a

@@ -110,6 +110,22 @@ impl Registry {
         )
     }
 
+    /// [`Registry::take_from_request`] for a params object alone (a call's
+    /// `params`, `dgw/authorize`'s, gRPC's `credential_json`): the
+    /// credential fields come out of `params`.
+    pub async fn take_from_params(
+        &self,
+        params: &mut Map<String, Value>,
+    ) -> Result<Option<Found>, Denial> {
+        let mut request = Map::new();
+        request.insert("params".into(), Value::Object(std::mem::take(params)));
+        let found = self.take_from_request(&mut request).await;
+        if let Some(Value::Object(p)) = request.remove("params") {
+            *params = p;
+        }
+        found
+    }
+
     /// Takes every protocol's credential fields out of a JSON-RPC request
     /// object (so none is forwarded) and returns the one credential found.
     /// Credentials of two protocols in one request are refused: which
