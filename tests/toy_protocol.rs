@@ -97,7 +97,6 @@ impl Protocol for Toy {
             authority: Box::new(Capabilities(vec!["demo:echo:*".parse().unwrap()])),
             requests: None,
             scope: None,
-            holder: credential.holder(),
             context: Box::new(()),
         }))
     }

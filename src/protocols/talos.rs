@@ -333,7 +333,6 @@ impl Talos {
             ))),
             requests: Some(talos::translate::requests(&request)),
             scope: None,
-            holder: crate::budget::HolderDigest::of(&presented.request_hash),
             context: Box::new(Granted {
                 capability_hash: cap.capability_hash(),
                 agent_id: cap.subject.clone(),

@@ -36,7 +36,6 @@ impl Gatekeeper {
                 .collect(),
             requests: None,
             scope: None,
-            holder: HolderDigest::of(token),
             authority: Box::new(DctAuthority {
                 verified,
                 revocations: self.revocations.clone(),
@@ -79,18 +78,20 @@ impl Gatekeeper {
                 return Ok(Decision::Denied(d));
             }
         };
-        self.authorize_grant(&grant, requests, cost_microcents, on_expiry)
+        self.authorize_grant(&grant, token, requests, cost_microcents, on_expiry)
             .await
     }
 
-    /// The one pipeline, after a protocol verified its credential into a
-    /// [`Grant`]: every request canonical and permitted by the grant at the
-    /// budget spent so far, then `cost` reserved at every level of its
-    /// chain, ending at its deadline as `on_expiry` says. Every decision is
-    /// published and counted under the grant's protocol.
+    /// The one pipeline, after a protocol verified its credential (the bytes
+    /// its holder `presented`) into a [`Grant`]: every request canonical and
+    /// permitted by the grant at the budget spent so far, then `cost`
+    /// reserved at every level of its chain, ending at its deadline as
+    /// `on_expiry` says. Every decision is published and counted under the
+    /// grant's protocol.
     pub async fn authorize_grant(
         &self,
         grant: &Grant,
+        presented: &str,
         requests: &[CapabilityRequest],
         cost_microcents: u64,
         on_expiry: OnExpiry,
@@ -139,7 +140,10 @@ impl Gatekeeper {
         let reservation = if on_expiry == OnExpiry::Release && cost_microcents == 0 {
             None
         } else {
-            let holder = (on_expiry == OnExpiry::Release).then_some(grant.holder);
+            // Digested only here: a reservation the gateway holds for itself
+            // (a forwarded tool call) needs no holder, and the digest of a
+            // kilobyte token is not free.
+            let holder = (on_expiry == OnExpiry::Release).then(|| HolderDigest::of(presented));
             match self
                 .reserve(&grant.levels, cost_microcents, now().1, on_expiry, holder)
                 .await?
@@ -200,7 +204,13 @@ impl Gatekeeper {
             Decision::Denied(d) => return Ok(Decision::Denied(refused(d.for_request(first)))),
         };
         match self
-            .authorize_grant(&grant, call.requests, call.cost_microcents, on_expiry)
+            .authorize_grant(
+                &grant,
+                found.credential.presented(),
+                call.requests,
+                call.cost_microcents,
+                on_expiry,
+            )
             .await?
         {
             Decision::Allowed(a) => {

@@ -174,8 +174,6 @@ pub struct Grant {
     pub requests: Option<Vec<CapabilityRequest>>,
     /// The DelegateOS scope, when the credential is a DCT.
     pub scope: Option<AuthorizedScope>,
-    /// Who may end what it reserves besides an administrator.
-    pub holder: HolderDigest,
     /// The protocol's own record of the grant, for [`Protocol::completed`].
     pub context: Box<dyn Any + Send + Sync>,
 }
