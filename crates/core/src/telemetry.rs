@@ -98,7 +98,7 @@ fn describe() {
     );
     describe_counter!(
         MCP_CALLS_TOTAL,
-        "MCP tools/call by protocol (delegateos, talos, open), upstream, tool and outcome (forwarded, denied, invalid, upstream_failed)."
+        "MCP tools/call by protocol (a registered protocol's name, or open), upstream, tool and outcome (forwarded, denied, invalid, upstream_failed)."
     );
     describe_histogram!(
         MCP_UPSTREAM_DURATION,

@@ -38,7 +38,7 @@ impl Message {
     /// Reads a message. `Err` carries the reply ID (when one could be read)
     /// and why the message is not valid JSON-RPC.
     /// Parses a message; members beside `method` that start with one of
-    /// `envelope_prefixes` (a protocol's envelope, Talos §3.1) travel on in
+    /// `envelope_prefixes` (a protocol's envelope beside `method`) travel on in
     /// `params`, where the proxy takes them out before anything else.
     pub fn parse(value: Value, envelope_prefixes: &[&str]) -> Result<Self, (Id, String)> {
         let Value::Object(mut obj) = value else {
@@ -201,7 +201,7 @@ mod tests {
     use super::*;
 
     /// A protocol's envelope prefix, as the registry lists them.
-    const PREFIXES: &[&str] = &["_talos_"];
+    const PREFIXES: &[&str] = &["_proto_"];
 
     #[test]
     fn classifies_and_round_trips() {
@@ -223,13 +223,13 @@ mod tests {
     #[test]
     fn envelope_fields_beside_method_move_into_params() {
         let v = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": "x"}, "_talos_correlation_id": "c"});
+                       "params": {"name": "x"}, "_proto_correlation_id": "c"});
         let Message::Request { params, .. } = Message::parse(v, PREFIXES).unwrap() else {
             panic!("a request")
         };
-        assert_eq!(params.unwrap()["_talos_correlation_id"], "c");
+        assert_eq!(params.unwrap()["_proto_correlation_id"], "c");
         let twice = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                           "params": {"_talos_correlation_id": "d"}, "_talos_correlation_id": "c"});
+                           "params": {"_proto_correlation_id": "d"}, "_proto_correlation_id": "c"});
         assert!(Message::parse(twice, PREFIXES).is_err());
     }
 

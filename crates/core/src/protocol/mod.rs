@@ -35,7 +35,7 @@ pub use denial::{Decision, Denial, DenialKind, MAX_ECHOED_BYTES};
 pub use registry::{Found, Registry};
 
 /// A protocol's name, as metrics, audit and `data.protocol` label it
-/// (`delegateos`, `talos`), and as people read it (`DelegateOS`, `Talos`).
+/// (`delegateos`), and as people read it (`DelegateOS`).
 #[derive(Debug)]
 pub struct ProtocolInfo {
     pub name: &'static str,
@@ -170,7 +170,7 @@ pub struct Grant {
     pub chain: Vec<delegateos::DelegationId>,
     pub authority: Box<dyn Authority>,
     /// The requests the pipeline matches, when the protocol states a call
-    /// in its own terms (Talos: namespace = tool); else the front's.
+    /// in its own terms (its namespace being the tool); else the front's.
     pub requests: Option<Vec<CapabilityRequest>>,
     /// The DelegateOS scope, when the credential is a DCT.
     pub scope: Option<AuthorizedScope>,
@@ -197,7 +197,7 @@ pub enum EarlyRefusal {
 /// Why a protocol message could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Translation {
-    /// The protocol has no such messages (Talos has no receipts).
+    /// The protocol has no such messages.
     #[error("this protocol has no {0} to translate")]
     Unsupported(&'static str),
     /// The message is not valid in its protocol: the reason, as its
@@ -235,7 +235,7 @@ pub trait Protocol: Send + Sync {
     }
 
     /// The prefix of the members its envelope adds beside `method` in a
-    /// JSON-RPC request (`_talos_`): they travel in `params` until taken.
+    /// JSON-RPC request: they travel in `params` until taken.
     fn envelope_prefix(&self) -> Option<&'static str> {
         None
     }
@@ -317,7 +317,7 @@ pub trait Protocol: Send + Sync {
         Err(Translation::Unsupported("receipts"))
     }
 
-    /// The JSON-RPC methods it serves besides the pipeline (`talos/revoke`).
+    /// The JSON-RPC methods it serves besides the pipeline (its revocations).
     fn methods(&self) -> &'static [&'static str] {
         &[]
     }
