@@ -259,3 +259,34 @@ fn a_talos_capability_is_enforced_over_json_rpc_and_grpc_too() {
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
     });
 }
+
+/// A request carrying two protocols' credentials is refused, whichever
+/// would have allowed it: which authority applies would be a guess
+/// (decision 77). The upstream never sees it.
+#[test]
+fn a_call_with_a_dct_and_a_talos_envelope_is_refused_as_ambiguous() {
+    let files = Files::new();
+    let root = seed(1);
+    let issuer = seed(7);
+    let talos_toml = format!(
+        "\n[[talos.issuers]]\ndid = {:?}\nkey = {:?}\ntenant = \"acme\"\nbudget_microcents = 200\n",
+        did(&issuer),
+        hex::encode(issuer.public_key().to_bytes())
+    );
+    let config = mcp_gateway_config(
+        &files.dir,
+        &[("acme", root.principal_id())],
+        &format!("{}{talos_toml}", files.upstream_toml()),
+    );
+    let gw = Gateway::start(&config);
+    let cap = capability(&issuer, &files.root.display().to_string());
+    let dct = files.read_token(&root, 300, 3600).encode();
+    let mut both = call(1, &files.path("a.txt"), &cap, "corr-both");
+    both["params"]["_delegateos"] = json!({"dct": dct});
+    let mut mcp = McpHttp::connect(&gw.addr, None);
+    let (status, answer) = mcp.post(&both, None);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    assert_eq!(answer["error"]["data"]["type"], "ambiguous_credentials");
+    assert!(files.upstream_calls().is_empty());
+}
