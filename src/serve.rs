@@ -20,6 +20,7 @@ use crate::keyfile::{self, KeyFileError};
 use crate::mcp::streamable::{SessionPolicy, Sessions, StreamableHttp};
 use crate::mcp::{McpProxy, Upstream};
 use crate::protocol::Registry;
+use crate::protocols::agenta::{Agenta, AgentaState};
 use crate::protocols::delegateos::DelegateOs;
 use crate::protocols::talos::Talos;
 use crate::revocations::{Revocations, RevokeError};
@@ -75,6 +76,8 @@ struct State {
     audit: Arc<dyn crate::state::AuditSink>,
     stores: Stores,
     gateway_key: Arc<Keypair>,
+    /// Told where the HTTP listener is (sellers call back there).
+    agenta: Option<Arc<Agenta>>,
 }
 
 /// Opens the data directory, the keys and every store (sled in the data
@@ -149,6 +152,29 @@ async fn open_state(
     protocols
         .register(Arc::new(talos))
         .map_err(ServeError::Protocol)?;
+    let agenta = match &config.agenta {
+        Some(section) => {
+            let agenta = Arc::new(
+                Agenta::new(
+                    section.clone(),
+                    AgentaState {
+                        gate: gate.clone(),
+                        records: stores.records.clone(),
+                        delegations: stores.delegations.clone(),
+                        audit: audit.clone(),
+                        key: gateway_key.clone(),
+                    },
+                )
+                .await
+                .map_err(ServeError::Protocol)?,
+            );
+            protocols
+                .register(agenta.clone())
+                .map_err(ServeError::Protocol)?;
+            Some(agenta)
+        }
+        None => None,
+    };
     for p in extra_protocols {
         protocols.register(p).map_err(ServeError::Protocol)?;
     }
@@ -165,6 +191,7 @@ async fn open_state(
         audit,
         stores,
         gateway_key,
+        agenta,
     })
 }
 
@@ -300,6 +327,9 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         addr: config.server.http,
         source,
     })?;
+    if let Some(agenta) = &state.agenta {
+        agenta.listening_at(http_addr, http_tls.is_some());
+    }
     let proxy = start_mcp(&config, &state).await;
     let front = Arc::new(HttpFront {
         rpc: JsonRpc::new(
@@ -335,6 +365,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             config.server.allowed_origins.clone(),
             config.server.allowed_hosts.clone(),
         ),
+        protocols: state.protocols.clone(),
     });
     let grpc_listener = match config.server.grpc {
         Some(addr) => Some(

@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use crate::caller::AdminToken;
 use crate::mcp::UpstreamSpec;
+use crate::protocols::agenta::{AgentaConfig, RawAgenta};
 use crate::protocols::talos::{TalosIssuer, TalosSection};
 
 pub use budget::BudgetConfig;
@@ -54,6 +55,8 @@ pub struct Config {
     pub upstreams: Vec<UpstreamSpec>,
     /// Trusted Talos capability issuers.
     pub talos: Vec<TalosIssuer>,
+    /// Agenta, when `[agenta]` is present.
+    pub agenta: Option<AgentaConfig>,
     /// Administrators' tokens (`[[admin.tokens]]`); none: callers on a
     /// loopback listener may use the admin methods that read.
     pub admin_tokens: Vec<AdminToken>,
@@ -80,6 +83,7 @@ struct RawConfig {
     upstreams: Vec<mcp::RawUpstream>,
     #[serde(default)]
     talos: TalosSection,
+    agenta: Option<RawAgenta>,
     #[serde(default)]
     admin: admin::RawAdmin,
 }
@@ -142,6 +146,19 @@ impl Config {
             .talos
             .issuers()
             .map_err(|(key, problem)| check.invalid(&key, problem))?;
+        let agenta = raw
+            .agenta
+            .map(RawAgenta::validate)
+            .transpose()
+            .map_err(|(key, problem)| check.invalid(&key, problem))?;
+        if let Some(a) = &agenta {
+            if !tenants.iter().any(|t| t.name == a.tenant) {
+                return Err(check.invalid(
+                    "agenta.tenant",
+                    format!("{:?} is not a configured tenant", a.tenant),
+                ));
+            }
+        }
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
         Ok(Config {
             server,
@@ -152,6 +169,7 @@ impl Config {
             mcp,
             upstreams,
             talos,
+            agenta,
             admin_tokens,
             admin_certs,
             ephemeral: false,

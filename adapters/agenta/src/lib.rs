@@ -11,19 +11,21 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![deny(missing_docs)]
 
+pub mod conformance;
 pub mod failure;
 pub mod message;
 pub mod schema;
 pub mod state;
 pub mod translate;
 
+pub use conformance::{check_completed, check_input, Breach};
 pub use failure::FailureMode;
 pub use message::{ExecutionReceipt, ExecutionRequest, Message, Offer, VerificationResult};
 pub use schema::{MessageType, SchemaFailure, Schemas, Violation};
 pub use state::{InvalidTransition, Status};
 pub use translate::{
-    attestation_to_receipt, offer_to_contract, receipt_to_attestation, Currencies, ReceiptContext,
-    Untranslatable,
+    attestation_to_receipt, offer_to_contract, receipt_to_attestation, request_to_contract,
+    Currencies, ReceiptContext, Untranslatable,
 };
 
 /// The protocol identifier every message carries in `protocol_version`.

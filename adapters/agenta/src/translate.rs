@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
-use crate::message::{ExecutionReceipt, Offer};
+use crate::message::{ExecutionReceipt, ExecutionRequest, Offer};
 use crate::state::Status;
 
 /// The namespace and action a DCT must grant to buy an offer; the resource
@@ -86,16 +86,49 @@ pub fn offer_to_contract(
     let deadline = now
         .checked_add(time::Duration::seconds(seconds))
         .ok_or_else(|| Untranslatable::Draft("the deadline is out of range".into()))?;
+    contract_draft(offer, budget, deadline, json!({}))
+}
+
+/// The DelegateOS contract one purchase is delegated under: the offer's
+/// contract ([`offer_to_contract`]) with the buyer's `payment.max_amount`
+/// (converted) as the budget, `deadline` (the earlier of the request's
+/// `deadline_at` and the offer's `max_completion_seconds`, which the
+/// gateway computes) and the request's ID and input in the task's inputs.
+pub fn request_to_contract(
+    offer: &Offer,
+    request: &ExecutionRequest,
+    currencies: &Currencies,
+    deadline: OffsetDateTime,
+) -> Result<ContractDraft, Untranslatable> {
+    let budget = currencies.to_microcents(&request.payment.currency, request.payment.max_amount)?;
+    contract_draft(
+        offer,
+        budget,
+        deadline,
+        json!({"agentaRequestId": request.request_id, "input": request.input}),
+    )
+}
+
+fn contract_draft(
+    offer: &Offer,
+    budget: u64,
+    deadline: OffsetDateTime,
+    request: Value,
+) -> Result<ContractDraft, Untranslatable> {
+    let mut inputs = json!({
+        "agentaOfferId": offer.offer_id,
+        "agentaOfferVersion": offer.offer_version,
+        "inputSchema": offer.input_schema,
+        "verificationMode": offer.verification_policy.mode,
+    });
+    if let (Some(inputs), Value::Object(request)) = (inputs.as_object_mut(), request) {
+        inputs.extend(request);
+    }
     let draft = json!({
         "task": {
             "title": offer.title,
             "description": offer.description,
-            "inputs": {
-                "agentaOfferId": offer.offer_id,
-                "agentaOfferVersion": offer.offer_version,
-                "inputSchema": offer.input_schema,
-                "verificationMode": offer.verification_policy.mode,
-            },
+            "inputs": inputs,
             "outputSchema": output_schema(&offer.output_schema),
         },
         "verification": {"method": "schema_match", "schema": output_schema(&offer.output_schema)},

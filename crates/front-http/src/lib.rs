@@ -1,5 +1,6 @@
 //! The HTTP listener: JSON-RPC at `POST /rpc`, `GET /metrics`, `GET /healthz`,
-//! `GET /readyz`; body size and time limits; graceful shutdown.
+//! `GET /readyz`, and the paths protocols serve themselves (Agenta's
+//! `/agenta/v0/…`); body size and time limits; graceful shutdown.
 
 // Untrusted input never panics the gateway: no unwrap outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
@@ -25,7 +26,9 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use dgw_core::caller::Authenticator;
+use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::Gatekeeper;
+use dgw_core::protocol::{HttpRequest, Protocol, Registry};
 use dgw_front_jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
 use dgw_front_mcp::streamable::{answer_headers, StreamableHttp};
 use dgw_net::connections::{ConnState, Limits, Tracker};
@@ -45,6 +48,8 @@ pub struct HttpFront {
     pub auth: Authenticator,
     /// Which `Host` and `Origin` headers are answered.
     pub guard: HttpGuard,
+    /// The protocols, for the paths they serve.
+    pub protocols: Arc<Registry>,
 }
 
 type Body = Full<Bytes>;
@@ -127,6 +132,15 @@ impl HttpFront {
                 "method not allowed\n".into(),
                 "text/plain",
             ),
+            (_, path) if self.protocols.serving_path(path).is_some() => {
+                let protocol = self.protocols.serving_path(path).cloned();
+                match protocol {
+                    Some(p) => self.protocol_endpoint(p, req).await,
+                    None => {
+                        text_response(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain")
+                    }
+                }
+            }
             _ => text_response(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
         }
     }
@@ -209,6 +223,63 @@ impl HttpFront {
                     r
                 }
             }
+        })
+        .await
+    }
+
+    /// A path a protocol serves itself: the body read within the limits,
+    /// the caller's admin standing established (a header that is not an
+    /// administrator's leaves it anonymous: the protocol may take it as its
+    /// own credential), then the protocol's answer.
+    async fn protocol_endpoint(
+        &self,
+        protocol: Arc<dyn Protocol>,
+        req: Request<Incoming>,
+    ) -> Response<Body> {
+        self.limited(async {
+            let (parts, body) = req.into_parts();
+            let authorization = parts.headers.get(AUTHORIZATION);
+            let subject = parts
+                .extensions
+                .get::<PeerSubject>()
+                .and_then(|s| s.0.as_deref());
+            let caller = self
+                .auth
+                .caller(authorization.map(|v| v.as_bytes()), subject)
+                .unwrap_or_else(|_| Caller::anonymous());
+            let body = match self.read_body(body).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            // In a task of its own: a request that outlives the time limit
+            // (or a client that goes away) never stops a protocol halfway
+            // through a change of state.
+            let (method, path) = (parts.method.to_string(), parts.uri.path().to_owned());
+            let authorization = authorization
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let task = tokio::spawn(async move {
+                protocol
+                    .serve_http(HttpRequest {
+                        method: &method,
+                        path: &path,
+                        authorization: authorization.as_deref(),
+                        caller: &caller,
+                        body: &body,
+                    })
+                    .await
+            });
+            let Ok(answer) = task.await else {
+                return text_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error\n".into(),
+                    "text/plain",
+                );
+            };
+            json_response(
+                StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                &answer.body,
+            )
         })
         .await
     }

@@ -64,16 +64,19 @@ impl MemoryBudgets {
 
 #[async_trait]
 impl BudgetStore for MemoryBudgets {
-    async fn reserve(
+    fn reservation_ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    async fn reserve_until(
         &self,
         levels: &[(BudgetKey, u64)],
         amount: u64,
-        now_ms: u64,
+        deadline_ms: u64,
         on_expiry: OnExpiry,
         holder: Option<HolderDigest>,
     ) -> Result<Reservation, LedgerError> {
         let id = self.ids.next_id();
-        let deadline_ms = now_ms.saturating_add(self.ttl.as_millis() as u64);
         let mut book = self.book();
         book.check(levels, amount)?;
         book.check_open(levels, self.max_open)?;

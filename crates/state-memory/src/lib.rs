@@ -18,8 +18,8 @@ use tokio::sync::broadcast;
 pub use ledger::MemoryBudgets;
 
 use dgw_core::state::{
-    AuditSink, BudgetSettings, ContractPut, DelegationStore, ReplayStore, RevocationRecord,
-    RevocationStore, StorageError, Stores,
+    AuditSink, BudgetSettings, ContractPut, DelegationStore, RecordStore, ReplayStore,
+    RevocationRecord, RevocationStore, StorageError, Stores,
 };
 
 /// Most audit events kept (the oldest go first).
@@ -33,6 +33,7 @@ pub fn open(budget: BudgetSettings) -> Result<Stores, StorageError> {
         revocations: Arc::new(MemoryRevocations::default()),
         delegations: Arc::new(MemoryDelegations::default()),
         replay: Arc::new(MemoryReplay::default()),
+        records: Arc::new(MemoryRecords::default()),
         audit: Arc::new(MemoryAudit::default()),
         close: Arc::new(|| Ok(())),
     })
@@ -218,6 +219,61 @@ impl ReplayStore for MemoryReplay {
     }
 }
 
+/// The in-memory [`RecordStore`].
+#[derive(Default)]
+pub struct MemoryRecords {
+    spaces: Mutex<HashMap<&'static str, BTreeMap<String, Value>>>,
+}
+
+#[async_trait]
+impl RecordStore for MemoryRecords {
+    async fn get(&self, space: &'static str, key: &str) -> Result<Option<Value>, StorageError> {
+        Ok(lock(&self.spaces)
+            .get(space)
+            .and_then(|s| s.get(key))
+            .cloned())
+    }
+
+    async fn insert_new(
+        &self,
+        space: &'static str,
+        key: &str,
+        value: &Value,
+    ) -> Result<bool, StorageError> {
+        let mut spaces = lock(&self.spaces);
+        let space = spaces.entry(space).or_default();
+        if space.contains_key(key) {
+            return Ok(false);
+        }
+        space.insert(key.to_owned(), value.clone());
+        Ok(true)
+    }
+
+    async fn replace(
+        &self,
+        space: &'static str,
+        key: &str,
+        expected: &Value,
+        new: &Value,
+    ) -> Result<bool, StorageError> {
+        let mut spaces = lock(&self.spaces);
+        match spaces.get_mut(space).and_then(|s| s.get_mut(key)) {
+            Some(current) if current == expected => {
+                *current = new.clone();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn scan(&self, space: &'static str) -> Result<Vec<(String, Value)>, StorageError> {
+        Ok(lock(&self.spaces)
+            .get(space)
+            .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default())
+    }
+}
+
 /// The in-memory [`AuditSink`]: the last [`AUDIT_EVENTS`] events.
 #[derive(Default)]
 pub struct MemoryAudit {
@@ -251,7 +307,9 @@ mod tests {
 
     /// One in-memory backend; nothing survives a restart.
     #[derive(Default)]
-    struct Memory;
+    struct Memory {
+        records: Arc<MemoryRecords>,
+    }
 
     impl Backend for Memory {
         fn budgets(&self, settings: BudgetSettings) -> Arc<dyn BudgetStore> {
@@ -274,6 +332,19 @@ mod tests {
         fn audit(&self) -> Arc<dyn AuditSink> {
             Arc::new(MemoryAudit::default())
         }
+        fn records(&self) -> Arc<dyn RecordStore> {
+            self.records.clone()
+        }
+    }
+
+    #[test]
+    fn records_are_compare_and_swap() {
+        contract::records_are_compare_and_swap(Memory::default());
+    }
+
+    #[test]
+    fn reservations_keep_their_own_deadline() {
+        contract::reservations_keep_their_own_deadline(Memory::default());
     }
 
     #[test]
@@ -283,36 +354,36 @@ mod tests {
 
     #[test]
     fn concurrent_reservations_never_overspend() {
-        contract::concurrent_reservations_never_overspend(Memory);
+        contract::concurrent_reservations_never_overspend(Memory::default());
     }
 
     #[test]
     fn expiry_ends_each_reservation_once() {
-        contract::expiry_ends_each_reservation_once(Memory);
+        contract::expiry_ends_each_reservation_once(Memory::default());
     }
 
     #[test]
     fn budget_bookkeeping() {
-        contract::budget_bookkeeping(Memory);
+        contract::budget_bookkeeping(Memory::default());
     }
 
     #[test]
     fn revocation_subscribers_see_every_entry() {
-        contract::revocation_subscribers_see_every_entry(Memory);
+        contract::revocation_subscribers_see_every_entry(Memory::default());
     }
 
     #[test]
     fn replay_is_insert_if_absent() {
-        contract::replay_is_insert_if_absent(Memory);
+        contract::replay_is_insert_if_absent(Memory::default());
     }
 
     #[test]
     fn audit_keeps_order() {
-        contract::audit_keeps_order(Memory);
+        contract::audit_keeps_order(Memory::default());
     }
 
     #[test]
     fn delegations_are_compare_and_swap() {
-        contract::delegations_are_compare_and_swap(Memory);
+        contract::delegations_are_compare_and_swap(Memory::default());
     }
 }

@@ -247,8 +247,21 @@ impl Ledger {
         on_expiry: OnExpiry,
         holder: Option<HolderDigest>,
     ) -> Result<Reservation, LedgerError> {
-        let id = self.ids.next_id();
         let deadline_ms = now_ms.saturating_add(self.ttl.as_millis() as u64);
+        self.reserve_until(levels, amount, deadline_ms, on_expiry, holder)
+            .await
+    }
+
+    /// [`Ledger::reserve`] with its own deadline.
+    pub async fn reserve_until(
+        &self,
+        levels: &[(BudgetKey, u64)],
+        amount: u64,
+        deadline_ms: u64,
+        on_expiry: OnExpiry,
+        holder: Option<HolderDigest>,
+    ) -> Result<Reservation, LedgerError> {
+        let id = self.ids.next_id();
         let record = ReservationRecord {
             levels: levels.to_vec(),
             amount,
@@ -462,15 +475,19 @@ async fn wait(durable: oneshot::Receiver<Result<(), StorageError>>) -> Result<()
 
 #[async_trait]
 impl BudgetStore for Ledger {
-    async fn reserve(
+    fn reservation_ttl(&self) -> std::time::Duration {
+        self.ttl
+    }
+
+    async fn reserve_until(
         &self,
         levels: &[(BudgetKey, u64)],
         amount: u64,
-        now_ms: u64,
+        deadline_ms: u64,
         on_expiry: OnExpiry,
         holder: Option<HolderDigest>,
     ) -> Result<Reservation, LedgerError> {
-        Ledger::reserve(self, levels, amount, now_ms, on_expiry, holder).await
+        Ledger::reserve_until(self, levels, amount, deadline_ms, on_expiry, holder).await
     }
 
     async fn settle(&self, reservation_id: &str, actual: u64) -> Result<Settlement, LedgerError> {

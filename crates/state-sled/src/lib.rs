@@ -10,12 +10,14 @@ mod compact;
 mod delegations;
 mod journal;
 mod ledger;
+mod records;
 mod replay;
 mod revocations;
 
 pub use audit::SledAudit;
 pub use delegations::SledDelegations;
 pub use ledger::Ledger;
+pub use records::SledRecords;
 pub use replay::SledReplay;
 pub use revocations::SledRevocations;
 
@@ -69,6 +71,7 @@ pub fn open(data_dir: &Path, budget: BudgetSettings) -> Result<Stores, StorageEr
         revocations: Arc::new(SledRevocations::new(storage.clone())),
         delegations: Arc::new(SledDelegations::new(storage.clone())),
         replay: Arc::new(SledReplay::new(storage.clone())),
+        records: Arc::new(SledRecords::new(storage.clone())),
         audit: Arc::new(SledAudit::new(&storage)),
         close,
     })
@@ -328,7 +331,9 @@ mod contract_suite {
 
     use super::*;
     use dgw_core::state::contract::{self, Backend};
-    use dgw_core::state::{AuditSink, BudgetStore, DelegationStore, ReplayStore, RevocationStore};
+    use dgw_core::state::{
+        AuditSink, BudgetStore, DelegationStore, RecordStore, ReplayStore, RevocationStore,
+    };
 
     /// A data dir with one sled handle (sled locks its directory); the
     /// ledger, with its in-memory book and journal, is what a restart
@@ -398,6 +403,19 @@ mod contract_suite {
         fn audit(&self) -> Arc<dyn AuditSink> {
             Arc::new(SledAudit::new(&self.storage))
         }
+        fn records(&self) -> Arc<dyn RecordStore> {
+            Arc::new(SledRecords::new(self.storage.clone()))
+        }
+    }
+
+    #[test]
+    fn records_are_compare_and_swap() {
+        contract::records_are_compare_and_swap(Sled::new());
+    }
+
+    #[test]
+    fn reservations_keep_their_own_deadline() {
+        contract::reservations_keep_their_own_deadline(Sled::new());
     }
 
     #[test]

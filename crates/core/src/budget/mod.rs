@@ -139,6 +139,59 @@ pub enum OnExpiry {
     Charge,
 }
 
+/// How the pipeline holds a reservation: how it ends at its deadline, when
+/// that is, and whether the caller holds it (and may settle or release it
+/// with the same credential) or the gateway does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    pub on_expiry: OnExpiry,
+    /// Its deadline (Unix ms); `None`: the store's reservation TTL.
+    pub until_ms: Option<u64>,
+    pub by_caller: bool,
+}
+
+impl Hold {
+    /// A caller's own reservation (JSON-RPC and gRPC `authorize`), released
+    /// at the TTL.
+    pub const fn caller() -> Self {
+        Self {
+            on_expiry: OnExpiry::Release,
+            until_ms: None,
+            by_caller: true,
+        }
+    }
+
+    /// Work the gateway forwards and pays for (an MCP tool call), charged at
+    /// the TTL.
+    pub const fn forwarded() -> Self {
+        Self {
+            on_expiry: OnExpiry::Charge,
+            until_ms: None,
+            by_caller: false,
+        }
+    }
+
+    /// Work the gateway brokers until a deadline (an Agenta purchase): the
+    /// gateway settles it when the work is reported, and releases it at the
+    /// deadline if it never is. The buyer cannot end it.
+    pub const fn brokered_until(deadline_ms: u64) -> Self {
+        Self {
+            on_expiry: OnExpiry::Release,
+            until_ms: Some(deadline_ms),
+            by_caller: false,
+        }
+    }
+}
+
+impl From<OnExpiry> for Hold {
+    fn from(on_expiry: OnExpiry) -> Self {
+        match on_expiry {
+            OnExpiry::Release => Hold::caller(),
+            OnExpiry::Charge => Hold::forwarded(),
+        }
+    }
+}
+
 /// How far ahead reservations charged on expiry lease budget: when a level's
 /// durable ceiling is too low for a reservation, it is raised to what the
 /// reservation needs plus `fraction` of the room left above that, in one

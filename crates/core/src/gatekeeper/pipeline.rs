@@ -11,7 +11,7 @@ use delegateos::{AuthorizedScope, CapabilityRequest, DenialReason, DenialType, T
 use super::{
     ledger_error, now, Authorization, Denial, GateError, Gatekeeper, Grant, Verified, DELEGATEOS,
 };
-use crate::budget::{BudgetKey, HolderDigest, LedgerError, OnExpiry, Reservation};
+use crate::budget::{BudgetKey, Hold, HolderDigest, LedgerError, Reservation};
 use crate::protocol::{Call, Decision, Found};
 use crate::revocations::Revocations;
 use crate::telemetry;
@@ -60,7 +60,7 @@ impl Gatekeeper {
         token: &str,
         requests: &[CapabilityRequest],
         cost_microcents: u64,
-        on_expiry: OnExpiry,
+        hold: impl Into<Hold>,
     ) -> Result<Decision<Authorization>, GateError> {
         let Some(first) = requests.first() else {
             return Err(no_requests());
@@ -78,15 +78,14 @@ impl Gatekeeper {
                 return Ok(Decision::Denied(d));
             }
         };
-        self.authorize_grant(&grant, token, requests, cost_microcents, on_expiry)
+        self.authorize_grant(&grant, token, requests, cost_microcents, hold)
             .await
     }
 
     /// The one pipeline, after a protocol verified its credential (the bytes
     /// its holder `presented`) into a [`Grant`]: every request canonical and
     /// permitted by the grant at the budget spent so far, then `cost`
-    /// reserved at every level of its chain, ending at its deadline as
-    /// `on_expiry` says. Every decision is published and counted under the
+    /// reserved at every level of its chain, held as `hold` says. Every decision is published and counted under the
     /// grant's protocol.
     pub async fn authorize_grant(
         &self,
@@ -94,8 +93,9 @@ impl Gatekeeper {
         presented: &str,
         requests: &[CapabilityRequest],
         cost_microcents: u64,
-        on_expiry: OnExpiry,
+        hold: impl Into<Hold>,
     ) -> Result<Decision<Authorization>, GateError> {
+        let hold = hold.into();
         let started = Instant::now();
         let Some(first) = requests.first() else {
             return Err(no_requests());
@@ -131,21 +131,18 @@ impl Gatekeeper {
                 }
             }
         }
-        // A reservation released on expiry is the caller's to settle or
-        // release, so it is bound to the credential that made it; one
-        // charged on expiry is the gateway's own (it forwards the work
-        // itself). A caller's zero-cost request holds nothing: there is
-        // nothing to settle, and it cannot fill the ledger with empty
-        // reservations.
-        let reservation = if on_expiry == OnExpiry::Release && cost_microcents == 0 {
+        // A caller's reservation is the caller's to settle or release, so it
+        // is bound to the credential that made it; the gateway's own (work it
+        // forwards or brokers) has no holder but the gateway. A caller's
+        // zero-cost request holds nothing: there is nothing to settle, and
+        // it cannot fill the ledger with empty reservations.
+        let reservation = if hold.by_caller && cost_microcents == 0 {
             None
         } else {
-            // Digested only here: a reservation the gateway holds for itself
-            // (a forwarded tool call) needs no holder, and the digest of a
-            // kilobyte token is not free.
-            let holder = (on_expiry == OnExpiry::Release).then(|| HolderDigest::of(presented));
+            // Digested only here: the digest of a kilobyte token is not free.
+            let holder = hold.by_caller.then(|| HolderDigest::of(presented));
             match self
-                .reserve(&grant.levels, cost_microcents, now().1, on_expiry, holder)
+                .reserve(&grant.levels, cost_microcents, now().1, hold, holder)
                 .await?
             {
                 Ok(r) => Some(r),
@@ -178,8 +175,9 @@ impl Gatekeeper {
         &self,
         found: &Found,
         call: &Call<'_>,
-        on_expiry: OnExpiry,
+        hold: impl Into<Hold>,
     ) -> Result<Decision<(Authorization, Grant)>, GateError> {
+        let hold = hold.into();
         let Some(first) = call.requests.first() else {
             return Err(no_requests());
         };
@@ -209,7 +207,7 @@ impl Gatekeeper {
                 found.credential.presented(),
                 call.requests,
                 call.cost_microcents,
-                on_expiry,
+                hold,
             )
             .await?
         {
@@ -239,14 +237,22 @@ impl Gatekeeper {
         levels: &[(BudgetKey, u64)],
         cost_microcents: u64,
         now_ms: u64,
-        on_expiry: OnExpiry,
+        hold: Hold,
         holder: Option<HolderDigest>,
     ) -> Result<Result<Reservation, DenialReason>, GateError> {
-        match self
-            .budgets
-            .reserve(levels, cost_microcents, now_ms, on_expiry, holder)
-            .await
-        {
+        let reserved = match hold.until_ms {
+            None => {
+                self.budgets
+                    .reserve(levels, cost_microcents, now_ms, hold.on_expiry, holder)
+                    .await
+            }
+            Some(until) => {
+                self.budgets
+                    .reserve_until(levels, cost_microcents, until, hold.on_expiry, holder)
+                    .await
+            }
+        };
+        match reserved {
             Ok(r) => Ok(Ok(r)),
             Err(e @ (LedgerError::Exceeded { .. } | LedgerError::TooManyOpen { .. })) => Ok(Err(
                 DenialReason::new(DenialType::BudgetExceeded, e.to_string()),

@@ -13,6 +13,7 @@
 //! [`Registry::register`] line (`docs/architecture.md`, "Adding a protocol").
 
 mod denial;
+pub mod endpoint;
 mod registry;
 
 /// Capability sets as an [`Authority`].
@@ -32,6 +33,7 @@ use crate::caller::Caller;
 use crate::gatekeeper::error::GateError;
 
 pub use denial::{Decision, Denial, DenialKind, MAX_ECHOED_BYTES};
+pub use endpoint::{HttpAnswer, HttpRequest};
 pub use registry::{Found, Registry};
 
 /// A protocol's name, as metrics, audit and `data.protocol` label it
@@ -325,6 +327,17 @@ pub trait Protocol: Send + Sync {
     /// Serves one of [`Protocol::methods`].
     async fn call_method(&self, _caller: &Caller, method: &str, _params: Value) -> MethodResult {
         Err(GateError::InvalidParams(format!("{method} is not served")))
+    }
+
+    /// The HTTP paths it serves itself (each a prefix of a path segment,
+    /// such as `/agenta/v0`), besides the gateway's own.
+    fn http_paths(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Serves a request to one of [`Protocol::http_paths`].
+    async fn serve_http(&self, _request: HttpRequest<'_>) -> HttpAnswer {
+        HttpAnswer::not_found()
     }
 
     /// The budget-key roots of its grants, with their tenants (for gauges).

@@ -45,10 +45,17 @@ impl Registry {
                         == protocol.scheme().map(str::to_ascii_lowercase))
                 || (protocol.envelope_prefix().is_some()
                     && other.envelope_prefix() == protocol.envelope_prefix())
+                || protocol.http_paths().iter().any(|p| {
+                    super::endpoint::under(p, other.http_paths())
+                        || other
+                            .http_paths()
+                            .iter()
+                            .any(|o| super::endpoint::under(o, &[p]))
+                })
         };
         if let Some(other) = self.protocols.iter().find(|p| clash(p)) {
             return Err(format!(
-                "protocol {id} clashes with {} (name, scheme or envelope prefix)",
+                "protocol {id} clashes with {} (name, scheme, envelope prefix or HTTP path)",
                 other.id()
             ));
         }
@@ -71,6 +78,13 @@ impl Registry {
         self.protocols
             .iter()
             .find(|p| p.methods().contains(&method))
+    }
+
+    /// The protocol serving an HTTP path of its own.
+    pub fn serving_path(&self, path: &str) -> Option<&Arc<dyn Protocol>> {
+        self.protocols
+            .iter()
+            .find(|p| super::endpoint::under(path, p.http_paths()))
     }
 
     /// The `Authorization` schemes the protocols claim.

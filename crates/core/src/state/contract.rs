@@ -17,7 +17,7 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::json;
 
 use super::{
-    AuditSink, BudgetSettings, BudgetStore, ContractPut, DelegationStore, ReplayStore,
+    AuditSink, BudgetSettings, BudgetStore, ContractPut, DelegationStore, RecordStore, ReplayStore,
     RevocationRecord, RevocationStore,
 };
 use crate::budget::{BudgetKey, LeasePolicy, LedgerError, OnExpiry};
@@ -37,6 +37,9 @@ pub trait Backend {
     fn replay(&self) -> Arc<dyn ReplayStore>;
     fn delegations(&self) -> Arc<dyn DelegationStore>;
     fn audit(&self) -> Arc<dyn AuditSink>;
+    /// A handle on the record store (each call a new handle over the same
+    /// state, as another process would open it).
+    fn records(&self) -> Arc<dyn RecordStore>;
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -668,5 +671,85 @@ pub fn delegations_are_compare_and_swap<B: Backend>(b: B) {
         store.put_attestation(&attestation(2)).await.unwrap();
         assert_eq!(store.attestation(&first.id).await.unwrap().as_ref(), Some(&first));
         store.sync().await.unwrap();
+    });
+}
+
+/// Records: insert-once and compare-and-swap under races (8 writers, one
+/// wins each), reads through another handle, scans in key order.
+pub fn records_are_compare_and_swap<B: Backend>(b: B) {
+    runtime().block_on(async {
+        let store = b.records();
+        assert_eq!(store.get("suite_docs", "a").await.unwrap(), None);
+        let inserts = (0..8).map(|i| {
+            let store = b.records();
+            tokio::spawn(async move {
+                store
+                    .insert_new("suite_docs", "a", &json!({"v": 0, "by": i}))
+                    .await
+                    .unwrap()
+            })
+        });
+        let mut won = 0;
+        for t in inserts.collect::<Vec<_>>() {
+            won += usize::from(t.await.unwrap());
+        }
+        assert_eq!(won, 1, "exactly one insert of a key wins");
+        let first = b.records().get("suite_docs", "a").await.unwrap().unwrap();
+        let replaces = (0..8).map(|i| {
+            let (store, first) = (b.records(), first.clone());
+            tokio::spawn(async move {
+                store
+                    .replace("suite_docs", "a", &first, &json!({"v": 1, "by": i}))
+                    .await
+                    .unwrap()
+            })
+        });
+        let mut won = 0;
+        for t in replaces.collect::<Vec<_>>() {
+            won += usize::from(t.await.unwrap());
+        }
+        assert_eq!(won, 1, "exactly one replace of one version wins");
+        let now = store.get("suite_docs", "a").await.unwrap().unwrap();
+        assert_eq!(now["v"], 1);
+        assert!(!store
+            .replace("suite_docs", "gone", &first, &now)
+            .await
+            .unwrap());
+        assert!(store
+            .insert_new("suite_docs", "b", &json!(2))
+            .await
+            .unwrap());
+        assert!(store
+            .insert_new("other_docs", "a", &json!(3))
+            .await
+            .unwrap());
+        let all = b.records().scan("suite_docs").await.unwrap();
+        assert_eq!(
+            all.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            vec!["a", "b"],
+            "one space, in key order"
+        );
+    });
+}
+
+/// A reservation made with its own deadline lives until then, whatever the
+/// TTL, and ends then.
+pub fn reservations_keep_their_own_deadline<B: Backend>(b: B) {
+    runtime().block_on(async {
+        let store = b.budgets(settings(Duration::from_millis(10), 0.0));
+        assert_eq!(store.reservation_ttl(), Duration::from_millis(10));
+        let levels = &chains()[0];
+        let r = store
+            .reserve_until(levels, 30, 1_000_000, OnExpiry::Release, None)
+            .await
+            .unwrap();
+        assert_eq!(r.deadline_ms, 1_000_000);
+        assert_eq!(store.sweep(999_999).await.unwrap(), 0, "not yet");
+        let left = store.report_levels(levels).await.unwrap();
+        assert_eq!(left[0].reserved_microcents, 30);
+        assert_eq!(store.sweep(1_000_000).await.unwrap(), 1, "at its deadline");
+        let left = store.report_levels(levels).await.unwrap();
+        assert_eq!(left[0].reserved_microcents, 0);
+        assert_eq!(store.spent(&levels[0].0).await.unwrap(), 0, "released");
     });
 }

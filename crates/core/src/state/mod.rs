@@ -50,7 +50,26 @@ pub trait BudgetStore: Send + Sync {
         now_ms: u64,
         on_expiry: OnExpiry,
         holder: Option<HolderDigest>,
+    ) -> Result<Reservation, LedgerError> {
+        let deadline_ms = now_ms
+            .saturating_add(u64::try_from(self.reservation_ttl().as_millis()).unwrap_or(u64::MAX));
+        self.reserve_until(levels, amount, deadline_ms, on_expiry, holder)
+            .await
+    }
+
+    /// [`BudgetStore::reserve`] with its own deadline (work that takes
+    /// longer than the TTL, such as an Agenta purchase).
+    async fn reserve_until(
+        &self,
+        levels: &[(BudgetKey, u64)],
+        amount: u64,
+        deadline_ms: u64,
+        on_expiry: OnExpiry,
+        holder: Option<HolderDigest>,
     ) -> Result<Reservation, LedgerError>;
+
+    /// How long a reservation made by [`BudgetStore::reserve`] lives.
+    fn reservation_ttl(&self) -> std::time::Duration;
 
     /// Charges `actual` (at most the reserved amount) and releases the rest.
     async fn settle(&self, reservation_id: &str, actual: u64) -> Result<Settlement, LedgerError>;
@@ -203,6 +222,37 @@ pub trait ReplayStore: Send + Sync {
     async fn sweep(&self, now: i64) -> Result<usize, StorageError>;
 }
 
+/// A protocol's own documents (Agenta offers and requests, …), by space and
+/// key: durable once a write returns, changed only by compare-and-swap so
+/// two concurrent transitions of one document cannot both apply.
+#[async_trait]
+pub trait RecordStore: Send + Sync {
+    /// The document under `key` in `space`.
+    async fn get(&self, space: &'static str, key: &str) -> Result<Option<Value>, StorageError>;
+
+    /// Stores `value` unless `key` is taken; whether it was.
+    async fn insert_new(
+        &self,
+        space: &'static str,
+        key: &str,
+        value: &Value,
+    ) -> Result<bool, StorageError>;
+
+    /// Replaces the document only if it is still `expected`; `false` if it
+    /// changed (or is gone).
+    async fn replace(
+        &self,
+        space: &'static str,
+        key: &str,
+        expected: &Value,
+        new: &Value,
+    ) -> Result<bool, StorageError>;
+
+    /// Every document of `space`, in key order (read at start and by
+    /// sweeps).
+    async fn scan(&self, space: &'static str) -> Result<Vec<(String, Value)>, StorageError>;
+}
+
 /// The audit log: events in order (durable with the backend's next flush:
 /// they are evidence, not state).
 #[async_trait]
@@ -221,6 +271,7 @@ pub struct Stores {
     pub revocations: Arc<dyn RevocationStore>,
     pub delegations: Arc<dyn DelegationStore>,
     pub replay: Arc<dyn ReplayStore>,
+    pub records: Arc<dyn RecordStore>,
     pub audit: Arc<dyn AuditSink>,
     /// Flushes everything at exit.
     pub close: Arc<dyn Fn() -> Result<(), StorageError> + Send + Sync>,

@@ -1,0 +1,429 @@
+//! An execution request: checked against its schema and its offer, paid
+//! with the buyer's DCT through the one pipeline (reserved until the
+//! request's deadline), recorded durably, then forwarded to the seller with
+//! a fresh callback secret. Idempotency keys make a retried request return
+//! the first answer without a second reservation or forward.
+
+use std::time::Duration;
+
+use delegateos::CapabilityRequest;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+use super::records::{
+    IdempotencyRecord, RequestRecord, StoredAnswer, IDEMPOTENCY, PAYMENT_AUTHORIZATIONS, REQUESTS,
+};
+use super::{credential, Agenta, Refusal, ID};
+use crate::budget::Hold;
+use crate::caller::Caller;
+use crate::gatekeeper::now;
+use crate::protocol::{Decision, Grant, HttpAnswer};
+use agenta::FailureMode;
+
+/// How often a duplicate waits for the first request's answer.
+const DUPLICATE_POLL: Duration = Duration::from_millis(20);
+
+/// What a request was checked to be, before anything is reserved.
+struct Checked {
+    request: agenta::ExecutionRequest,
+    offer: agenta::Offer,
+    endpoint: String,
+    cost_microcents: u64,
+    deadline: OffsetDateTime,
+}
+
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Agenta {
+    /// `POST /agenta/v0/execution-requests`.
+    pub(super) async fn execute(
+        &self,
+        authorization: Option<&str>,
+        message: &Value,
+    ) -> Result<HttpAnswer, Refusal> {
+        let checked = self.check_request(message).await?;
+        let token = credential(authorization, "DCT").ok_or_else(|| Refusal {
+            status: 401,
+            ..Refusal::budget("pay with `Authorization: DCT <token>`")
+        })?;
+        let grant = self.paying_grant(token)?;
+        let delegation_id = leaf(&grant);
+        let digest = agenta::translate::digest(message)
+            .map_err(|e| Refusal::new(400, "schema_validation_failure", e.to_string()))?;
+        let key = format!(
+            "{}\n{}",
+            checked.request.buyer_agent.organization_id, checked.request.idempotency_key
+        );
+        let first = IdempotencyRecord {
+            digest: digest.clone(),
+            delegation_id: delegation_id.clone(),
+            request_id: checked.request.request_id.clone(),
+            answer: None,
+        };
+        if !self.records.insert_new(IDEMPOTENCY, &key, &first).await? {
+            return self.repeated(&key, &digest, &delegation_id).await;
+        }
+        let answer = self.buy(checked, grant, token, message).await;
+        let stored = match &answer {
+            Ok(a) => StoredAnswer {
+                status: a.status,
+                body: a.body.clone(),
+            },
+            Err(r) => StoredAnswer {
+                status: r.status,
+                body: r.body(),
+            },
+        };
+        self.records
+            .update(IDEMPOTENCY, &key, |i: &mut IdempotencyRecord| {
+                i.answer = Some(stored.clone());
+                Ok(())
+            })
+            .await?;
+        answer
+    }
+
+    /// The schema, the offer (current version, seller, buyers, input), the
+    /// price and the deadline: everything that needs no credential.
+    async fn check_request(&self, message: &Value) -> Result<Checked, Refusal> {
+        let request: agenta::ExecutionRequest = self.schemas.parse(message)?;
+        let (_, offer) = self.current_offer(&request.offer_id).await?;
+        if offer.offer_version.as_deref() != Some(request.offer_version.as_str()) {
+            return Err(Refusal::mode(
+                FailureMode::OfferVersionMismatch,
+                format!(
+                    "offer {} is at version {}, not {}",
+                    offer.offer_id,
+                    offer.offer_version.as_deref().unwrap_or("?"),
+                    request.offer_version
+                ),
+            ));
+        }
+        if request.seller_agent_id != offer.seller_agent.agent_id {
+            return Err(Refusal::new(
+                422,
+                "seller_mismatch",
+                "seller_agent_id is not the offer's seller",
+            ));
+        }
+        if let Some(allowed) = &offer.allowed_buyer_agents {
+            if !allowed.contains(&request.buyer_agent.agent_id) {
+                return Err(Refusal::new(
+                    403,
+                    "buyer_not_allowed",
+                    "the offer does not sell to this buyer agent",
+                ));
+            }
+        }
+        agenta::check_input(&offer, &request.input)?;
+        if request.payment.currency != offer.pricing.currency {
+            return Err(Refusal::new(
+                422,
+                "currency_mismatch",
+                format!("the offer is priced in {}", offer.pricing.currency),
+            ));
+        }
+        if offer.pricing.pricing_model == "fixed"
+            && request.payment.max_amount < offer.pricing.amount
+        {
+            return Err(Refusal::budget(format!(
+                "payment.max_amount {} is below the offer's fixed price {}",
+                request.payment.max_amount, offer.pricing.amount
+            )));
+        }
+        let cost_microcents = self
+            .currencies
+            .to_microcents(&request.payment.currency, request.payment.max_amount)
+            .map_err(|e| Refusal::new(422, "unknown_currency", e.to_string()))?;
+        let now = OffsetDateTime::now_utc();
+        let asked = request
+            .execution_constraints
+            .get("deadline_at")
+            .and_then(Value::as_str)
+            .and_then(|t| {
+                OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+            })
+            .ok_or_else(|| Refusal::mode(FailureMode::SchemaValidationFailure, "deadline_at"))?;
+        let most = now
+            + time::Duration::seconds(
+                i64::try_from(offer.service_levels.max_completion_seconds).unwrap_or(i64::MAX / 2),
+            );
+        let deadline = asked.min(most);
+        if deadline <= now {
+            return Err(Refusal {
+                status: 422,
+                ..Refusal::mode(FailureMode::DeadlineExceeded, "deadline_at has passed")
+            });
+        }
+        let endpoint =
+            offer.seller_agent.endpoint.clone().ok_or_else(|| {
+                Refusal::new(422, "seller_endpoint_required", "the offer has none")
+            })?;
+        Ok(Checked {
+            request,
+            offer,
+            endpoint,
+            cost_microcents,
+            deadline,
+        })
+    }
+
+    /// The buyer's DCT as a grant of the configured tenant.
+    pub(super) fn paying_grant(&self, token: &str) -> Result<Grant, Refusal> {
+        let mut grant = self
+            .gate
+            .dct_grant(token)
+            .map_err(|d| Refusal::budget(d.message()))?;
+        if grant.tenant != self.config.tenant {
+            return Err(Refusal::budget(format!(
+                "Agenta work is paid by tenant {}'s DCTs",
+                self.config.tenant
+            )));
+        }
+        grant.protocol = ID;
+        Ok(grant)
+    }
+
+    /// A request whose idempotency key was used before: the first answer,
+    /// once there is one, if the body and the paying delegation are the same.
+    async fn repeated(
+        &self,
+        key: &str,
+        digest: &str,
+        delegation_id: &str,
+    ) -> Result<HttpAnswer, Refusal> {
+        let patience = self.config.seller_timeout + Duration::from_secs(5);
+        let started = std::time::Instant::now();
+        loop {
+            let first: IdempotencyRecord =
+                self.records.get(IDEMPOTENCY, key).await?.ok_or_else(|| {
+                    Refusal::new(500, "state_corrupt", "an idempotency key vanished")
+                })?;
+            if first.digest != digest || first.delegation_id != delegation_id {
+                return Err(Refusal::new(
+                    409,
+                    "idempotency_conflict",
+                    "this idempotency_key was used with another request",
+                ));
+            }
+            if let Some(a) = first.answer {
+                return Ok(HttpAnswer::new(a.status, a.body));
+            }
+            if started.elapsed() > patience {
+                return Err(Refusal::new(
+                    409,
+                    "idempotency_in_progress",
+                    "the first request with this idempotency_key has not been answered yet",
+                ));
+            }
+            tokio::time::sleep(DUPLICATE_POLL).await;
+        }
+    }
+
+    /// Reserves, records, forwards.
+    async fn buy(
+        &self,
+        checked: Checked,
+        grant: Grant,
+        token: &str,
+        message: &Value,
+    ) -> Result<HttpAnswer, Refusal> {
+        let Checked {
+            request,
+            offer,
+            endpoint,
+            cost_microcents,
+            deadline,
+        } = checked;
+        let deadline_ms = (deadline.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
+        let asked = [CapabilityRequest {
+            namespace: agenta::translate::CAPABILITY.0.into(),
+            action: agenta::translate::CAPABILITY.1.into(),
+            resource: agenta::translate::offer_resource(&offer.offer_id),
+        }];
+        let authorization = match self
+            .gate
+            .authorize_grant(
+                &grant,
+                token,
+                &asked,
+                cost_microcents,
+                Hold::brokered_until(deadline_ms),
+            )
+            .await
+        {
+            Ok(Decision::Allowed(a)) => a,
+            Ok(Decision::Denied(d)) => return Err(Refusal::budget(d.message())),
+            Err(e) => return Err(Refusal::new(503, "state_unavailable", e.to_string())),
+        };
+        let reservation_id = authorization.reservation.map(|r| r.reservation_id);
+        let contract = agenta::request_to_contract(&offer, &request, &self.currencies, deadline)
+            .map_err(|e| Refusal::new(422, "untranslatable", e.to_string()));
+        let contract = match contract.and_then(|draft| self.sign_contract(draft)) {
+            Ok(c) => c,
+            Err(r) => {
+                self.release(reservation_id.as_deref()).await;
+                return Err(r);
+            }
+        };
+        if let Err(e) = self.delegations.put_contract(&contract).await {
+            self.release(reservation_id.as_deref()).await;
+            return Err(e.into());
+        }
+        let secret = hex::encode(
+            crate::random::bytes::<32>()
+                .map_err(|e| Refusal::new(503, "random_unavailable", e.to_string()))?,
+        );
+        let record = RequestRecord {
+            request: message.clone(),
+            offer_id: offer.offer_id.clone(),
+            offer_version: request.offer_version.clone(),
+            buyer_agent_id: request.buyer_agent.agent_id.clone(),
+            buyer_organization_id: request.buyer_agent.organization_id.clone(),
+            seller_agent_id: request.seller_agent_id.clone(),
+            currency: request.payment.currency.clone(),
+            tenant: grant.tenant.clone(),
+            delegation_id: leaf(&grant),
+            contract_id: contract.id.to_string(),
+            reservation_id: reservation_id.clone(),
+            max_microcents: cost_microcents,
+            deadline_ms,
+            callback_secret_sha256: sha256_hex(secret.as_bytes()),
+            buyer_callback: request.callback.clone().map(Value::Object),
+            status: None,
+            receipts: Vec::new(),
+            refused_receipts: Vec::new(),
+            ended: false,
+            charged_microcents: None,
+            overcharge_attempt: None,
+            attestation_id: None,
+            verifications: Vec::new(),
+            forward_error: None,
+        };
+        if !self
+            .records
+            .insert_new(REQUESTS, &request.request_id, &record)
+            .await?
+        {
+            self.release(reservation_id.as_deref()).await;
+            return Err(Refusal::new(
+                409,
+                "duplicate_request_id",
+                "a request with this request_id exists",
+            ));
+        }
+        let bound = format!(
+            "{}\n{}",
+            grant.tenant, request.payment.payment_authorization_id
+        );
+        if !self
+            .records
+            .insert_new(PAYMENT_AUTHORIZATIONS, &bound, &request.request_id)
+            .await?
+        {
+            let refusal = Refusal::budget(
+                "payment.payment_authorization_id is already bound to another request",
+            );
+            self.fail_to_start(&request.request_id, &refusal.message)
+                .await;
+            return Err(refusal);
+        }
+        self.audit(
+            "execution_request",
+            json!({
+                "request_id": request.request_id,
+                "offer_id": offer.offer_id,
+                "tenant": grant.tenant,
+                "delegation_id": record.delegation_id,
+                "reservation_id": reservation_id,
+                "reserved_microcents": cost_microcents,
+            }),
+        )
+        .await;
+        let mut forwarded = message.clone();
+        forwarded["callback"] = json!({"url": self.receipts_url(), "auth_reference": secret});
+        match self.sellers.post(&endpoint, &forwarded).await {
+            Ok(answer) => match self.apply_receipt(&request.request_id, &answer).await {
+                Ok(status) => Ok(HttpAnswer::new(
+                    if status.is_terminal() { 200 } else { 202 },
+                    answer,
+                )),
+                Err(r) => {
+                    let message = format!("the seller answered with no valid receipt: {r}");
+                    self.fail_to_start(&request.request_id, &message).await;
+                    Err(Refusal::mode(
+                        FailureMode::UpstreamDependencyFailed,
+                        message,
+                    ))
+                }
+            },
+            Err(e) => {
+                self.fail_to_start(&request.request_id, &e.to_string())
+                    .await;
+                Err(Refusal::mode(
+                    FailureMode::UpstreamDependencyFailed,
+                    e.to_string(),
+                ))
+            }
+        }
+    }
+
+    fn sign_contract(
+        &self,
+        draft: delegateos::contract::ContractDraft,
+    ) -> Result<delegateos::TaskContract, Refusal> {
+        let id = crate::random::contract_id()
+            .map_err(|e| Refusal::new(503, "random_unavailable", e.to_string()))?;
+        draft
+            .sign(
+                &self.key,
+                id,
+                now().0,
+                &delegateos::CheckFunctionRegistry::with_builtins(),
+            )
+            .map_err(|e| Refusal::new(422, "untranslatable", e.to_string()))
+    }
+
+    /// A request the seller never took: `failed` if no receipt moved it,
+    /// and its reservation released.
+    async fn fail_to_start(&self, request_id: &str, why: &str) {
+        let changed = self
+            .records
+            .update(REQUESTS, request_id, |r: &mut RequestRecord| {
+                r.forward_error = Some(why.to_owned());
+                if r.status.is_none() {
+                    r.status = Some(agenta::Status::Failed.as_str().to_owned());
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = changed {
+            tracing::error!(request_id, error = %e, "recording a failed forward");
+        }
+        if let Err(e) = self.finish(request_id).await {
+            tracing::error!(request_id, error = %e, "ending a failed request's reservation");
+        }
+    }
+
+    /// Releases a reservation the gateway holds (one that already ended is
+    /// no error).
+    pub(super) async fn release(&self, reservation_id: Option<&str>) {
+        if let Some(id) = reservation_id {
+            if let Err(e) = self.gate.release(&Caller::gateway(), id).await {
+                tracing::debug!(reservation_id = id, error = %e, "release");
+            }
+        }
+    }
+}
+
+/// The delegation that pays: the DCT's last link.
+fn leaf(grant: &Grant) -> String {
+    grant
+        .chain
+        .last()
+        .map(|d| d.to_string())
+        .unwrap_or_default()
+}

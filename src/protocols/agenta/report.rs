@@ -1,0 +1,476 @@
+//! What happens after a request is forwarded: the seller's receipts (each
+//! authenticated by the request's callback secret) move it through the
+//! manifest's states; a final one settles or releases the reservation and
+//! becomes a gateway-signed attestation; verifiers judge completed work;
+//! requests past their deadline expire.
+
+use serde_json::{json, Value};
+use subtle::ConstantTimeEq;
+
+use super::buy::sha256_hex;
+use super::records::{
+    OfferRecord, RefusedReceipt, RequestRecord, VerificationRecord, OFFERS, REQUESTS,
+};
+use super::{credential, Agenta, Refusal};
+use crate::caller::Caller;
+use crate::gatekeeper::now;
+use crate::protocol::HttpAnswer;
+use agenta::{FailureMode, Status};
+
+impl Agenta {
+    /// Whether `authorization` carries the seller's callback secret of `record`.
+    fn is_seller(record: &RequestRecord, authorization: Option<&str>) -> bool {
+        credential(authorization, "Bearer").is_some_and(|secret| {
+            let presented = sha256_hex(secret.as_bytes());
+            presented
+                .as_bytes()
+                .ct_eq(record.callback_secret_sha256.as_bytes())
+                .into()
+        })
+    }
+
+    /// Whether `authorization` is a DCT of the delegation that paid for `record`.
+    fn is_buyer(&self, record: &RequestRecord, authorization: Option<&str>) -> bool {
+        credential(authorization, "DCT")
+            .and_then(|t| self.paying_grant(t).ok())
+            .is_some_and(|g| {
+                g.chain
+                    .iter()
+                    .any(|d| d.to_string() == record.delegation_id)
+            })
+    }
+
+    async fn request(&self, request_id: &str) -> Result<RequestRecord, Refusal> {
+        self.records
+            .get(REQUESTS, request_id)
+            .await?
+            .ok_or_else(|| Refusal::not_found("request"))
+    }
+
+    /// The offer a request was made under, at its version.
+    async fn offer_of(&self, record: &RequestRecord) -> Result<agenta::Offer, Refusal> {
+        let offers: OfferRecord = self
+            .records
+            .get(OFFERS, &record.offer_id)
+            .await?
+            .ok_or_else(|| Refusal::not_found("offer"))?;
+        let message = offers
+            .versions
+            .get(&record.offer_version)
+            .ok_or_else(|| Refusal::not_found("offer version"))?;
+        Ok(self.schemas.parse(message)?)
+    }
+
+    /// `POST /agenta/v0/execution-receipts`: a seller's later receipt. A
+    /// caller without the request's secret learns nothing and changes nothing.
+    pub(super) async fn post_receipt(
+        &self,
+        authorization: Option<&str>,
+        message: &Value,
+    ) -> Result<HttpAnswer, Refusal> {
+        let unauthorized =
+            || Refusal::unauthorized("a receipt needs `Authorization: Bearer <auth_reference>`");
+        let request_id = message
+            .get("request_id")
+            .and_then(Value::as_str)
+            .ok_or_else(unauthorized)?;
+        self.records
+            .get::<RequestRecord>(REQUESTS, request_id)
+            .await?
+            .filter(|r| Self::is_seller(r, authorization))
+            .ok_or_else(unauthorized)?;
+        self.apply_receipt(request_id, message).await?;
+        let record = self.request(request_id).await?;
+        Ok(HttpAnswer::new(200, record.view(request_id)))
+    }
+
+    /// Applies a receipt for `request_id` (its sender authenticated): checks
+    /// it, moves the state, and ends the reservation on a final status. The
+    /// state after it.
+    pub(super) async fn apply_receipt(
+        &self,
+        request_id: &str,
+        as_received: &Value,
+    ) -> Result<Status, Refusal> {
+        let receipt: agenta::ExecutionReceipt = self.schemas.parse(as_received)?;
+        let record = self.request(request_id).await?;
+        let mismatch = |what: &str| {
+            Refusal::new(
+                422,
+                "receipt_mismatch",
+                format!("the receipt's {what} is not the request's"),
+            )
+        };
+        if receipt.request_id != request_id {
+            return Err(mismatch("request_id"));
+        }
+        if receipt.offer_id != record.offer_id || receipt.offer_version != record.offer_version {
+            return Err(mismatch("offer"));
+        }
+        if receipt.seller_agent_id != record.seller_agent_id {
+            return Err(mismatch("seller_agent_id"));
+        }
+        if receipt.buyer_agent_id != record.buyer_agent_id {
+            return Err(mismatch("buyer_agent_id"));
+        }
+        let status = receipt
+            .status()
+            .ok_or_else(|| Refusal::mode(FailureMode::SchemaValidationFailure, "status"))?;
+        if let Some(same) = record
+            .receipts
+            .iter()
+            .find(|r| r["receipt_id"] == as_received["receipt_id"])
+        {
+            // A seller retrying a receipt it sent: no change.
+            return if same == as_received {
+                Ok(record.status().unwrap_or(status))
+            } else {
+                Err(Refusal::new(
+                    409,
+                    "receipt_id_reused",
+                    "a different receipt with this receipt_id was received",
+                ))
+            };
+        }
+        // Past the deadline the request is `expired` (the sweeper says so
+        // within a second): a late receipt cannot complete it.
+        if now().1 >= record.deadline_ms && !record.status().is_some_and(Status::is_terminal) {
+            return Err(Refusal {
+                status: 409,
+                ..Refusal::mode(
+                    FailureMode::DeadlineExceeded,
+                    "the request's deadline has passed",
+                )
+            });
+        }
+        if status == Status::Completed {
+            let offer = self.offer_of(&record).await?;
+            let checked = agenta::check_completed(&offer, &receipt).map_err(Refusal::from);
+            let checked = checked.and_then(|()| self.check_financials(&record, &receipt));
+            if let Err(r) = checked {
+                self.remember_refused(request_id, &receipt.receipt_id, &r)
+                    .await;
+                return Err(r);
+            }
+        }
+        let next = self
+            .records
+            .update(REQUESTS, request_id, |r: &mut RequestRecord| {
+                let next = Status::after(r.status(), status)?;
+                r.status = Some(next.as_str().to_owned());
+                r.receipts.push(as_received.clone());
+                Ok(next)
+            })
+            .await?;
+        self.audit(
+            "execution_receipt",
+            json!({"request_id": request_id, "receipt_id": receipt.receipt_id, "status": next.as_str()}),
+        )
+        .await;
+        if next.is_terminal() {
+            self.finish(request_id).await?;
+        }
+        Ok(next)
+    }
+
+    /// A completed receipt's amount is in the request's currency.
+    fn check_financials(
+        &self,
+        record: &RequestRecord,
+        receipt: &agenta::ExecutionReceipt,
+    ) -> Result<(), Refusal> {
+        let currency = receipt
+            .financials
+            .as_ref()
+            .and_then(|f| f.get("currency"))
+            .and_then(Value::as_str);
+        match currency {
+            Some(c) if c != record.currency => Err(Refusal::new(
+                422,
+                "currency_mismatch",
+                format!("the request is paid in {}", record.currency),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    async fn remember_refused(&self, request_id: &str, receipt_id: &str, r: &Refusal) {
+        let refused = RefusedReceipt {
+            receipt_id: receipt_id.to_owned(),
+            code: r.code.to_owned(),
+            message: r.message.clone(),
+        };
+        let _ = self
+            .records
+            .update(REQUESTS, request_id, |rec: &mut RequestRecord| {
+                rec.refused_receipts.push(refused.clone());
+                Ok(())
+            })
+            .await;
+    }
+
+    /// Ends a final request's reservation once: `completed` settles
+    /// `financials.final_amount` (at most the reserved `max_amount`; more is
+    /// recorded as an overcharge attempt), anything else releases it; the
+    /// last receipt, when it is final and not `rejected`, becomes a
+    /// gateway-signed attestation.
+    pub(super) async fn finish(&self, request_id: &str) -> Result<(), Refusal> {
+        let record = self.request(request_id).await?;
+        let Some(status) = record.status().filter(|s| s.is_terminal()) else {
+            return Ok(());
+        };
+        if record.ended {
+            return Ok(());
+        }
+        let last = record
+            .receipts
+            .last()
+            .filter(|r| r["status"] == status.as_str())
+            .cloned();
+        let receipt: Option<agenta::ExecutionReceipt> =
+            last.as_ref().and_then(|r| self.schemas.parse(r).ok());
+        let (mut charged, mut overcharge) = (0, None);
+        if status == Status::Completed {
+            let asked = receipt
+                .as_ref()
+                .and_then(|r| r.financials.as_ref())
+                .and_then(|f| f.get("final_amount"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let asked_microcents = self
+                .currencies
+                .to_microcents(&record.currency, asked)
+                .unwrap_or(u64::MAX);
+            charged = asked_microcents.min(record.max_microcents);
+            if asked_microcents > record.max_microcents {
+                overcharge = Some(json!({"final_amount": asked, "currency": record.currency,
+                    "charged_microcents": charged}));
+            }
+            if let Some(id) = &record.reservation_id {
+                if let Err(e) = self.gate.settle(&Caller::gateway(), id, charged).await {
+                    tracing::warn!(request_id, error = %e, "settling an Agenta reservation");
+                    charged = 0;
+                }
+            }
+        } else {
+            self.release(record.reservation_id.as_deref()).await;
+        }
+        let attestation_id = match (&receipt, &last) {
+            (Some(r), Some(raw)) if status != Status::Rejected => {
+                self.attest(&record, r, raw, charged).await
+            }
+            _ => None,
+        };
+        self.records
+            .update(REQUESTS, request_id, |r: &mut RequestRecord| {
+                if !r.ended {
+                    r.ended = true;
+                    r.charged_microcents = Some(charged);
+                    r.overcharge_attempt = overcharge.clone();
+                    r.attestation_id = attestation_id.clone();
+                }
+                Ok(())
+            })
+            .await?;
+        self.audit(
+            "request_ended",
+            json!({"request_id": request_id, "status": status.as_str(),
+                   "charged_microcents": charged, "overcharge_attempt": overcharge,
+                   "attestation_id": attestation_id}),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// The attestation of a final receipt, signed by the gateway and stored.
+    async fn attest(
+        &self,
+        record: &RequestRecord,
+        receipt: &agenta::ExecutionReceipt,
+        raw: &Value,
+        charged: u64,
+    ) -> Option<String> {
+        let made = (|| {
+            let contract_id: delegateos::ContractId =
+                serde_json::from_value(json!(record.contract_id)).ok()?;
+            let delegation_id: delegateos::DelegationId =
+                serde_json::from_value(json!(record.delegation_id)).ok()?;
+            let mut draft = agenta::receipt_to_attestation(
+                receipt,
+                raw,
+                &contract_id,
+                &delegation_id,
+                &self.currencies,
+            )
+            .ok()?;
+            draft.result.cost_microcents = charged;
+            draft
+                .sign(&self.key, crate::random::attestation_id().ok()?, now().0)
+                .ok()
+        })();
+        let attestation = made?;
+        match self.delegations.put_attestation(&attestation).await {
+            Ok(()) => Some(attestation.id.to_string()),
+            Err(e) => {
+                tracing::error!(error = %e, "storing an Agenta attestation");
+                None
+            }
+        }
+    }
+
+    /// `POST /agenta/v0/verification-results`: who may verify follows the
+    /// offer's `verification_policy.mode`: the seller (its callback secret)
+    /// for `seller_attested`, the buyer (a DCT of the delegation that paid)
+    /// for `buyer_verified`, an administrator for `third_party_verified`.
+    pub(super) async fn post_verification(
+        &self,
+        caller: &Caller,
+        authorization: Option<&str>,
+        message: &Value,
+    ) -> Result<HttpAnswer, Refusal> {
+        let v: agenta::VerificationResult = self.schemas.parse(message)?;
+        let record = self.request(&v.request_id).await?;
+        let offer = self.offer_of(&record).await?;
+        let (allowed, who) = match offer.verification_policy.mode.as_str() {
+            "seller_attested" => (
+                Self::is_seller(&record, authorization)
+                    && v.verifier_agent.agent_id == record.seller_agent_id,
+                "the seller",
+            ),
+            "buyer_verified" => (
+                self.is_buyer(&record, authorization)
+                    && v.verifier_agent.agent_id == record.buyer_agent_id,
+                "the buyer",
+            ),
+            _ => (caller.is_admin(), "an administrator"),
+        };
+        if !allowed {
+            return Err(Refusal::unauthorized(format!(
+                "this offer's verification ({}) is {who}'s",
+                offer.verification_policy.mode
+            )));
+        }
+        if record.status() != Some(Status::Completed) {
+            return Err(Refusal::new(
+                409,
+                "invalid_state_transition",
+                "only a completed request is verified",
+            ));
+        }
+        let completed = record
+            .receipts
+            .iter()
+            .rev()
+            .find(|r| r["status"] == "completed");
+        if completed.map(|r| &r["receipt_id"]) != Some(&json!(v.receipt_id)) {
+            return Err(Refusal::new(
+                422,
+                "receipt_mismatch",
+                "receipt_id is not the request's completed receipt",
+            ));
+        }
+        let entry = VerificationRecord {
+            verification_id: v.verification_id.clone(),
+            receipt_id: v.receipt_id.clone(),
+            verifier_agent_id: v.verifier_agent.agent_id.clone(),
+            decision: v.decision.clone(),
+            failure_reasons: v.failure_reasons.clone().unwrap_or_default(),
+            digest: agenta::translate::digest(message)
+                .map_err(|e| Refusal::new(400, "schema_validation_failure", e.to_string()))?,
+        };
+        self.records
+            .update(REQUESTS, &v.request_id, |r: &mut RequestRecord| {
+                match r
+                    .verifications
+                    .iter()
+                    .find(|x| x.verification_id == entry.verification_id)
+                {
+                    Some(x) if *x == entry => Ok(()),
+                    Some(_) => Err(Refusal::new(
+                        409,
+                        "verification_id_reused",
+                        "a different verification with this verification_id was received",
+                    )),
+                    None => {
+                        r.verifications.push(entry.clone());
+                        Ok(())
+                    }
+                }
+            })
+            .await?;
+        self.audit(
+            "verification_result",
+            json!({"request_id": v.request_id, "verification_id": v.verification_id,
+                   "decision": v.decision, "attestation_id": record.attestation_id}),
+        )
+        .await;
+        let record = self.request(&v.request_id).await?;
+        Ok(HttpAnswer::new(200, record.view(&v.request_id)))
+    }
+
+    /// `GET /agenta/v0/execution-requests/{id}`: for an administrator, the
+    /// seller (its callback secret) or the buyer (a DCT of the delegation
+    /// that paid).
+    pub(super) async fn get_request(
+        &self,
+        caller: &Caller,
+        authorization: Option<&str>,
+        request_id: &str,
+    ) -> Result<HttpAnswer, Refusal> {
+        let record = self.request(request_id).await?;
+        if !(caller.is_admin()
+            || Self::is_seller(&record, authorization)
+            || self.is_buyer(&record, authorization))
+        {
+            return Err(Refusal::unauthorized(
+                "the buyer's DCT, the seller's callback secret or an admin token",
+            ));
+        }
+        let mut view = record.view(request_id);
+        // The signed contract and attestation, so anyone can check them
+        // with `dgw attestation verify`.
+        if let Ok(id) = serde_json::from_value(json!(record.contract_id)) {
+            if let Some(c) = self.delegations.contract(&id).await? {
+                view["contract"] = json!(c);
+            }
+        }
+        if let Some(id) = record
+            .attestation_id
+            .as_ref()
+            .and_then(|a| serde_json::from_value(json!(a)).ok())
+        {
+            if let Some(a) = self.delegations.attestation(&id).await? {
+                view["attestation"] = json!(a);
+            }
+        }
+        Ok(HttpAnswer::new(200, view))
+    }
+
+    /// Expires requests past their deadline and ends the reservations a
+    /// crash left open on final requests.
+    pub(super) async fn expire_and_finish(&self) -> Result<(), Refusal> {
+        let now_ms = now().1;
+        for (id, record) in self.records.scan::<RequestRecord>(REQUESTS).await? {
+            if record.ended {
+                continue;
+            }
+            let terminal = record.status().is_some_and(Status::is_terminal);
+            if !terminal && now_ms >= record.deadline_ms {
+                let expired = self
+                    .records
+                    .update(REQUESTS, &id, |r: &mut RequestRecord| {
+                        let next = Status::after(r.status(), Status::Expired)?;
+                        r.status = Some(next.as_str().to_owned());
+                        Ok(())
+                    })
+                    .await;
+                if expired.is_ok() {
+                    self.audit("request_expired", json!({"request_id": id}))
+                        .await;
+                }
+            }
+            self.finish(&id).await?;
+        }
+        Ok(())
+    }
+}

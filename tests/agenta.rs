@@ -1,0 +1,575 @@
+//! Agenta end to end: the real `dgw` between a buyer (these tests, paying
+//! with DCTs) and a seller written here (a small HTTP server that answers
+//! forwarded requests with receipts, or fails on demand). Offers, purchases,
+//! authenticated seller callbacks, the state machine, settlement,
+//! attestations that verify, idempotency, budget exactness under
+//! concurrency, restarts and expiry.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use support::*;
+
+/// What the seller answers a forwarded request with.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Accept,
+    Fail,
+}
+
+/// A seller: every forwarded request it received, and how it answers.
+struct Seller {
+    url: String,
+    received: Arc<Mutex<Vec<Value>>>,
+    mode: Arc<Mutex<Mode>>,
+}
+
+impl Seller {
+    fn start() -> Seller {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/agenta", listener.local_addr().unwrap());
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let mode = Arc::new(Mutex::new(Mode::Accept));
+        let (r, m) = (received.clone(), mode.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (r, m) = (r.clone(), m.clone());
+                std::thread::spawn(move || serve_one(stream, &r, &m));
+            }
+        });
+        Seller {
+            url,
+            received,
+            mode,
+        }
+    }
+
+    fn forwards(&self) -> Vec<Value> {
+        self.received.lock().unwrap().clone()
+    }
+}
+
+fn serve_one(mut stream: std::net::TcpStream, received: &Mutex<Vec<Value>>, mode: &Mutex<Mode>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let request: Value = serde_json::from_slice(&body).unwrap();
+    received.lock().unwrap().push(request.clone());
+    let (status, answer) = match *mode.lock().unwrap() {
+        Mode::Accept => ("200 OK", receipt(&request, "rcpt-accept", "accepted")),
+        Mode::Fail => ("503 Service Unavailable", json!({})),
+    };
+    let body = answer.to_string();
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// A receipt for `request` (as the seller received it).
+fn receipt(request: &Value, id: &str, status: &str) -> Value {
+    json!({
+        "protocol_version": "agenta.delegation.v0", "message_type": "execution_receipt",
+        "receipt_id": id, "request_id": request["request_id"],
+        "offer_id": request["offer_id"], "offer_version": request["offer_version"],
+        "seller_agent_id": "seller-agent", "buyer_agent_id": "buyer-agent",
+        "status": status, "issued_at": "2026-11-23T12:01:00Z"
+    })
+}
+
+fn completed(request: &Value, id: &str, summary: Value, amount: u64) -> Value {
+    let mut r = receipt(request, id, "completed");
+    r["result"] = json!({ "summary": summary });
+    r["artifacts"] = json!([{"artifact_type": "result_payload", "uri": "https://seller.example/r/1",
+                             "digest": "sha256:00ff"}]);
+    r["financials"] = json!({"currency": "USD", "final_amount": amount});
+    r
+}
+
+fn offer(seller: &Seller, version: &str, mode: &str, max_seconds: u64) -> Value {
+    json!({
+        "protocol_version": "agenta.delegation.v0", "message_type": "offer",
+        "offer_id": "offer.summarize-1", "offer_version": version,
+        "seller_agent": {"agent_id": "seller-agent", "organization_id": "initech",
+                         "endpoint": seller.url},
+        "title": "Summarize a document", "description": "Returns a summary.",
+        "input_schema": {"type": "object", "required": ["text"]},
+        "output_schema": {"type": "object", "required": ["summary"],
+                          "properties": {"summary": {"type": "string"}}},
+        "pricing": {"pricing_model": "fixed", "currency": "USD", "amount": 250},
+        "service_levels": {"target_completion_seconds": 1, "max_completion_seconds": max_seconds},
+        "verification_policy": {"mode": mode, "required_artifacts": ["result_payload"],
+                                "pass_criteria": ["a summary"]},
+        "valid_from": "2026-11-01T00:00:00Z"
+    })
+}
+
+fn request(n: usize, max_amount: u64) -> Value {
+    json!({
+        "protocol_version": "agenta.delegation.v0", "message_type": "execution_request",
+        "request_id": format!("req-{n:08}"), "offer_id": "offer.summarize-1", "offer_version": "1",
+        "buyer_agent": {"agent_id": "buyer-agent", "organization_id": "globex"},
+        "seller_agent_id": "seller-agent", "input": {"text": "a long text"},
+        "payment": {"currency": "USD", "max_amount": max_amount,
+                    "payment_authorization_id": format!("pay-{n:08}")},
+        "execution_constraints": {"deadline_at": "2099-01-01T00:00:00Z"},
+        "callback": {"url": "https://buyer.example/receipts", "auth_reference": "buyer-own-secret"},
+        "idempotency_key": format!("idem-{n:08}"), "requested_at": "2026-11-23T12:00:00Z"
+    })
+}
+
+/// A gateway with Agenta (USD: a cent is a million microcents), the
+/// tenant `acme`, and the offer registered.
+struct World {
+    _dir: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    gateway: Gateway,
+    seller: Seller,
+    token: String,
+}
+
+impl World {
+    fn new(budget_cents: u64, mode: &str, max_seconds: u64) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_owned();
+        let root = seed(1);
+        let config = gateway_config(
+            &path,
+            &[("acme", root.principal_id())],
+            "[budget]\nsnapshot_interval = \"1s\"\n[agenta]\ntenant = \"acme\"\n[agenta.currencies]\nUSD = 1000000\n",
+        );
+        let gateway = Gateway::start(&config);
+        let seller = Seller::start();
+        let token = root_token(
+            &root,
+            &seed(2),
+            &["agenta:execute:offer:offer.summarize-1"],
+            budget_cents * 1_000_000,
+            3600,
+        )
+        .encode();
+        let world = World {
+            _dir: dir,
+            dir: path,
+            gateway,
+            seller,
+            token,
+        };
+        let (status, _) = world.post(
+            "/agenta/v0/offers",
+            None,
+            &offer(&world.seller, "1", mode, max_seconds),
+        );
+        assert_eq!(status, 201);
+        world
+    }
+
+    fn send(&self, method: &str, path: &str, auth: Option<&str>, body: &[u8]) -> (u16, Value) {
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
+        let (status, _, body) = http_exchange(&self.gateway.addr, method, path, &headers, body);
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    fn post(&self, path: &str, auth: Option<&str>, body: &Value) -> (u16, Value) {
+        self.send("POST", path, auth, body.to_string().as_bytes())
+    }
+
+    fn dct(&self) -> String {
+        format!("DCT {}", self.token)
+    }
+
+    fn buy(&self, body: &Value) -> (u16, Value) {
+        self.post("/agenta/v0/execution-requests", Some(&self.dct()), body)
+    }
+
+    fn state(&self, request_id: &str) -> Value {
+        let (status, body) = self.send(
+            "GET",
+            &format!("/agenta/v0/execution-requests/{request_id}"),
+            Some(&self.dct()),
+            b"",
+        );
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    fn secret_of(&self, request_id: &str) -> String {
+        let forwarded = self
+            .seller
+            .forwards()
+            .into_iter()
+            .find(|f| f["request_id"] == request_id)
+            .expect("forwarded");
+        forwarded["callback"]["auth_reference"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    fn report(&self, secret: Option<&str>, receipt: &Value) -> (u16, Value) {
+        let auth = secret.map(|s| format!("Bearer {s}"));
+        self.post("/agenta/v0/execution-receipts", auth.as_deref(), receipt)
+    }
+}
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or("")
+}
+
+#[test]
+fn a_purchase_is_reserved_forwarded_reported_settled_and_attested() {
+    let w = World::new(1000, "buyer_verified", 600);
+    // The card lists the protocol, its schemas and the offer.
+    let (status, card) = w.send("GET", "/.well-known/agent.json", None, b"");
+    assert_eq!(status, 200);
+    assert_eq!(card["offers"][0]["offer_id"], "offer.summarize-1");
+    let schema = card["protocols"][0]["schemas"][1]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, served) = w.send("GET", &schema, None, b"");
+    assert_eq!((status, served["type"].clone()), (200, json!("object")));
+
+    let req = request(1, 300);
+    let (status, answer) = w.buy(&req);
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["status"], "accepted");
+    // The seller got dgw's callback with a fresh secret, never the buyer's.
+    let forwarded = &w.seller.forwards()[0];
+    let secret = w.secret_of("req-00000001");
+    assert!(secret.len() >= 32, "at least 128 bits");
+    assert_ne!(secret, "buyer-own-secret");
+    assert!(forwarded["callback"]["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/agenta/v0/execution-receipts"));
+    let state = w.state("req-00000001");
+    assert_eq!(state["status"], "accepted");
+    assert_eq!(state["max_microcents"], 300_000_000);
+    assert!(
+        !state.to_string().contains(&secret),
+        "the secret is never shown"
+    );
+
+    // Without the request's secret a receipt changes nothing.
+    let done = completed(&req, "rcpt-done", json!("short"), 400);
+    assert_eq!(w.report(None, &done).0, 401);
+    assert_eq!(w.report(Some("not-the-secret"), &done).0, 401);
+    assert_eq!(w.state("req-00000001")["status"], "accepted");
+
+    let (status, _) = w.report(Some(&secret), &receipt(&req, "rcpt-work", "in_progress"));
+    assert_eq!(status, 200);
+    let (status, body) = w.report(Some(&secret), &receipt(&req, "rcpt-work2", "in_progress"));
+    assert_eq!((status, code(&body)), (409, "invalid_state_transition"));
+    // A result that breaks the output schema is refused and charges nothing.
+    let (status, body) = w.report(Some(&secret), &completed(&req, "rcpt-bad", json!(42), 250));
+    assert_eq!(
+        (status, code(&body)),
+        (422, "output_schema_violation"),
+        "{body}"
+    );
+    assert_eq!(w.state("req-00000001")["status"], "in_progress");
+    // Asking more than max_amount: charged max_amount, the attempt recorded.
+    let (status, body) = w.report(Some(&secret), &done);
+    assert_eq!(status, 200, "{body}");
+    let state = w.state("req-00000001");
+    assert_eq!(state["status"], "completed");
+    assert_eq!(state["charged_microcents"], 300_000_000);
+    assert_eq!(state["overcharge_attempt"]["final_amount"], 400);
+    assert_eq!(
+        state["refused_receipts"][0]["code"],
+        "output_schema_violation"
+    );
+    // A terminal request never changes again.
+    let (status, body) = w.report(Some(&secret), &receipt(&req, "rcpt-late", "failed"));
+    assert_eq!((status, code(&body)), (409, "invalid_state_transition"));
+
+    // The attestation verifies with `dgw attestation verify`.
+    let (a, c) = (w.dir.join("attestation.json"), w.dir.join("contract.json"));
+    std::fs::write(&a, state["attestation"].to_string()).unwrap();
+    std::fs::write(&c, state["contract"].to_string()).unwrap();
+    let out = run(&[
+        "attestation",
+        "verify",
+        a.to_str().unwrap(),
+        "--contract",
+        c.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).starts_with("VALID"));
+    assert_eq!(
+        state["attestation"]["result"]["costMicrocents"],
+        300_000_000
+    );
+
+    // The buyer verifies (buyer_verified): a failed verification shows.
+    let verification = json!({
+        "protocol_version": "agenta.delegation.v0", "message_type": "verification_result",
+        "verification_id": "ver-0000001", "request_id": "req-00000001", "receipt_id": "rcpt-done",
+        "verifier_agent": {"agent_id": "buyer-agent", "organization_id": "globex"},
+        "decision": "fail", "score": 0.1, "failure_reasons": ["digest_mismatch"],
+        "checks": [{"check_id": "digest", "description": "artifact digest", "status": "fail"}],
+        "verified_at": "2026-11-23T12:02:00Z"
+    });
+    let (status, body) = w.post(
+        "/agenta/v0/verification-results",
+        Some(&format!("Bearer {secret}")),
+        &verification,
+    );
+    assert_eq!(
+        (status, code(&body)),
+        (401, "unauthorized"),
+        "the seller is not the verifier"
+    );
+    let (status, body) = w.post(
+        "/agenta/v0/verification-results",
+        Some(&w.dct()),
+        &verification,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["verification_failures"], json!(["digest_mismatch"]));
+
+    // The remaining budget is enforced: 10 dollars less the 3 charged leave
+    // 7, so 8 more do not fit.
+    let (status, body) = w.buy(&request(2, 800));
+    assert_eq!(
+        (status, code(&body)),
+        (402, "budget_authorization_missing"),
+        "{body}"
+    );
+    assert_eq!(
+        w.seller.forwards().len(),
+        1,
+        "a refused request is never forwarded"
+    );
+}
+
+#[test]
+fn protocol_level_failures_are_typed_and_change_nothing() {
+    let w = World::new(1000, "buyer_verified", 600);
+    // Schema: every violation with its pointer.
+    let mut bad = request(1, 300);
+    bad.as_object_mut().unwrap().remove("idempotency_key");
+    bad["surprise"] = json!(1);
+    let (status, body) = w.buy(&bad);
+    assert_eq!((status, code(&body)), (400, "schema_validation_failure"));
+    assert!(
+        body["error"]["details"]["violations"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 2,
+        "{body}"
+    );
+    // A body that is not JSON.
+    let (status, body) = w.send(
+        "POST",
+        "/agenta/v0/execution-requests",
+        Some(&w.dct()),
+        b"{",
+    );
+    assert_eq!((status, code(&body)), (400, "schema_validation_failure"));
+    // The offer moved on: version 1 is no longer current.
+    let (status, _) = w.post(
+        "/agenta/v0/offers",
+        None,
+        &offer(&w.seller, "2", "buyer_verified", 600),
+    );
+    assert_eq!(status, 201);
+    let (status, body) = w.buy(&request(1, 300));
+    assert_eq!((status, code(&body)), (409, "offer_version_mismatch"));
+    // A stored version is immutable.
+    let mut changed = offer(&w.seller, "2", "buyer_verified", 600);
+    changed["title"] = json!("Another title");
+    let (status, body) = w.post("/agenta/v0/offers", None, &changed);
+    assert_eq!((status, code(&body)), (409, "offer_version_immutable"));
+    let mut req = request(1, 300);
+    req["offer_version"] = json!("2");
+    // No DCT, a DCT for another offer, too little budget: no authorization.
+    let (status, body) = w.post("/agenta/v0/execution-requests", None, &req);
+    assert_eq!((status, code(&body)), (401, "budget_authorization_missing"));
+    let other = root_token(
+        &seed(1),
+        &seed(2),
+        &["agenta:execute:offer:other"],
+        10_000_000_000,
+        3600,
+    )
+    .encode();
+    let (status, body) = w.post(
+        "/agenta/v0/execution-requests",
+        Some(&format!("DCT {other}")),
+        &req,
+    );
+    assert_eq!((status, code(&body)), (402, "budget_authorization_missing"));
+    req["payment"]["max_amount"] = json!(1100);
+    let mut fresh = req.clone();
+    fresh["idempotency_key"] = json!("idem-fresh-1");
+    let (status, body) = w.buy(&fresh);
+    assert_eq!(
+        (status, code(&body)),
+        (402, "budget_authorization_missing"),
+        "{body}"
+    );
+    assert!(w.seller.forwards().is_empty());
+    // The JSON-RPC twin answers with the same failure mode in data.type.
+    let answer = w
+        .gateway
+        .call("agenta/getOffer", json!({"id": "offer.summarize-1"}));
+    assert_eq!(answer["result"]["offer_version"], "2");
+    let (_, answer) = w.gateway.call_as(
+        &w.dct(),
+        "agenta/execute",
+        json!({"message": request(9, 300)}),
+    );
+    assert_eq!(
+        answer["error"]["data"]["type"], "offer_version_mismatch",
+        "{answer}"
+    );
+}
+
+#[test]
+fn an_idempotency_key_answers_once_and_forwards_once() {
+    let w = Arc::new(World::new(100_000, "buyer_verified", 600));
+    let req = request(1, 300);
+    let (s1, a1) = w.buy(&req);
+    let (s2, a2) = w.buy(&req);
+    assert_eq!((s1, &a1), (s2, &a2), "the same answer");
+    assert_eq!(w.seller.forwards().len(), 1);
+    let mut other = req.clone();
+    other["input"] = json!({"text": "another text"});
+    let (status, body) = w.buy(&other);
+    assert_eq!((status, code(&body)), (409, "idempotency_conflict"));
+    // 50 concurrent duplicates of a new request: one forward, one answer.
+    let req = request(2, 300);
+    let answers: Vec<(u16, Value)> = (0..50)
+        .map(|_| {
+            let (w, req) = (w.clone(), req.clone());
+            std::thread::spawn(move || w.buy(&req))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    assert!(answers.iter().all(|a| *a == answers[0]), "{:?}", answers[0]);
+    assert_eq!(answers[0].0, 202);
+    assert_eq!(w.seller.forwards().len(), 2, "exactly one more forward");
+}
+
+#[test]
+fn a_hundred_concurrent_purchases_against_a_budget_for_ten_forward_exactly_ten() {
+    // 10 purchases of 3 dollars fit in 30.
+    let w = Arc::new(World::new(3000, "buyer_verified", 600));
+    let answers: Vec<u16> = (0..100)
+        .map(|n| {
+            let w = w.clone();
+            std::thread::spawn(move || w.buy(&request(n, 300)).0)
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    assert_eq!(
+        answers.iter().filter(|s| **s == 202).count(),
+        10,
+        "{answers:?}"
+    );
+    assert_eq!(answers.iter().filter(|s| **s == 402).count(), 90);
+    assert_eq!(w.seller.forwards().len(), 10);
+    // Each settles at most what it reserved: the sum stays within budget.
+    let mut charged = 0;
+    for f in w.seller.forwards() {
+        let id = f["request_id"].as_str().unwrap().to_owned();
+        let (status, _) = w.report(
+            Some(&w.secret_of(&id)),
+            &completed(&f, "rcpt-done", json!("s"), 300),
+        );
+        assert_eq!(status, 200);
+        charged += w.state(&id)["charged_microcents"].as_u64().unwrap();
+    }
+    assert_eq!(
+        charged, 3_000_000_000,
+        "ten settlements of 300 cents, the whole budget"
+    );
+}
+
+#[test]
+fn a_restart_between_request_and_receipt_loses_nothing_and_a_failed_seller_releases() {
+    let mut w = World::new(1000, "buyer_verified", 600);
+    let req = request(1, 300);
+    assert_eq!(w.buy(&req).0, 202);
+    let secret = w.secret_of("req-00000001");
+    w.gateway.kill();
+    w.gateway = Gateway::start(&w.gateway.config.clone());
+    assert_eq!(w.state("req-00000001")["status"], "accepted");
+    let (status, body) = w.report(
+        Some(&secret),
+        &completed(&req, "rcpt-done", json!("s"), 200),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(w.state("req-00000001")["charged_microcents"], 200_000_000);
+    // A seller that fails: upstream_dependency_failed, the reservation
+    // released (8 of the 10 dollars are left, and fit again afterwards).
+    *w.seller.mode.lock().unwrap() = Mode::Fail;
+    let (status, body) = w.buy(&request(2, 800));
+    assert_eq!(
+        (status, code(&body)),
+        (502, "upstream_dependency_failed"),
+        "{body}"
+    );
+    assert_eq!(w.state("req-00000002")["status"], "failed");
+    *w.seller.mode.lock().unwrap() = Mode::Accept;
+    assert_eq!(
+        w.buy(&request(3, 800)).0,
+        202,
+        "the failed request's budget came back"
+    );
+}
+
+#[test]
+fn a_request_past_its_deadline_expires_and_releases_its_reservation() {
+    // The offer promises completion within 1 s; the protocol sweep runs
+    // every snapshot interval (1 s here).
+    let w = World::new(500, "buyer_verified", 1);
+    let req = request(1, 300);
+    assert_eq!(w.buy(&req).0, 202);
+    let secret = w.secret_of("req-00000001");
+    let started = std::time::Instant::now();
+    while w.state("req-00000001")["status"] != "expired" {
+        assert!(started.elapsed().as_secs() < 30, "never expired");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (status, body) = w.report(
+        Some(&secret),
+        &completed(&req, "rcpt-late", json!("s"), 300),
+    );
+    assert_eq!(
+        (status, code(&body)),
+        (409, "invalid_state_transition"),
+        "{body}"
+    );
+    assert_eq!(w.state("req-00000001")["charged_microcents"], 0);
+    // The 3 dollars came back: 3 more fit in the 5.
+    assert_eq!(w.buy(&request(2, 300)).0, 202);
+}
