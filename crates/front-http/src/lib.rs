@@ -1,6 +1,6 @@
 //! The HTTP listener: JSON-RPC at `POST /rpc`, `GET /metrics`, `GET /healthz`,
-//! `GET /readyz`, and the paths protocols serve themselves (Agenta's
-//! `/agenta/v0/…`); body size and time limits; graceful shutdown.
+//! `GET /readyz`, and the paths protocols serve themselves
+//! (`Protocol::http_paths`); body size and time limits; graceful shutdown.
 
 // Untrusted input never panics the gateway: no unwrap outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]

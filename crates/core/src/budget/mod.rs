@@ -171,7 +171,7 @@ impl Hold {
         }
     }
 
-    /// Work the gateway brokers until a deadline (an Agenta purchase): the
+    /// Work the gateway brokers until a deadline (a marketplace purchase): the
     /// gateway settles it when the work is reported, and releases it at the
     /// deadline if it never is. The buyer cannot end it.
     pub const fn brokered_until(deadline_ms: u64) -> Self {

@@ -1,4 +1,4 @@
-//! A protocol's own HTTP endpoints (Agenta's `/agenta/v0/…`): the HTTP
+//! A protocol's own HTTP endpoints (`/<protocol>/v0/…`): the HTTP
 //! front reads the request within its limits and hands it over; the
 //! protocol answers with a status and a JSON body. No hyper types cross the
 //! seam.
@@ -60,12 +60,12 @@ mod tests {
 
     #[test]
     fn paths_are_under_a_prefix_only_at_a_segment() {
-        let p = ["/agenta/v0", "/.well-known/agent.json"];
-        assert!(under("/agenta/v0", &p));
-        assert!(under("/agenta/v0/offers/x", &p));
+        let p = ["/proto/v0", "/.well-known/agent.json"];
+        assert!(under("/proto/v0", &p));
+        assert!(under("/proto/v0/offers/x", &p));
         assert!(under("/.well-known/agent.json", &p));
-        assert!(!under("/agenta/v01", &p));
-        assert!(!under("/agenta", &p));
+        assert!(!under("/proto/v01", &p));
+        assert!(!under("/proto", &p));
         assert!(!under("/.well-known/agent.jsonx", &p));
     }
 }

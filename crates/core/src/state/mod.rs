@@ -58,7 +58,7 @@ pub trait BudgetStore: Send + Sync {
     }
 
     /// [`BudgetStore::reserve`] with its own deadline (work that takes
-    /// longer than the TTL, such as an Agenta purchase).
+    /// longer than the TTL, such as a brokered purchase).
     async fn reserve_until(
         &self,
         levels: &[(BudgetKey, u64)],
@@ -222,7 +222,7 @@ pub trait ReplayStore: Send + Sync {
     async fn sweep(&self, now: i64) -> Result<usize, StorageError>;
 }
 
-/// A protocol's own documents (Agenta offers and requests, …), by space and
+/// A protocol's own documents (offers, requests, …), by space and
 /// key: durable once a write returns, changed only by compare-and-swap so
 /// two concurrent transitions of one document cannot both apply.
 #[async_trait]
