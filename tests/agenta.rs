@@ -12,7 +12,11 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
+use sha2::Digest;
 use support::*;
+
+/// The administrator's secret of every gateway here.
+const ADMIN: &str = "ops-secret-0123456789";
 
 /// What the seller answers a forwarded request with.
 #[derive(Clone, Copy, PartialEq)]
@@ -157,7 +161,12 @@ impl World {
         let config = gateway_config(
             &path,
             &[("acme", root.principal_id())],
-            "[budget]\nsnapshot_interval = \"1s\"\n[agenta]\ntenant = \"acme\"\n[agenta.currencies]\nUSD = 1000000\n",
+            &format!(
+                "[budget]\nsnapshot_interval = \"1s\"\n[agenta]\ntenant = \"acme\"\n\
+                 [agenta.currencies]\nUSD = 1000000\n\
+                 [[admin.tokens]]\nname = \"ops\"\nsha256 = \"{}\"\n",
+                hex::encode(sha2::Sha256::digest(ADMIN.as_bytes()))
+            ),
         );
         let gateway = Gateway::start(&config);
         let seller = Seller::start();
@@ -178,7 +187,7 @@ impl World {
         };
         let (status, _) = world.post(
             "/agenta/v0/offers",
-            None,
+            Some(&format!("Bearer {ADMIN}")),
             &offer(&world.seller, "1", mode, max_seconds),
         );
         assert_eq!(status, 201);
@@ -301,6 +310,13 @@ fn a_purchase_is_reserved_forwarded_reported_settled_and_attested() {
         state["refused_receipts"][0]["code"],
         "output_schema_violation"
     );
+    // The seller retrying its receipt changes nothing; another receipt
+    // under the same ID is refused.
+    let (status, _) = w.report(Some(&secret), &done);
+    assert_eq!(status, 200);
+    assert_eq!(w.state("req-00000001")["charged_microcents"], 300_000_000);
+    let (status, body) = w.report(Some(&secret), &completed(&req, "rcpt-done", json!("x"), 1));
+    assert_eq!((status, code(&body)), (409, "receipt_id_reused"));
     // A terminal request never changes again.
     let (status, body) = w.report(Some(&secret), &receipt(&req, "rcpt-late", "failed"));
     assert_eq!((status, code(&body)), (409, "invalid_state_transition"));
@@ -390,19 +406,23 @@ fn protocol_level_failures_are_typed_and_change_nothing() {
         b"{",
     );
     assert_eq!((status, code(&body)), (400, "schema_validation_failure"));
+    // Only an administrator's secret registers offers: not anonymous, not
+    // a buyer's DCT, not a secret that is no admin's.
+    let v2 = offer(&w.seller, "2", "buyer_verified", 600);
+    for auth in [None, Some(w.dct()), Some("Bearer not-the-admin".to_owned())] {
+        let (status, body) = w.post("/agenta/v0/offers", auth.as_deref(), &v2);
+        assert_eq!((status, code(&body)), (403, "admin_required"));
+    }
     // The offer moved on: version 1 is no longer current.
-    let (status, _) = w.post(
-        "/agenta/v0/offers",
-        None,
-        &offer(&w.seller, "2", "buyer_verified", 600),
-    );
+    let admin = format!("Bearer {ADMIN}");
+    let (status, _) = w.post("/agenta/v0/offers", Some(&admin), &v2);
     assert_eq!(status, 201);
     let (status, body) = w.buy(&request(1, 300));
     assert_eq!((status, code(&body)), (409, "offer_version_mismatch"));
     // A stored version is immutable.
     let mut changed = offer(&w.seller, "2", "buyer_verified", 600);
     changed["title"] = json!("Another title");
-    let (status, body) = w.post("/agenta/v0/offers", None, &changed);
+    let (status, body) = w.post("/agenta/v0/offers", Some(&admin), &changed);
     assert_eq!((status, code(&body)), (409, "offer_version_immutable"));
     let mut req = request(1, 300);
     req["offer_version"] = json!("2");
@@ -572,4 +592,29 @@ fn a_request_past_its_deadline_expires_and_releases_its_reservation() {
     assert_eq!(w.state("req-00000001")["charged_microcents"], 0);
     // The 3 dollars came back: 3 more fit in the 5.
     assert_eq!(w.buy(&request(2, 300)).0, 202);
+}
+
+#[test]
+fn loopback_without_admin_tokens_cannot_register_offers() {
+    // Decision 62: loopback reads, it never changes what others rely on.
+    let dir = tempfile::tempdir().unwrap();
+    let config = gateway_config(
+        dir.path(),
+        &[("acme", seed(1).principal_id())],
+        "[agenta]\ntenant = \"acme\"\n[agenta.currencies]\nUSD = 1000000\n",
+    );
+    let gateway = Gateway::start(&config);
+    let seller = Seller::start();
+    let body = offer(&seller, "1", "buyer_verified", 600).to_string();
+    let (status, _, body) = http_exchange(
+        &gateway.addr,
+        "POST",
+        "/agenta/v0/offers",
+        &[],
+        body.as_bytes(),
+    );
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((status, code(&body)), (403, "admin_required"));
+    let (status, _) = gateway.http("GET", "/agenta/v0/offers/offer.summarize-1", b"");
+    assert_eq!(status, 404, "nothing was registered");
 }

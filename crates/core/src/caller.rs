@@ -116,6 +116,13 @@ impl Caller {
     }
 }
 
+/// An `Authorization` header value as `(scheme, credential)`, trimmed; the
+/// credential may be empty.
+pub fn split_authorization(value: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = value.trim().split_once(' ')?;
+    Some((scheme, rest.trim()))
+}
+
 /// Why a caller could not be established.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
@@ -195,11 +202,7 @@ impl Authenticator {
             return Ok(caller);
         };
         let value = std::str::from_utf8(value).map_err(|_| AuthError::UnknownScheme)?;
-        let (scheme, rest) = value
-            .trim()
-            .split_once(' ')
-            .ok_or(AuthError::UnknownScheme)?;
-        let rest = rest.trim();
+        let (scheme, rest) = split_authorization(value).ok_or(AuthError::UnknownScheme)?;
         if scheme.eq_ignore_ascii_case("bearer") {
             caller.admin = Some(self.admin_token(rest).ok_or(AuthError::InvalidAdminToken)?);
         } else if let Some(s) = self.schemes.iter().find(|s| s.eq_ignore_ascii_case(scheme)) {

@@ -346,7 +346,10 @@ impl Agenta {
         let mut forwarded = message.clone();
         forwarded["callback"] = json!({"url": self.receipts_url(), "auth_reference": secret});
         match self.sellers.post(&endpoint, &forwarded).await {
-            Ok(answer) => match self.apply_receipt(&request.request_id, &answer).await {
+            Ok(answer) => match self
+                .apply_receipt(&request.request_id, record, &answer)
+                .await
+            {
                 Ok(status) => Ok(HttpAnswer::new(
                     if status.is_terminal() { 200 } else { 202 },
                     answer,
