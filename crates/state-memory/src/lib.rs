@@ -266,6 +266,12 @@ impl RecordStore for MemoryRecords {
         }
     }
 
+    async fn remove(&self, space: &'static str, key: &str) -> Result<bool, StorageError> {
+        Ok(lock(&self.spaces)
+            .get_mut(space)
+            .is_some_and(|s| s.remove(key).is_some()))
+    }
+
     async fn scan(&self, space: &'static str) -> Result<Vec<(String, Value)>, StorageError> {
         Ok(lock(&self.spaces)
             .get(space)

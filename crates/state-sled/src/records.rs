@@ -71,6 +71,15 @@ impl RecordStore for SledRecords {
         Ok(swapped)
     }
 
+    async fn remove(&self, space: &'static str, key: &str) -> Result<bool, StorageError> {
+        let tree = self.trees.get(space)?;
+        let removed = tree.remove(key.as_bytes()).db()?.is_some();
+        if removed {
+            self.trees.storage().sync().await?;
+        }
+        Ok(removed)
+    }
+
     async fn scan(&self, space: &'static str) -> Result<Vec<(String, Value)>, StorageError> {
         let tree = self.trees.get(space)?;
         crate::scan::<Value>(&tree, space).map(|all| {

@@ -12,7 +12,8 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use super::records::{
-    IdempotencyRecord, RequestRecord, StoredAnswer, IDEMPOTENCY, PAYMENT_AUTHORIZATIONS, REQUESTS,
+    IdempotencyRecord, RequestRecord, StoredAnswer, IDEMPOTENCY, OPEN, PAYMENT_AUTHORIZATIONS,
+    REQUESTS,
 };
 use super::{credential, Agenta, Refusal, ID};
 use crate::budget::Hold;
@@ -303,11 +304,20 @@ impl Agenta {
             verifications: Vec::new(),
             forward_error: None,
         };
+        // Indexed as open first: a crash after it leaves an entry the sweep
+        // drops, never a request the sweep cannot find.
+        let indexed = self
+            .records
+            .insert_new(OPEN, &request.request_id, &deadline_ms)
+            .await?;
         if !self
             .records
             .insert_new(REQUESTS, &request.request_id, &record)
             .await?
         {
+            if indexed {
+                self.records.remove(OPEN, &request.request_id).await?;
+            }
             self.release(reservation_id.as_deref()).await;
             return Err(Refusal::new(
                 409,

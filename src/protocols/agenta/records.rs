@@ -16,6 +16,9 @@ use crate::state::RecordStore;
 
 pub const OFFERS: &str = "agenta_offers";
 pub const REQUESTS: &str = "agenta_requests";
+/// The requests whose reservation has not ended (key: request ID), so the
+/// sweep reads those and not every request ever made.
+pub const OPEN: &str = "agenta_open";
 pub const IDEMPOTENCY: &str = "agenta_idempotency";
 pub const PAYMENT_AUTHORIZATIONS: &str = "agenta_payment_authorizations";
 
@@ -212,6 +215,10 @@ impl Records {
             "concurrent_update",
             "the record kept changing; try again",
         ))
+    }
+
+    pub async fn remove(&self, space: &'static str, key: &str) -> Result<bool, Refusal> {
+        Ok(self.0.remove(space, key).await?)
     }
 
     pub async fn scan<T: DeserializeOwned>(

@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 
 use super::buy::sha256_hex;
 use super::records::{
-    OfferRecord, RefusedReceipt, RequestRecord, VerificationRecord, OFFERS, REQUESTS,
+    OfferRecord, RefusedReceipt, RequestRecord, VerificationRecord, OFFERS, OPEN, REQUESTS,
 };
 use super::{credential, Agenta, Refusal};
 use crate::caller::Caller;
@@ -279,6 +279,7 @@ impl Agenta {
                 Ok(())
             })
             .await?;
+        self.records.remove(OPEN, request_id).await?;
         self.audit(
             "request_ended",
             json!({"request_id": request_id, "status": status.as_str(),
@@ -456,14 +457,20 @@ impl Agenta {
         Ok(HttpAnswer::new(200, view))
     }
 
-    /// Expires requests past their deadline and ends the reservations a
-    /// crash left open on final requests.
+    /// Expires open requests past their deadline and ends the reservations
+    /// a crash left open on final ones; drops index entries of requests
+    /// that ended (or were never recorded). One request that fails is
+    /// logged and the others are still swept.
     pub(super) async fn expire_and_finish(&self) -> Result<(), Refusal> {
         let now_ms = now().1;
-        for (id, record) in self.records.scan::<RequestRecord>(REQUESTS).await? {
-            if record.ended {
-                continue;
-            }
+        for (id, _) in self.records.scan::<Value>(OPEN).await? {
+            let record = match self.records.get::<RequestRecord>(REQUESTS, &id).await? {
+                Some(r) if !r.ended => r,
+                _ => {
+                    self.records.remove(OPEN, &id).await?;
+                    continue;
+                }
+            };
             let terminal = record.status().is_some_and(Status::is_terminal);
             if !terminal && now_ms >= record.deadline_ms {
                 let expired = self
@@ -479,7 +486,9 @@ impl Agenta {
                         .await;
                 }
             }
-            self.finish(&id).await?;
+            if let Err(e) = self.finish(&id).await {
+                tracing::error!(request_id = %id, error = %e, "ending an Agenta request");
+            }
         }
         Ok(())
     }

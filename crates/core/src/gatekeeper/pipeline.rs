@@ -85,8 +85,8 @@ impl Gatekeeper {
     /// The one pipeline, after a protocol verified its credential (the bytes
     /// its holder `presented`) into a [`Grant`]: every request canonical and
     /// permitted by the grant at the budget spent so far, then `cost`
-    /// reserved at every level of its chain, held as `hold` says. Every decision is published and counted under the
-    /// grant's protocol.
+    /// reserved at every level of its chain, held as `hold` says. Every
+    /// decision is published and counted under the grant's protocol.
     pub async fn authorize_grant(
         &self,
         grant: &Grant,

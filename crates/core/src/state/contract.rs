@@ -675,7 +675,7 @@ pub fn delegations_are_compare_and_swap<B: Backend>(b: B) {
 }
 
 /// Records: insert-once and compare-and-swap under races (8 writers, one
-/// wins each), reads through another handle, scans in key order.
+/// wins each), reads through another handle, scans in key order, removal.
 pub fn records_are_compare_and_swap<B: Backend>(b: B) {
     runtime().block_on(async {
         let store = b.records();
@@ -728,6 +728,17 @@ pub fn records_are_compare_and_swap<B: Backend>(b: B) {
             all.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
             vec!["a", "b"],
             "one space, in key order"
+        );
+        assert!(store.remove("suite_docs", "b").await.unwrap());
+        assert!(!store.remove("suite_docs", "b").await.unwrap(), "once");
+        assert_eq!(b.records().get("suite_docs", "b").await.unwrap(), None);
+        assert_eq!(b.records().scan("suite_docs").await.unwrap().len(), 1);
+        assert!(
+            b.records()
+                .insert_new("suite_docs", "b", &json!(4))
+                .await
+                .unwrap(),
+            "a removed key can be used again"
         );
     });
 }

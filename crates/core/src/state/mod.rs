@@ -248,6 +248,9 @@ pub trait RecordStore: Send + Sync {
         new: &Value,
     ) -> Result<bool, StorageError>;
 
+    /// Forgets the document under `key`; whether there was one.
+    async fn remove(&self, space: &'static str, key: &str) -> Result<bool, StorageError>;
+
     /// Every document of `space`, in key order (read at start and by
     /// sweeps).
     async fn scan(&self, space: &'static str) -> Result<Vec<(String, Value)>, StorageError>;
