@@ -1,5 +1,5 @@
 //! Benchmarks of the enforcement pipeline: token verification, and the whole
-//! in-process authorize + settle path on sled.
+//! in-process authorize + settle path on the embedded backend.
 //!
 //! `cargo bench --bench pipeline`; figures go to docs/performance.md.
 
@@ -100,7 +100,7 @@ fn verify(c: &mut Criterion) {
     );
 }
 
-/// A gatekeeper over the sled backend in `dir`, or over memory.
+/// A gatekeeper over the embedded backend in `dir`, or over memory.
 fn gatekeeper(
     rt: &tokio::runtime::Runtime,
     dir: Option<&std::path::Path>,
@@ -113,8 +113,8 @@ fn gatekeeper(
             max_open: usize::MAX,
         };
         let stores = match dir {
-            Some(dir) => state::sled::open(dir, settings).unwrap(),
-            None => state::memory::open(settings).unwrap(),
+            Some(dir) => state::open(state::Backend::Embedded(dir), settings).unwrap(),
+            None => state::open(state::Backend::Ephemeral, settings).unwrap(),
         };
         let revocations = Revocations::load(stores.revocations.clone()).await.unwrap();
         Arc::new(Gatekeeper::new(

@@ -24,9 +24,4 @@ pub use dgw_front_jsonrpc as jsonrpc;
 pub use dgw_front_mcp as mcp;
 pub use dgw_net::{connections, http_guard, tls};
 
-/// The state traits, and the backends the gateway is wired with.
-pub mod state {
-    pub use dgw_core::state::*;
-    pub use dgw_state_memory as memory;
-    pub use dgw_state_sled as sled;
-}
+pub mod state;

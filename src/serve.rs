@@ -24,7 +24,7 @@ use crate::protocols::agenta::{Agenta, AgentaState};
 use crate::protocols::delegateos::DelegateOs;
 use crate::protocols::talos::Talos;
 use crate::revocations::{Revocations, RevokeError};
-use crate::state::{BudgetSettings, StorageError, Stores};
+use crate::state::{Backend, BudgetSettings, StorageError, Stores};
 use crate::telemetry;
 
 /// Why the gateway could not start or stop cleanly.
@@ -80,8 +80,8 @@ struct State {
     agenta: Option<Arc<Agenta>>,
 }
 
-/// Opens the data directory, the keys and every store (sled in the data
-/// directory, or memory with `--ephemeral`); releases the reservations that
+/// Opens the data directory, the keys and every store (the embedded backend
+/// in the data directory, or memory with `--ephemeral`); releases the reservations that
 /// expired while the gateway was down.
 async fn open_state(
     config: &Config,
@@ -107,12 +107,13 @@ async fn open_state(
         lease: config.budget.lease,
         max_open: config.budget.max_open_reservations,
     };
-    let stores = if config.ephemeral {
+    let backend = if config.ephemeral {
         tracing::warn!("--ephemeral: state is kept in memory and lost at exit");
-        crate::state::memory::open(budget)?
+        Backend::Ephemeral
     } else {
-        crate::state::sled::open(&config.data_dir, budget)?
+        Backend::Embedded(&config.data_dir)
     };
+    let stores = crate::state::open(backend, budget)?;
     let swept = stores
         .budgets
         .sweep(now().1)
@@ -262,7 +263,7 @@ fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> 
     })
 }
 
-/// Snapshots the budgets and flushes sled: the last step of every exit.
+/// Snapshots the budgets and flushes the state: the last step of every exit.
 fn close_state(state: &State) -> Result<(), ServeError> {
     (state.stores.close)()?;
     tracing::info!("state flushed; bye");

@@ -204,15 +204,15 @@ fn the_cycle_check_finds_a_cycle() {
 
 #[test]
 fn dependencies_point_down_the_layers() {
-    // The binary's own modules: backends are chosen by the wiring alone.
-    let backends: Vec<String> = ["state::sled", "state::memory", "dgw_state_"]
+    // The binary's own modules: a backend is chosen in `state` alone.
+    let backends: Vec<String> = ["sled", "dgw_state_"]
         .iter()
         .flat_map(|w| naming("src", w))
-        .filter(|m| m != "serve")
+        .filter(|m| m != "state")
         .collect();
     assert!(
         backends.is_empty(),
-        "a backend named outside serve: {backends:?}"
+        "a backend named outside state: {backends:?}"
     );
     // The fronts: framing only. Protocols come from the registry, state
     // through the core's traits; nothing of the binary's.
@@ -309,7 +309,7 @@ fn sled_and_talos_are_named_in_their_own_modules_only() {
     let sled: Vec<String> = elsewhere
         .iter()
         .flat_map(|d| naming(d, "sled::"))
-        .filter(|m| m != "serve")
+        .filter(|m| m != "state")
         .collect();
     assert!(sled.is_empty(), "sled named outside its backend: {sled:?}");
     let talos: Vec<String> = elsewhere

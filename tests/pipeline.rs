@@ -38,7 +38,7 @@ async fn gatekeeper(
     root: &Keypair,
     delegations: Option<Arc<dyn DelegationStore>>,
 ) -> (Arc<Gatekeeper>, Stores) {
-    let stores = state::memory::open(settings()).unwrap();
+    let stores = state::open(state::Backend::Ephemeral, settings()).unwrap();
     let revocations = Arc::new(Revocations::load(stores.revocations.clone()).await.unwrap());
     let gate = Arc::new(Gatekeeper::new(
         vec![("acme".into(), root.principal_id().clone())],
@@ -191,7 +191,7 @@ async fn complete_contested(
     corrupt_tokens: bool,
 ) -> Result<delegate_gateway::gatekeeper::Completion, GateError> {
     let (root, alice) = (seed(1), seed(2));
-    let memory = state::memory::open(settings()).unwrap();
+    let memory = state::open(state::Backend::Ephemeral, settings()).unwrap();
     let contested = Arc::new(Contested {
         inner: memory.delegations.clone(),
         corrupt_tokens,
@@ -252,7 +252,7 @@ impl RevocationStore for Full {
 
 #[tokio::test]
 async fn a_talos_revocation_the_store_cannot_record_is_revocation_failed() {
-    let memory = state::memory::open(settings()).unwrap();
+    let memory = state::open(state::Backend::Ephemeral, settings()).unwrap();
     let revocations = Arc::new(Revocations::load(Arc::new(Full)).await.unwrap());
     let issuer = seed(9);
     let talos = Talos::new(

@@ -294,11 +294,14 @@ fn a_toy_receipt_becomes_a_signed_delegateos_attestation_and_back() {
     }
     // Talos has no receipts: its protocol says so rather than guess.
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let memory = delegate_gateway::state::memory::open(delegate_gateway::state::BudgetSettings {
-        reservation_ttl: std::time::Duration::from_secs(60),
-        lease: delegate_gateway::budget::LeasePolicy::OFF,
-        max_open: 10,
-    })
+    let memory = delegate_gateway::state::open(
+        delegate_gateway::state::Backend::Ephemeral,
+        delegate_gateway::state::BudgetSettings {
+            reservation_ttl: std::time::Duration::from_secs(60),
+            lease: delegate_gateway::budget::LeasePolicy::OFF,
+            max_open: 10,
+        },
+    )
     .unwrap();
     let talos = rt.block_on(async {
         let revocations = Arc::new(

@@ -1,5 +1,6 @@
 //! A JSON-RPC request body, through the whole front: envelope, batch,
-//! params, and the gatekeeper behind them (over sled in a temp dir). Must
+//! params, and the gatekeeper behind them (the embedded backend in a temp
+//! dir). Must
 //! never panic, whatever the bytes.
 #![no_main]
 
@@ -32,15 +33,15 @@ fn front() -> &'static Front {
             .build()
             .expect("a runtime");
         let rpc = rt.block_on(async {
-            let stores = state::sled::open(
-                dir.path(),
+            let stores = state::open(
+                state::Backend::Embedded(dir.path()),
                 BudgetSettings {
                     reservation_ttl: Duration::from_secs(60),
                     lease: LeasePolicy::OFF,
                     max_open: 1000,
                 },
             )
-            .expect("sled opens");
+            .expect("the state opens");
             let revocations = Arc::new(
                 Revocations::load(stores.revocations.clone())
                     .await

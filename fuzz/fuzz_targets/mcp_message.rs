@@ -5,8 +5,9 @@
 use delegate_gateway::mcp::message::Message;
 use libfuzzer_sys::fuzz_target;
 
-/// The envelope prefixes of the protocols dgw registers (Talos).
-const PREFIXES: &[&str] = &["_talos_"];
+/// An envelope prefix, as a registered protocol claims one (the parser
+/// treats every prefix alike).
+const PREFIXES: &[&str] = &["_proto_"];
 
 fuzz_target!(|data: &[u8]| {
     let Ok(value) = delegateos::canonical::parse_strict(data, 1 << 20) else {

@@ -1,0 +1,24 @@
+//! The state traits, and the one place a backend is chosen: everything
+//! else (serving, benchmarks, fuzzing, tests) opens state through [`open`]
+//! and sees only the traits.
+
+use std::path::Path;
+
+pub use dgw_core::state::*;
+
+/// Where the state is kept.
+#[derive(Debug, Clone, Copy)]
+pub enum Backend<'a> {
+    /// The embedded default (sled) in this data directory.
+    Embedded(&'a Path),
+    /// This process's memory: nothing survives it (`dgw serve --ephemeral`).
+    Ephemeral,
+}
+
+/// Opens every store of `backend`, recovered.
+pub fn open(backend: Backend<'_>, budget: BudgetSettings) -> Result<Stores, StorageError> {
+    match backend {
+        Backend::Embedded(data_dir) => dgw_state_sled::open(data_dir, budget),
+        Backend::Ephemeral => dgw_state_memory::open(budget),
+    }
+}
