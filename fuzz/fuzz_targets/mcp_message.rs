@@ -17,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
         let text = message.to_json_string();
         let again: serde_json::Value =
             serde_json::from_str(&text).expect("a parsed message serializes to JSON");
-        assert!(Message::parse(again, PREFIXES).is_ok(), "a serialized message parses");
+        assert!(
+            Message::parse(again, PREFIXES).is_ok(),
+            "a serialized message parses"
+        );
         let _ = message.is_initialize();
     }
 });
