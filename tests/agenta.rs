@@ -618,3 +618,72 @@ fn loopback_without_admin_tokens_cannot_register_offers() {
     let (status, _) = gateway.http("GET", "/agenta/v0/offers/offer.summarize-1", b"");
     assert_eq!(status, 404, "nothing was registered");
 }
+
+#[test]
+fn hostile_input_is_refused_and_changes_nothing() {
+    let w = World::new(10_000, "buyer_verified", 600);
+    // Oversized: refused by the front before Agenta reads it.
+    let big = vec![b' '; 2 << 20];
+    let (status, body) = w.send(
+        "POST",
+        "/agenta/v0/execution-requests",
+        Some(&w.dct()),
+        &big,
+    );
+    assert_eq!(
+        (status, body["error"]["data"]["type"].clone()),
+        (413, json!("body_too_large"))
+    );
+    // A payment authorization is bound to one request: reused, refused.
+    assert_eq!(w.buy(&request(1, 300)).0, 202);
+    let mut reused = request(2, 300);
+    reused["payment"]["payment_authorization_id"] = json!("pay-00000001");
+    let (status, body) = w.buy(&reused);
+    assert_eq!(
+        (status, code(&body)),
+        (402, "budget_authorization_missing"),
+        "{body}"
+    );
+    assert_eq!(w.state("req-00000002")["status"], "failed");
+    assert_eq!(w.seller.forwards().len(), 1, "never forwarded");
+    // A receipt for a request that does not exist looks like a bad secret.
+    let secret = w.secret_of("req-00000001");
+    let mut stray = receipt(&request(1, 300), "rcpt-stray", "in_progress");
+    stray["request_id"] = json!("req-99999999");
+    assert_eq!(w.report(Some(&secret), &stray).0, 401);
+    // One request's secret does not move another's.
+    assert_eq!(w.buy(&request(3, 300)).0, 202);
+    let other = receipt(&request(3, 300), "rcpt-other", "in_progress");
+    assert_eq!(w.report(Some(&secret), &other).0, 401);
+    assert_eq!(w.state("req-00000003")["status"], "accepted");
+    // Paths that are not endpoints, and reading without a credential.
+    for path in [
+        "/agenta/v0/execution-requests/../offers",
+        "/agenta/v0/schemas/../../etc/passwd",
+        "/agenta/v0/nothing",
+    ] {
+        assert_eq!(w.send("GET", path, None, b"").0, 404, "{path}");
+    }
+    let (status, _) = w.send(
+        "GET",
+        "/agenta/v0/execution-requests/req-00000001",
+        None,
+        b"",
+    );
+    assert_eq!(status, 401);
+    // A DCT of another tenant's root pays nothing here.
+    let stranger = root_token(
+        &seed(9),
+        &seed(2),
+        &["agenta:execute:offer:offer.summarize-1"],
+        10_000_000_000,
+        3600,
+    )
+    .encode();
+    let (status, body) = w.post(
+        "/agenta/v0/execution-requests",
+        Some(&format!("DCT {stranger}")),
+        &request(4, 300),
+    );
+    assert_eq!((status, code(&body)), (402, "budget_authorization_missing"));
+}

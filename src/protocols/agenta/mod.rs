@@ -184,9 +184,11 @@ impl Agenta {
                 self.post_verification(request.caller, request.authorization, &body()?)
                     .await
             }
+            // The endpoints above, by another method.
             (
                 _,
-                ["", "agenta", "v0", "offers" | "execution-requests" | "execution-receipts" | "verification-results", ..],
+                ["", "agenta", "v0", "offers" | "execution-requests" | "execution-receipts" | "verification-results"]
+                | ["", "agenta", "v0", "offers" | "execution-requests", _],
             ) => Err(Refusal::new(
                 405,
                 "method_not_allowed",
