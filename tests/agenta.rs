@@ -664,6 +664,12 @@ fn hostile_input_is_refused_and_changes_nothing() {
     ] {
         assert_eq!(w.send("GET", path, None, b"").0, 404, "{path}");
     }
+    assert_eq!(w.send("GET", "/agenta/v0/offers", None, b"").0, 405);
+    assert_eq!(
+        w.send("DELETE", "/agenta/v0/offers/offer.summarize-1", None, b"")
+            .0,
+        405
+    );
     let (status, _) = w.send(
         "GET",
         "/agenta/v0/execution-requests/req-00000001",
