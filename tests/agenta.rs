@@ -366,6 +366,33 @@ fn a_purchase_is_reserved_forwarded_reported_settled_and_attested() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["verification_failures"], json!(["digest_mismatch"]));
 
+    // Operators see it: the settled amount, the receipts, the refusals.
+    let (_, metrics) = w.gateway.http("GET", "/metrics", b"");
+    let metrics = String::from_utf8(metrics).unwrap();
+    let line = |needle: &str| {
+        metrics
+            .lines()
+            .find(|l| l.contains(needle) && !l.starts_with('#'))
+            .unwrap_or_else(|| panic!("no {needle} in {metrics}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        line("dgw_protocol_settled_microcents_total{protocol=\"agenta\"}"),
+        "300000000"
+    );
+    assert_eq!(
+        line("dgw_protocol_events_total{protocol=\"agenta\",event=\"request_ended\"}"),
+        "1"
+    );
+    assert!(metrics
+        .contains("dgw_denials_total{protocol=\"agenta\",type=\"output_schema_violation\"} 1"));
+    assert!(
+        metrics.contains("dgw_requests_total{front=\"http\",method=\"agenta\",outcome=\"denied\"}")
+    );
+
     // The remaining budget is enforced: 10 dollars less the 3 charged leave
     // 7, so 8 more do not fit.
     let (status, body) = w.buy(&request(2, 800));

@@ -30,6 +30,8 @@ pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
 pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
 pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
 pub const MCP_UPSTREAM_UP: &str = "dgw_mcp_upstream_up";
+pub const PROTOCOL_EVENTS: &str = "dgw_protocol_events_total";
+pub const PROTOCOL_SETTLED: &str = "dgw_protocol_settled_microcents_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -63,6 +65,15 @@ fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(REQUESTS_TOTAL, "Requests by front, method and outcome.");
     describe_counter!(DENIALS_TOTAL, "Denials by protocol and denial type.");
+    describe_counter!(
+        PROTOCOL_EVENTS,
+        "Protocol events by protocol and event (an Agenta receipt, a request ended)."
+    );
+    describe_counter!(
+        PROTOCOL_SETTLED,
+        Unit::Count,
+        "Microcents settled for work a protocol brokered (Agenta purchases)."
+    );
     describe_histogram!(
         AUTHORIZE_DURATION,
         Unit::Seconds,
@@ -243,6 +254,16 @@ impl Drop for RequestRecord<'_> {
 /// A denial.
 pub fn record_denial(protocol: &'static str, kind: &str) {
     counter!(DENIALS_TOTAL, "protocol" => protocol, "type" => kind.to_owned()).increment(1);
+}
+
+/// A protocol's own event (one of a closed set it names).
+pub fn record_protocol_event(protocol: &'static str, event: &'static str) {
+    counter!(PROTOCOL_EVENTS, "protocol" => protocol, "event" => event).increment(1);
+}
+
+/// Microcents settled for work a protocol brokered.
+pub fn record_protocol_settled(protocol: &'static str, microcents: u64) {
+    counter!(PROTOCOL_SETTLED, "protocol" => protocol).increment(microcents);
 }
 
 /// How long an authorization took.

@@ -29,6 +29,7 @@ use dgw_core::caller::Authenticator;
 use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::Gatekeeper;
 use dgw_core::protocol::{HttpRequest, Protocol, Registry};
+use dgw_core::telemetry::Outcome;
 use dgw_front_jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
 use dgw_front_mcp::streamable::{answer_headers, StreamableHttp};
 use dgw_net::connections::{ConnState, Limits, Tracker};
@@ -258,6 +259,7 @@ impl HttpFront {
             let authorization = authorization
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
+            let name = protocol.id().name;
             let task = tokio::spawn(async move {
                 protocol
                     .serve_http(HttpRequest {
@@ -269,13 +271,20 @@ impl HttpFront {
                     })
                     .await
             });
+            let record = dgw_core::telemetry::RequestRecord::start("http", name);
             let Ok(answer) = task.await else {
+                record.end(Outcome::Error);
                 return text_response(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "internal error\n".into(),
                     "text/plain",
                 );
             };
+            record.end(match answer.status {
+                200..=399 => Outcome::Ok,
+                401..=403 | 409 | 422 => Outcome::Denied,
+                _ => Outcome::Error,
+            });
             json_response(
                 StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
                 &answer.body,

@@ -130,8 +130,10 @@ impl Agenta {
         )
     }
 
-    /// Appends an audit event; a failure is logged, never fatal to the call.
-    async fn audit(&self, event: &str, fields: Value) {
+    /// Counts an event and appends it to the audit log; a failure to append
+    /// is logged, never fatal to the call.
+    async fn audit(&self, event: &'static str, fields: Value) {
+        crate::telemetry::record_protocol_event(ID.name, event);
         let mut record = json!({
             "protocol": ID.name,
             "event": event,

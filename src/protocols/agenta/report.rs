@@ -254,9 +254,12 @@ impl Agenta {
                     "charged_microcents": charged}));
             }
             if let Some(id) = &record.reservation_id {
-                if let Err(e) = self.gate.settle(&Caller::gateway(), id, charged).await {
-                    tracing::warn!(request_id, error = %e, "settling an Agenta reservation");
-                    charged = 0;
+                match self.gate.settle(&Caller::gateway(), id, charged).await {
+                    Ok(_) => crate::telemetry::record_protocol_settled(super::ID.name, charged),
+                    Err(e) => {
+                        tracing::warn!(request_id, error = %e, "settling an Agenta reservation");
+                        charged = 0;
+                    }
                 }
             }
         } else {
