@@ -720,3 +720,77 @@ fn hostile_input_is_refused_and_changes_nothing() {
     );
     assert_eq!((status, code(&body)), (402, "budget_authorization_missing"));
 }
+
+#[test]
+fn a_delegateos_seller_reports_with_a_signed_attestation_that_round_trips() {
+    let w = World::new(1000, "seller_attested", 600);
+    let req = request(1, 300);
+    assert_eq!(w.buy(&req).0, 202);
+    let secret = w.secret_of("req-00000001");
+    // The seller reads its contract with its secret…
+    let (status, state) = w.send(
+        "GET",
+        "/agenta/v0/execution-requests/req-00000001",
+        Some(&format!("Bearer {secret}")),
+        b"",
+    );
+    assert_eq!(status, 200);
+    let contract = &state["contract"];
+    // …and signs what it did, in DelegateOS terms.
+    let seller = seed(5);
+    let draft = json!({
+        "contractId": contract["id"], "delegationId": state["delegation_id"], "type": "completion",
+        "result": {"success": true, "output": {"result": {"summary": "short"}, "evidence": {}},
+                   "costMicrocents": 200_000_000, "durationMs": 1500}
+    });
+    let signed = delegateos::attestation::AttestationDraft::parse(draft.to_string().as_bytes())
+        .unwrap()
+        .sign(
+            &seller,
+            delegateos::AttestationId::from_bytes([7; 6]),
+            at(0),
+        )
+        .unwrap();
+    let signed = serde_json::to_value(&signed).unwrap();
+    let path = "/agenta/v0/execution-requests/req-00000001/attestation";
+    // Forged (changed after signing) or for another contract: refused, no change.
+    let mut forged = signed.clone();
+    forged["result"]["costMicrocents"] = json!(1);
+    let (status, body) = w.post(path, Some(&format!("Bearer {secret}")), &forged);
+    assert_eq!(
+        (status, code(&body)),
+        (422, "attestation_invalid"),
+        "{body}"
+    );
+    let (status, _) = w.post(path, None, &signed);
+    assert_eq!(status, 401);
+    assert_eq!(w.state("req-00000001")["status"], "accepted");
+    // Through the JSON-RPC twin.
+    let answer = w.gateway.call(
+        "agenta/postAttestation",
+        json!({"id": "req-00000001", "auth_reference": secret, "attestation": signed}),
+    );
+    assert_eq!(answer["result"]["status"], "completed", "{answer}");
+    let state = w.state("req-00000001");
+    assert_eq!(state["charged_microcents"], 200_000_000);
+    // The receipt it became names the attestation as its evidence, and the
+    // gateway's attestation carries the same result and cost.
+    let receipt = &state["receipts"][1];
+    assert_eq!(
+        receipt["artifacts"][0]["uri"],
+        format!(
+            "urn:delegateos:attestation:{}",
+            signed["id"].as_str().unwrap()
+        )
+    );
+    let ours = &state["attestation"];
+    assert_eq!(
+        ours["result"]["output"]["result"],
+        signed["result"]["output"]["result"]
+    );
+    assert_eq!(
+        ours["result"]["costMicrocents"],
+        signed["result"]["costMicrocents"]
+    );
+    assert_eq!(ours["result"]["success"], true);
+}

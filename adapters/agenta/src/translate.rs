@@ -249,7 +249,9 @@ pub struct ReceiptContext<'a> {
 
 /// And back: a DelegateOS attestation as the Agenta `execution_receipt` a
 /// DelegateOS agent selling through Agenta sends (`completed` or `failed`;
-/// the cost in the currency's minor unit, rounded down).
+/// the cost in the currency's minor unit, rounded down). Its evidence is
+/// the attestation itself: a `result_payload` artifact at
+/// `urn:delegateos:attestation:<id>` with the attestation's digest.
 pub fn attestation_to_receipt(
     attestation: &Attestation,
     context: &ReceiptContext<'_>,
@@ -283,6 +285,12 @@ pub fn attestation_to_receipt(
         "financials": {"currency": context.currency,
                        "final_amount": attestation.result.cost_microcents / rate.max(1)},
         "issued_at": attestation.created_at,
+        "artifacts": [{
+            "artifact_type": "result_payload",
+            "uri": format!("urn:delegateos:attestation:{}", attestation.id),
+            "digest": digest(&serde_json::to_value(attestation)
+                .map_err(|e| Untranslatable::Draft(e.to_string()))?)?,
+        }],
     });
     if attestation.result.success {
         receipt["result"] = result;

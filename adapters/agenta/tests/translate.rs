@@ -176,6 +176,14 @@ fn a_receipt_becomes_an_attestation_that_verifies_and_back() {
     assert_eq!(back["result"], as_received["result"]);
     assert_eq!(back["status"], "completed");
     assert_eq!(back["financials"]["final_amount"], 250);
+    assert_eq!(
+        back["artifacts"][0]["uri"],
+        format!("urn:delegateos:attestation:{}", att.id)
+    );
+    assert_eq!(
+        back["artifacts"][0]["digest"],
+        agenta::translate::digest(&serde_json::to_value(&att).unwrap()).unwrap()
+    );
 }
 
 /// Only a final receipt attests anything.

@@ -55,6 +55,7 @@ const METHODS: &[&str] = &[
     "agenta/getOffer",
     "agenta/execute",
     "agenta/postReceipt",
+    "agenta/postAttestation",
     "agenta/postVerification",
     "agenta/getRequest",
 ];
@@ -179,6 +180,10 @@ impl Agenta {
                 self.get_request(request.caller, request.authorization, id)
                     .await
             }
+            ("POST", ["", "agenta", "v0", "execution-requests", id, "attestation"]) => {
+                self.post_attestation(request.authorization, id, request.body)
+                    .await
+            }
             ("POST", ["", "agenta", "v0", "execution-receipts"]) => {
                 self.post_receipt(request.authorization, &body()?).await
             }
@@ -190,7 +195,8 @@ impl Agenta {
             (
                 _,
                 ["", "agenta", "v0", "offers" | "execution-requests" | "execution-receipts" | "verification-results"]
-                | ["", "agenta", "v0", "offers" | "execution-requests", _],
+                | ["", "agenta", "v0", "offers" | "execution-requests", _]
+                | ["", "agenta", "v0", "execution-requests", _, "attestation"],
             ) => Err(Refusal::new(
                 405,
                 "method_not_allowed",
@@ -326,6 +332,15 @@ impl Protocol for Agenta {
             "agenta/getOffer" => self.get_offer(&id()?).await,
             "agenta/execute" => self.execute(dct.as_deref(), &message()).await,
             "agenta/postReceipt" => self.post_receipt(bearer.as_deref(), &message()).await,
+            "agenta/postAttestation" => {
+                let attestation = params.get("attestation").map(Value::to_string);
+                self.post_attestation(
+                    bearer.as_deref(),
+                    &id()?,
+                    attestation.unwrap_or_default().as_bytes(),
+                )
+                .await
+            }
             "agenta/postVerification" => {
                 self.post_verification(caller, bearer.as_deref().or(dct.as_deref()), &message())
                     .await

@@ -85,6 +85,73 @@ impl Agenta {
         Ok(HttpAnswer::new(200, record.view(request_id)))
     }
 
+    /// `POST /agenta/v0/execution-requests/{id}/attestation`: a DelegateOS
+    /// agent selling through Agenta reports with a signed attestation
+    /// instead of a receipt (authenticated by the callback secret, like a
+    /// receipt). It must be for the request's contract and delegation and
+    /// verify against the contract; it then becomes the receipt
+    /// (`attestation_to_receipt`) and is applied as one.
+    pub(super) async fn post_attestation(
+        &self,
+        authorization: Option<&str>,
+        request_id: &str,
+        body: &[u8],
+    ) -> Result<HttpAnswer, Refusal> {
+        let record = self
+            .records
+            .get::<RequestRecord>(REQUESTS, request_id)
+            .await?
+            .filter(|r| Self::is_seller(r, authorization))
+            .ok_or_else(|| {
+                Refusal::unauthorized(
+                    "an attestation needs `Authorization: Bearer <auth_reference>`",
+                )
+            })?;
+        let invalid = |e: String| Refusal::new(422, "attestation_invalid", e);
+        let attestation = delegateos::Attestation::parse(body)
+            .map_err(|e| Refusal::new(400, "attestation_invalid", e.to_string()))?;
+        if attestation.contract_id.to_string() != record.contract_id
+            || attestation.delegation_id.to_string() != record.delegation_id
+        {
+            return Err(invalid(
+                "the attestation is not for this request's contract and delegation".into(),
+            ));
+        }
+        let contract = self
+            .delegations
+            .contract(&attestation.contract_id)
+            .await?
+            .ok_or_else(|| Refusal::not_found("contract"))?;
+        let report = delegateos::attestation::verify_attestation(
+            &attestation,
+            &delegateos::attestation::AttestationContext {
+                contracts: &[(contract.id.clone(), contract)].into(),
+                children: &Default::default(),
+                registry: &delegateos::CheckFunctionRegistry::with_builtins(),
+            },
+        )
+        .map_err(|e| invalid(e.to_string()))?;
+        if let Some(reason) = report.reason.filter(|_| !report.valid) {
+            return Err(invalid(format!("{}: {}", reason.kind, reason.detail)));
+        }
+        let receipt = agenta::attestation_to_receipt(
+            &attestation,
+            &agenta::ReceiptContext {
+                request_id,
+                offer_id: &record.offer_id,
+                offer_version: &record.offer_version,
+                seller_agent_id: &record.seller_agent_id,
+                buyer_agent_id: &record.buyer_agent_id,
+                currency: &record.currency,
+            },
+            &self.currencies,
+        )
+        .map_err(|e| invalid(e.to_string()))?;
+        self.apply_receipt(request_id, record, &receipt).await?;
+        let record = self.request(request_id).await?;
+        Ok(HttpAnswer::new(200, record.view(request_id)))
+    }
+
     /// Applies a receipt for `request_id` (its sender authenticated; its
     /// `record` as last read): checks it, moves the state (by
     /// compare-and-swap on the stored record), and ends the reservation on a
