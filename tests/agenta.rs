@@ -162,7 +162,7 @@ impl World {
             &path,
             &[("acme", root.principal_id())],
             &format!(
-                "[budget]\nsnapshot_interval = \"1s\"\n[agenta]\ntenant = \"acme\"\n\
+                "grpc = \"127.0.0.1:0\"\n[budget]\nsnapshot_interval = \"1s\"\n[agenta]\ntenant = \"acme\"\n\
                  [agenta.currencies]\nUSD = 1000000\n\
                  [[admin.tokens]]\nname = \"ops\"\nsha256 = \"{}\"\n",
                 hex::encode(sha2::Sha256::digest(ADMIN.as_bytes()))
@@ -793,4 +793,73 @@ fn a_delegateos_seller_reports_with_a_signed_attestation_that_round_trips() {
         signed["result"]["costMicrocents"]
     );
     assert_eq!(ours["result"]["success"], true);
+}
+
+/// The gRPC twins: `CallProtocol` with the buyer's DCT in the metadata
+/// buys as the HTTP endpoint does; a refusal is PERMISSION_DENIED with an
+/// ErrorInfo in Agenta's domain.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_grpc_twins_buy_and_refuse_as_http_does() {
+    use delegate_gateway::grpc::pb;
+    use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
+    use tonic_types::StatusExt;
+
+    let w = tokio::task::spawn_blocking(|| World::new(1000, "buyer_verified", 600))
+        .await
+        .unwrap();
+    let addr = w.gateway.grpc.clone().expect("gRPC is on");
+    let mut client = DelegationGatewayClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let call = |method: &str, params: Value| {
+        let mut r = tonic::Request::new(pb::CallProtocolRequest {
+            method: method.into(),
+            params_json: params.to_string(),
+        });
+        r.metadata_mut()
+            .insert("authorization", w.dct().parse().unwrap());
+        r
+    };
+    let offer = client
+        .call_protocol(call("agenta/getOffer", json!({"id": "offer.summarize-1"})))
+        .await
+        .unwrap()
+        .into_inner();
+    let offer: Value = serde_json::from_str(&offer.result_json).unwrap();
+    assert_eq!(offer["offer_version"], "1");
+    let bought = client
+        .call_protocol(call("agenta/execute", json!({"message": request(1, 300)})))
+        .await
+        .unwrap()
+        .into_inner();
+    let bought: Value = serde_json::from_str(&bought.result_json).unwrap();
+    assert_eq!(bought["status"], "accepted");
+    assert_eq!(w.seller.forwards().len(), 1);
+    let mut stale = request(2, 300);
+    stale["offer_version"] = json!("0");
+    let refused = client
+        .call_protocol(call("agenta/execute", json!({"message": stale})))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+    let details = refused.get_error_details();
+    let info = details.error_info().expect("an ErrorInfo");
+    assert_eq!(
+        (info.reason.as_str(), info.domain.as_str()),
+        ("OFFER_VERSION_MISMATCH", "agenta")
+    );
+    let unknown = client
+        .call_protocol(call("agenta/nothing", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::InvalidArgument);
+    let malformed = client
+        .call_protocol(tonic::Request::new(pb::CallProtocolRequest {
+            method: "agenta/getOffer".into(),
+            params_json: "[1]".into(),
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(malformed.code(), tonic::Code::InvalidArgument);
+    tokio::task::spawn_blocking(move || drop(w)).await.unwrap();
 }

@@ -460,6 +460,42 @@ impl DelegationGateway for GrpcFront {
         .await
     }
 
+    async fn call_protocol(
+        &self,
+        request: Request<pb::CallProtocolRequest>,
+    ) -> Result<Response<pb::CallProtocolResponse>, Status> {
+        let _busy = busy(&request);
+        counted("CallProtocol", async {
+            let caller = self.caller(&request)?;
+            let r = request.into_inner();
+            let protocol = self
+                .protocols
+                .serving(&r.method)
+                .ok_or_else(|| invalid("method", "no registered protocol serves it"))?;
+            let params = if r.params_json.is_empty() {
+                serde_json::json!({})
+            } else {
+                let parsed = delegateos::canonical::parse_strict(
+                    r.params_json.as_bytes(),
+                    self.max_message_bytes,
+                );
+                match parsed {
+                    Ok(v @ serde_json::Value::Object(_)) => v,
+                    _ => return Err(invalid("params_json", "must be a JSON object")),
+                }
+            };
+            let result = protocol
+                .call_method(&caller, &r.method, params)
+                .await
+                .map_err(|e| (status::protocol_error(protocol.id().name, &e), e.outcome()))?;
+            let message = pb::CallProtocolResponse {
+                result_json: result.to_string(),
+            };
+            Ok((message, Outcome::Ok))
+        })
+        .await
+    }
+
     type WatchDecisionsStream = ReceiverStream<Result<pb::WatchDecisionsResponse, Status>>;
 
     async fn watch_decisions(

@@ -69,6 +69,24 @@ pub fn unauthenticated(e: &dgw_core::caller::AuthError) -> Status {
     )
 }
 
+/// A failure of a protocol's own method: a refusal in the protocol's
+/// vocabulary names the protocol as its domain; anything else as
+/// [`gate_error`].
+pub fn protocol_error(protocol: &str, e: &GateError) -> Status {
+    match e {
+        GateError::Rejected { kind, detail } => {
+            let mut metadata = HashMap::new();
+            metadata.insert("detail".to_owned(), detail.clone());
+            Status::with_error_details(
+                Code::PermissionDenied,
+                detail.clone(),
+                ErrorDetails::with_error_info(reason(kind), protocol, metadata),
+            )
+        }
+        other => gate_error(other),
+    }
+}
+
 /// Every other gatekeeper failure.
 pub fn gate_error(e: &GateError) -> Status {
     match e {
