@@ -397,6 +397,33 @@ fn a_purchase_is_reserved_forwarded_reported_settled_and_attested() {
         metrics.contains("dgw_requests_total{front=\"http\",method=\"agenta\",outcome=\"denied\"}")
     );
 
+    // The audit log tells the story, in order.
+    let (_, audit) = w.gateway.call_as(
+        &format!("Bearer {ADMIN}"),
+        "dgw/audit",
+        json!({"limit": 1000}),
+    );
+    let events: Vec<&str> = audit["result"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["protocol"] == "agenta")
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "offer_registered",
+            "execution_request",
+            "execution_receipt",
+            "execution_receipt",
+            "execution_receipt",
+            "request_ended",
+            "verification_result"
+        ],
+        "{audit}"
+    );
+
     // The remaining budget is enforced: 10 dollars less the 3 charged leave
     // 7, so 8 more do not fit.
     let (status, body) = w.buy(&request(2, 800));
@@ -1128,5 +1155,54 @@ fn every_transition_over_the_wire_is_as_the_manifest_publishes() {
         (tried, moved),
         (49, 9),
         "every pair, the nine published ones allowed"
+    );
+}
+
+#[test]
+fn offers_are_preloaded_from_files_and_a_bad_one_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let seller = Seller::start();
+    let file = dir.path().join("offer.json");
+    std::fs::write(
+        &file,
+        offer(&seller, "7", "buyer_verified", 600).to_string(),
+    )
+    .unwrap();
+    let section = |file: &std::path::Path| {
+        format!(
+            "[agenta]\ntenant = \"acme\"\n[agenta.currencies]\nUSD = 1000000\n\
+             [[agenta.offers]]\nfile = {:?}\n",
+            file
+        )
+    };
+    let config = gateway_config(
+        dir.path(),
+        &[("acme", seed(1).principal_id())],
+        &section(&file),
+    );
+    let gateway = Gateway::start(&config);
+    let (status, body) = gateway.http("GET", "/agenta/v0/offers/offer.summarize-1", b"");
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((status, body["offer_version"].clone()), (200, json!("7")));
+    drop(gateway);
+    // An offer in an unknown currency: the gateway does not start, and says which file.
+    let bad = dir.path().join("bad-offer.json");
+    let mut o = offer(&seller, "8", "buyer_verified", 600);
+    o["pricing"]["currency"] = json!("EUR");
+    std::fs::write(&bad, o.to_string()).unwrap();
+    let config = gateway_config(
+        dir.path(),
+        &[("acme", seed(1).principal_id())],
+        &section(&bad),
+    );
+    let out = dgw()
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad-offer.json") && err.contains("EUR"),
+        "{err}"
     );
 }
