@@ -482,7 +482,7 @@ fn protocol_level_failures_are_typed_and_change_nothing() {
     changed["title"] = json!("Another title");
     let (status, body) = w.post("/agenta/v0/offers", Some(&admin), &changed);
     assert_eq!((status, code(&body)), (409, "offer_version_immutable"));
-    let mut req = request(1, 300);
+    let mut req = request(2, 300);
     req["offer_version"] = json!("2");
     // No DCT, a DCT for another offer, too little budget: no authorization.
     let (status, body) = w.post("/agenta/v0/execution-requests", None, &req);
@@ -539,8 +539,23 @@ fn an_idempotency_key_answers_once_and_forwards_once() {
     other["input"] = json!({"text": "another text"});
     let (status, body) = w.buy(&other);
     assert_eq!((status, code(&body)), (409, "idempotency_conflict"));
+    // A refusal that recorded nothing keeps no answer: the same request is
+    // evaluated afresh once the offer it names exists.
+    let mut early = request(3, 300);
+    early["offer_version"] = json!("2");
+    let (status, body) = w.buy(&early);
+    assert_eq!((status, code(&body)), (409, "offer_version_mismatch"));
+    let admin = format!("Bearer {ADMIN}");
+    let v2 = offer(&w.seller, "2", "buyer_verified", 600);
+    assert_eq!(w.post("/agenta/v0/offers", Some(&admin), &v2).0, 201);
+    let (status, body) = w.buy(&early);
+    assert_eq!(status, 202, "{body}");
+    // A recorded request keeps its answer even though its offer moved on.
+    assert_eq!(w.buy(&req), (s1, a1));
+    assert_eq!(w.seller.forwards().len(), 2);
     // 50 concurrent duplicates of a new request: one forward, one answer.
-    let req = request(2, 300);
+    let mut req = request(2, 300);
+    req["offer_version"] = json!("2");
     let answers: Vec<(u16, Value)> = (0..50)
         .map(|_| {
             let (w, req) = (w.clone(), req.clone());
@@ -552,7 +567,7 @@ fn an_idempotency_key_answers_once_and_forwards_once() {
         .collect();
     assert!(answers.iter().all(|a| *a == answers[0]), "{:?}", answers[0]);
     assert_eq!(answers[0].0, 202);
-    assert_eq!(w.seller.forwards().len(), 2, "exactly one more forward");
+    assert_eq!(w.seller.forwards().len(), 3, "exactly one more forward");
 }
 
 #[test]

@@ -25,6 +25,32 @@ use agenta::FailureMode;
 /// How often a duplicate waits for the first request's answer.
 const DUPLICATE_POLL: Duration = Duration::from_millis(20);
 
+/// How many times a duplicate tries a key that the first request freed.
+const MAX_CLAIMS: usize = 8;
+
+fn in_progress() -> Refusal {
+    Refusal::new(
+        409,
+        "idempotency_in_progress",
+        "the first request with this idempotency_key has not been answered yet",
+    )
+}
+
+/// A purchase the gateway recorded: from here on, whatever happens is the
+/// answer its idempotency key keeps.
+enum Recorded {
+    /// To forward to the seller.
+    Forward {
+        request_id: String,
+        endpoint: String,
+        /// The request as forwarded (dgw's callback in it).
+        message: Value,
+        record: Box<RequestRecord>,
+    },
+    /// Ended before the forward (its payment authorization was used).
+    Ended(Refusal),
+}
+
 /// What a request was checked to be, before anything is reserved.
 struct Checked {
     request: agenta::ExecutionRequest,
@@ -45,7 +71,7 @@ impl Agenta {
         authorization: Option<&str>,
         message: &Value,
     ) -> Result<HttpAnswer, Refusal> {
-        let checked = self.check_request(message).await?;
+        let request: agenta::ExecutionRequest = self.schemas.parse(message)?;
         let token = credential(authorization, "DCT").ok_or_else(|| Refusal {
             status: 401,
             ..Refusal::budget("pay with `Authorization: DCT <token>`")
@@ -56,18 +82,42 @@ impl Agenta {
             .map_err(|e| Refusal::new(400, "schema_validation_failure", e.to_string()))?;
         let key = format!(
             "{}\n{}",
-            checked.request.buyer_agent.organization_id, checked.request.idempotency_key
+            request.buyer_agent.organization_id, request.idempotency_key
         );
         let first = IdempotencyRecord {
             digest: digest.clone(),
             delegation_id: delegation_id.clone(),
-            request_id: checked.request.request_id.clone(),
+            request_id: request.request_id.clone(),
             answer: None,
         };
-        if !self.records.insert_new(IDEMPOTENCY, &key, &first).await? {
-            return self.repeated(&key, &digest, &delegation_id).await;
+        // Claimed before the offer is looked at: a retry gets the first
+        // answer even if the offer has moved on since. A duplicate waits for
+        // the first's answer; if the first was refused before anything was
+        // recorded, the key is free again and the duplicate tries it itself.
+        let mut claims = 0;
+        while !self.records.insert_new(IDEMPOTENCY, &key, &first).await? {
+            if let Some(answer) = self.repeated(&key, &digest, &delegation_id).await? {
+                return Ok(answer);
+            }
+            claims += 1;
+            if claims >= MAX_CLAIMS {
+                return Err(in_progress());
+            }
         }
-        let answer = self.buy(checked, grant, token, message).await;
+        let recorded = match self.check_request(request).await {
+            Ok(checked) => self.buy(checked, grant, token, message).await,
+            Err(r) => Err(r),
+        };
+        let recorded = match recorded {
+            Ok(r) => r,
+            Err(r) => {
+                // Nothing was reserved or recorded: a retry is evaluated
+                // afresh (after the offer is registered, the budget raised…).
+                self.records.remove(IDEMPOTENCY, &key).await?;
+                return Err(r);
+            }
+        };
+        let answer = self.forward(recorded).await;
         let stored = match &answer {
             Ok(a) => StoredAnswer {
                 status: a.status,
@@ -87,10 +137,9 @@ impl Agenta {
         answer
     }
 
-    /// The schema, the offer (current version, seller, buyers, input), the
-    /// price and the deadline: everything that needs no credential.
-    async fn check_request(&self, message: &Value) -> Result<Checked, Refusal> {
-        let request: agenta::ExecutionRequest = self.schemas.parse(message)?;
+    /// The offer (current version, seller, buyers, input), the price and
+    /// the deadline of a request whose schema passed.
+    async fn check_request(&self, request: agenta::ExecutionRequest) -> Result<Checked, Refusal> {
         let (_, offer) = self.current_offer(&request.offer_id).await?;
         if offer.offer_version.as_deref() != Some(request.offer_version.as_str()) {
             return Err(Refusal::mode(
@@ -189,20 +238,24 @@ impl Agenta {
     }
 
     /// A request whose idempotency key was used before: the first answer,
-    /// once there is one, if the body and the paying delegation are the same.
+    /// once there is one, if the body and the paying delegation are the
+    /// same; `None` when the key is free again.
     async fn repeated(
         &self,
         key: &str,
         digest: &str,
         delegation_id: &str,
-    ) -> Result<HttpAnswer, Refusal> {
+    ) -> Result<Option<HttpAnswer>, Refusal> {
         let patience = self.config.seller_timeout + Duration::from_secs(5);
         let started = std::time::Instant::now();
         loop {
-            let first: IdempotencyRecord =
-                self.records.get(IDEMPOTENCY, key).await?.ok_or_else(|| {
-                    Refusal::new(500, "state_corrupt", "an idempotency key vanished")
-                })?;
+            let Some(first) = self
+                .records
+                .get::<IdempotencyRecord>(IDEMPOTENCY, key)
+                .await?
+            else {
+                return Ok(None);
+            };
             if first.digest != digest || first.delegation_id != delegation_id {
                 return Err(Refusal::new(
                     409,
@@ -211,27 +264,23 @@ impl Agenta {
                 ));
             }
             if let Some(a) = first.answer {
-                return Ok(HttpAnswer::new(a.status, a.body));
+                return Ok(Some(HttpAnswer::new(a.status, a.body)));
             }
             if started.elapsed() > patience {
-                return Err(Refusal::new(
-                    409,
-                    "idempotency_in_progress",
-                    "the first request with this idempotency_key has not been answered yet",
-                ));
+                return Err(in_progress());
             }
             tokio::time::sleep(DUPLICATE_POLL).await;
         }
     }
 
-    /// Reserves, records, forwards.
+    /// Reserves and records a purchase; a refusal here has changed nothing.
     async fn buy(
         &self,
         checked: Checked,
         grant: Grant,
         token: &str,
         message: &Value,
-    ) -> Result<HttpAnswer, Refusal> {
+    ) -> Result<Recorded, Refusal> {
         let Checked {
             request,
             offer,
@@ -339,7 +388,7 @@ impl Agenta {
             );
             self.fail_to_start(&request.request_id, &refusal.message)
                 .await;
-            return Err(refusal);
+            return Ok(Recorded::Ended(refusal));
         }
         self.audit(
             "execution_request",
@@ -355,18 +404,35 @@ impl Agenta {
         .await;
         let mut forwarded = message.clone();
         forwarded["callback"] = json!({"url": self.receipts_url(), "auth_reference": secret});
+        Ok(Recorded::Forward {
+            request_id: request.request_id,
+            endpoint,
+            message: forwarded,
+            record: Box::new(record),
+        })
+    }
+
+    /// Forwards a recorded purchase to its seller and applies the receipt
+    /// it answers with.
+    async fn forward(&self, recorded: Recorded) -> Result<HttpAnswer, Refusal> {
+        let (request_id, endpoint, forwarded, record) = match recorded {
+            Recorded::Ended(refusal) => return Err(refusal),
+            Recorded::Forward {
+                request_id,
+                endpoint,
+                message,
+                record,
+            } => (request_id, endpoint, message, *record),
+        };
         match self.sellers.post(&endpoint, &forwarded).await {
-            Ok(answer) => match self
-                .apply_receipt(&request.request_id, record, &answer)
-                .await
-            {
+            Ok(answer) => match self.apply_receipt(&request_id, record, &answer).await {
                 Ok(status) => Ok(HttpAnswer::new(
                     if status.is_terminal() { 200 } else { 202 },
                     answer,
                 )),
                 Err(r) => {
                     let message = format!("the seller answered with no valid receipt: {r}");
-                    self.fail_to_start(&request.request_id, &message).await;
+                    self.fail_to_start(&request_id, &message).await;
                     Err(Refusal::mode(
                         FailureMode::UpstreamDependencyFailed,
                         message,
@@ -374,8 +440,7 @@ impl Agenta {
                 }
             },
             Err(e) => {
-                self.fail_to_start(&request.request_id, &e.to_string())
-                    .await;
+                self.fail_to_start(&request_id, &e.to_string()).await;
                 Err(Refusal::mode(
                     FailureMode::UpstreamDependencyFailed,
                     e.to_string(),
