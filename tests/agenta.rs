@@ -31,6 +31,8 @@ enum Mode {
 struct Seller {
     url: String,
     received: Arc<Mutex<Vec<Value>>>,
+    /// The `Authorization` header of each, in the same order.
+    authorizations: Arc<Mutex<Vec<Option<String>>>>,
     mode: Arc<Mutex<Mode>>,
 }
 
@@ -39,18 +41,20 @@ impl Seller {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/agenta", listener.local_addr().unwrap());
         let received = Arc::new(Mutex::new(Vec::new()));
+        let authorizations = Arc::new(Mutex::new(Vec::new()));
         let mode = Arc::new(Mutex::new(Mode::Accept));
-        let (r, m) = (received.clone(), mode.clone());
+        let (r, a, m) = (received.clone(), authorizations.clone(), mode.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let (r, m) = (r.clone(), m.clone());
-                std::thread::spawn(move || serve_one(stream, &r, &m));
+                let (r, a, m) = (r.clone(), a.clone(), m.clone());
+                std::thread::spawn(move || serve_one(stream, &r, &a, &m));
             }
         });
         Seller {
             url,
             received,
+            authorizations,
             mode,
         }
     }
@@ -60,9 +64,15 @@ impl Seller {
     }
 }
 
-fn serve_one(mut stream: std::net::TcpStream, received: &Mutex<Vec<Value>>, mode: &Mutex<Mode>) {
+fn serve_one(
+    mut stream: std::net::TcpStream,
+    received: &Mutex<Vec<Value>>,
+    authorizations: &Mutex<Vec<Option<String>>>,
+    mode: &Mutex<Mode>,
+) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut length = 0;
+    let mut authorization = None;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -75,12 +85,18 @@ fn serve_one(mut stream: std::net::TcpStream, received: &Mutex<Vec<Value>>, mode
             if k.eq_ignore_ascii_case("content-length") {
                 length = v.trim().parse().unwrap();
             }
+            if k.eq_ignore_ascii_case("authorization") {
+                authorization = Some(v.trim().to_owned());
+            }
         }
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
     let request: Value = serde_json::from_slice(&body).unwrap();
-    received.lock().unwrap().push(request.clone());
+    let mut inbox = received.lock().unwrap();
+    inbox.push(request.clone());
+    authorizations.lock().unwrap().push(authorization);
+    drop(inbox);
     let (status, answer) = match *mode.lock().unwrap() {
         Mode::Accept => ("200 OK", receipt(&request, "rcpt-accept", "accepted")),
         Mode::Fail => ("503 Service Unavailable", json!({})),
@@ -159,6 +175,11 @@ struct World {
 
 impl World {
     fn new(budget_cents: u64, mode: &str, max_seconds: u64) -> World {
+        Self::with(budget_cents, mode, max_seconds, "")
+    }
+
+    /// [`World::new`] with more keys in `[agenta]`.
+    fn with(budget_cents: u64, mode: &str, max_seconds: u64, agenta: &str) -> World {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().to_owned();
         let root = seed(1);
@@ -166,7 +187,7 @@ impl World {
             &path,
             &[("acme", root.principal_id())],
             &format!(
-                "grpc = \"127.0.0.1:0\"\n[budget]\nsnapshot_interval = \"1s\"\n[agenta]\ntenant = \"acme\"\n\
+                "grpc = \"127.0.0.1:0\"\n[budget]\nsnapshot_interval = \"1s\"\n[agenta]\ntenant = \"acme\"\n{agenta}\n\
                  [agenta.currencies]\nUSD = 1000000\n\
                  [[admin.tokens]]\nname = \"ops\"\nsha256 = \"{}\"\n",
                 hex::encode(sha2::Sha256::digest(ADMIN.as_bytes()))
@@ -1220,4 +1241,48 @@ fn offers_are_preloaded_from_files_and_a_bad_one_stops_the_start() {
         err.contains("bad-offer.json") && err.contains("EUR"),
         "{err}"
     );
+}
+
+#[test]
+fn receipts_reach_a_buyer_callback_only_on_an_allowed_host() {
+    let w = World::with(
+        1000,
+        "buyer_verified",
+        600,
+        "buyer_callback_hosts = [\"127.0.0.1\"]",
+    );
+    let buyer = Seller::start();
+    let mut req = request(1, 300);
+    req["callback"] = json!({"url": buyer.url, "auth_reference": "buyer-own-secret"});
+    assert_eq!(w.buy(&req).0, 202);
+    let secret = w.secret_of("req-00000001");
+    let done = completed(&req, "rcpt-done", json!("short"), 250);
+    assert_eq!(w.report(Some(&secret), &done).0, 200);
+    let started = std::time::Instant::now();
+    while buyer.forwards().len() < 2 {
+        assert!(started.elapsed().as_secs() < 10, "{:?}", buyer.forwards());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let statuses: Vec<Value> = buyer
+        .forwards()
+        .iter()
+        .map(|r| r["status"].clone())
+        .collect();
+    assert!(statuses.contains(&json!("accepted")) && statuses.contains(&json!("completed")));
+    assert!(buyer
+        .authorizations
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|a| a.as_deref() == Some("Bearer buyer-own-secret")));
+    // A callback on a host not in the list (the same server, named
+    // otherwise) is never called.
+    let mut req = request(2, 300);
+    req["callback"] = json!({"url": buyer.url.replace("127.0.0.1", "localhost")});
+    assert_eq!(w.buy(&req).0, 202);
+    let secret = w.secret_of("req-00000002");
+    let done = completed(&req, "rcpt-done", json!("short"), 250);
+    assert_eq!(w.report(Some(&secret), &done).0, 200);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(buyer.forwards().len(), 2, "nothing more");
 }

@@ -21,6 +21,9 @@ pub struct AgentaConfig {
     pub seller_timeout: Duration,
     /// Offer files registered at start.
     pub offers: Vec<PathBuf>,
+    /// Hosts of buyers' callbacks dgw passes receipts on to (none: it calls
+    /// no URL a request names).
+    pub buyer_callback_hosts: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -34,6 +37,8 @@ pub struct RawAgenta {
     seller_timeout: String,
     #[serde(default)]
     offers: Vec<RawOffer>,
+    #[serde(default)]
+    buyer_callback_hosts: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -89,6 +94,11 @@ impl RawAgenta {
             public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
             seller_timeout,
             offers: self.offers.into_iter().map(|o| o.file).collect(),
+            buyer_callback_hosts: self
+                .buyer_callback_hosts
+                .into_iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
         })
     }
 }

@@ -236,6 +236,7 @@ impl Agenta {
         if !new {
             return Ok(next);
         }
+        self.notify_buyer(&record, as_received);
         self.audit(
             "execution_receipt",
             json!({"request_id": request_id, "receipt_id": receipt.receipt_id, "status": next.as_str()}),
@@ -245,6 +246,30 @@ impl Agenta {
             self.finish(request_id).await?;
         }
         Ok(next)
+    }
+
+    /// Passes a receipt on to the buyer's own callback, if it gave one on a
+    /// host `agenta.buyer_callback_hosts` allows (decision 89: dgw calls no
+    /// other URL a request names).
+    fn notify_buyer(&self, record: &RequestRecord, receipt: &Value) {
+        let Some(callback) = &record.buyer_callback else {
+            return;
+        };
+        let Some(url) = callback.get("url").and_then(Value::as_str) else {
+            return;
+        };
+        let allowed = url
+            .parse::<hyper::Uri>()
+            .ok()
+            .and_then(|u| u.host().map(str::to_ascii_lowercase))
+            .is_some_and(|h| self.config.buyer_callback_hosts.contains(&h));
+        if allowed {
+            let bearer = callback
+                .get("auth_reference")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            self.sellers.notify(url.to_owned(), receipt.clone(), bearer);
+        }
     }
 
     /// A completed receipt's amount is in the request's currency.

@@ -1,12 +1,13 @@
-//! Forwarding an execution request to its seller: one POST of JSON to the
-//! offer's `seller_agent.endpoint`, within the configured time, the answer
-//! read up to a size limit.
+//! The calls dgw makes: an execution request forwarded to its seller (one
+//! POST of JSON to the offer's `seller_agent.endpoint`, within the
+//! configured time, the answer read up to a size limit), and receipts passed
+//! on to a buyer's callback on an allowed host.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Request, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -34,7 +35,8 @@ pub enum SellerError {
     Tls(String),
 }
 
-/// The HTTP(S) client sellers are called with.
+/// The HTTP(S) client sellers (and buyers' callbacks) are called with.
+#[derive(Clone)]
 pub struct Sellers {
     client: Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, String>,
     timeout: Duration,
@@ -72,6 +74,28 @@ impl Sellers {
 
     /// POSTs `message` to `endpoint`; the JSON the seller answered with.
     pub async fn post(&self, endpoint: &str, message: &Value) -> Result<Value, SellerError> {
+        let body = self.send(endpoint, message, None).await?;
+        serde_json::from_slice(&body).map_err(|e| SellerError::Unreadable(e.to_string()))
+    }
+
+    /// POSTs `message` to a buyer's callback in a task of its own (with
+    /// `Authorization: Bearer <auth_reference>` when the buyer gave one);
+    /// a failure is logged: the buyer can always read the state.
+    pub fn notify(&self, url: String, message: Value, bearer: Option<String>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = this.send(&url, &message, bearer.as_deref()).await {
+                tracing::warn!(%url, error = %e, "notifying a buyer's callback");
+            }
+        });
+    }
+
+    async fn send(
+        &self,
+        endpoint: &str,
+        message: &Value,
+        bearer: Option<&str>,
+    ) -> Result<Bytes, SellerError> {
         let uri = Self::check_endpoint(endpoint)?;
         let client = self
             .client
@@ -83,6 +107,11 @@ impl Sellers {
         request
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(secret) = bearer {
+            let value = HeaderValue::from_str(&format!("Bearer {secret}"))
+                .map_err(|e| SellerError::Unreachable(e.to_string()))?;
+            request.headers_mut().insert(AUTHORIZATION, value);
+        }
         let exchange = async {
             let response = client
                 .request(request)
@@ -92,12 +121,11 @@ impl Sellers {
             if !status.is_success() {
                 return Err(SellerError::Status(status.as_u16()));
             }
-            let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+            Ok(Limited::new(response.into_body(), MAX_ANSWER_BYTES)
                 .collect()
                 .await
                 .map_err(|e| SellerError::Unreadable(e.to_string()))?
-                .to_bytes();
-            serde_json::from_slice(&body).map_err(|e| SellerError::Unreadable(e.to_string()))
+                .to_bytes())
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
