@@ -213,6 +213,38 @@ root_key_file = "data/demo-root.key"
     }
 
     #[test]
+    fn the_agenta_section_is_checked_key_by_key() {
+        let agenta = "[agenta]\ntenant = \"acme\"\nbuyer_callback_hosts = [\"Agents.Example\"]\n\
+                      [agenta.currencies]\nUSD = 1000000\n[[agenta.offers]]\nfile = \"o.json\"\n";
+        let c = Config::parse(&format!("{GOOD}{agenta}"), Path::new("t.toml")).unwrap();
+        let a = c.agenta.unwrap();
+        assert_eq!(a.currencies["USD"], 1_000_000);
+        assert_eq!(a.buyer_callback_hosts, ["agents.example"]);
+        assert_eq!(a.seller_timeout, Duration::from_secs(10));
+        assert!(Config::parse(GOOD, Path::new("t.toml"))
+            .unwrap()
+            .agenta
+            .is_none());
+        assert!(err(&format!(
+            "{GOOD}{}",
+            agenta.replace("\"acme\"", "\"nobody\"")
+        ))
+        .contains("`agenta.tenant`"));
+        assert!(err(&format!("{GOOD}{}", agenta.replace("USD", "usd")))
+            .contains("`agenta.currencies.usd`"));
+        assert!(err(&format!("{GOOD}{}", agenta.replace("1000000", "0")))
+            .contains("`agenta.currencies.USD`"));
+        assert!(err(&format!(
+            "{GOOD}{}",
+            agenta.replace(
+                "[agenta.currencies]",
+                "public_url = \"ftp://x\"\n[agenta.currencies]"
+            )
+        ))
+        .contains("`agenta.public_url`"));
+    }
+
+    #[test]
     fn errors_name_the_key() {
         assert!(err(&GOOD.replace("127.0.0.1:0", "localhost")).contains("`server.http`"));
         assert!(
