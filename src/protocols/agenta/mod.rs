@@ -11,11 +11,13 @@
 
 mod buy;
 mod config;
+mod ending;
 mod offers;
 mod records;
 mod refusal;
 mod report;
 mod seller;
+mod verification;
 
 use std::sync::{Arc, OnceLock};
 

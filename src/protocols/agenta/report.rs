@@ -1,16 +1,13 @@
-//! What happens after a request is forwarded: the seller's receipts (each
-//! authenticated by the request's callback secret) move it through the
-//! manifest's states; a final one settles or releases the reservation and
-//! becomes a gateway-signed attestation; verifiers judge completed work;
-//! requests past their deadline expire.
+//! What a seller reports after a request is forwarded: receipts (or, from a
+//! DelegateOS seller, signed attestations), each authenticated by the
+//! request's callback secret, move it through the manifest's states (a
+//! final one ends it: `ending.rs`); and who may read a request.
 
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
 use super::buy::sha256_hex;
-use super::records::{
-    OfferRecord, RefusedReceipt, RequestRecord, VerificationRecord, OFFERS, OPEN, REQUESTS,
-};
+use super::records::{OfferRecord, RefusedReceipt, RequestRecord, OFFERS, REQUESTS};
 use super::{credential, Agenta, Refusal};
 use crate::caller::Caller;
 use crate::gatekeeper::now;
@@ -19,7 +16,7 @@ use agenta::{FailureMode, Status};
 
 impl Agenta {
     /// Whether `authorization` carries the seller's callback secret of `record`.
-    fn is_seller(record: &RequestRecord, authorization: Option<&str>) -> bool {
+    pub(super) fn is_seller(record: &RequestRecord, authorization: Option<&str>) -> bool {
         credential(authorization, "Bearer").is_some_and(|secret| {
             let presented = sha256_hex(secret.as_bytes());
             presented
@@ -30,7 +27,7 @@ impl Agenta {
     }
 
     /// Whether `authorization` is a DCT of the delegation that paid for `record`.
-    fn is_buyer(&self, record: &RequestRecord, authorization: Option<&str>) -> bool {
+    pub(super) fn is_buyer(&self, record: &RequestRecord, authorization: Option<&str>) -> bool {
         credential(authorization, "DCT")
             .and_then(|t| self.paying_grant(t).ok())
             .is_some_and(|g| {
@@ -40,7 +37,7 @@ impl Agenta {
             })
     }
 
-    async fn request(&self, request_id: &str) -> Result<RequestRecord, Refusal> {
+    pub(super) async fn request(&self, request_id: &str) -> Result<RequestRecord, Refusal> {
         self.records
             .get(REQUESTS, request_id)
             .await?
@@ -48,7 +45,7 @@ impl Agenta {
     }
 
     /// The offer a request was made under, at its version.
-    async fn offer_of(&self, record: &RequestRecord) -> Result<agenta::Offer, Refusal> {
+    pub(super) async fn offer_of(&self, record: &RequestRecord) -> Result<agenta::Offer, Refusal> {
         let offers: OfferRecord = self
             .records
             .get(OFFERS, &record.offer_id)
@@ -308,212 +305,6 @@ impl Agenta {
             .await;
     }
 
-    /// Ends a final request's reservation once: `completed` settles
-    /// `financials.final_amount` (at most the reserved `max_amount`; more is
-    /// recorded as an overcharge attempt), anything else releases it; the
-    /// last receipt, when it is final and not `rejected`, becomes a
-    /// gateway-signed attestation.
-    pub(super) async fn finish(&self, request_id: &str) -> Result<(), Refusal> {
-        let record = self.request(request_id).await?;
-        let Some(status) = record.status().filter(|s| s.is_terminal()) else {
-            return Ok(());
-        };
-        if record.ended {
-            return Ok(());
-        }
-        let last = record
-            .receipts
-            .last()
-            .filter(|r| r["status"] == status.as_str())
-            .cloned();
-        let receipt: Option<agenta::ExecutionReceipt> =
-            last.as_ref().and_then(|r| self.schemas.parse(r).ok());
-        let (mut charged, mut overcharge) = (0, None);
-        if status == Status::Completed {
-            let asked = receipt
-                .as_ref()
-                .and_then(|r| r.financials.as_ref())
-                .and_then(|f| f.get("final_amount"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            let asked_microcents = self
-                .currencies
-                .to_microcents(&record.currency, asked)
-                .unwrap_or(u64::MAX);
-            charged = asked_microcents.min(record.max_microcents);
-            if asked_microcents > record.max_microcents {
-                overcharge = Some(json!({"final_amount": asked, "currency": record.currency,
-                    "charged_microcents": charged}));
-            }
-            if let Some(id) = &record.reservation_id {
-                match self.gate.settle(&Caller::gateway(), id, charged).await {
-                    Ok(_) => crate::telemetry::record_protocol_settled(super::ID.name, charged),
-                    Err(e) => {
-                        tracing::warn!(request_id, error = %e, "settling an Agenta reservation");
-                        charged = 0;
-                    }
-                }
-            }
-        } else {
-            self.release(record.reservation_id.as_deref()).await;
-        }
-        let attestation_id = match (&receipt, &last) {
-            (Some(r), Some(raw)) if status != Status::Rejected => {
-                self.attest(&record, r, raw, charged).await
-            }
-            _ => None,
-        };
-        self.records
-            .update(REQUESTS, request_id, |r: &mut RequestRecord| {
-                if !r.ended {
-                    r.ended = true;
-                    r.charged_microcents = Some(charged);
-                    r.overcharge_attempt = overcharge.clone();
-                    r.attestation_id = attestation_id.clone();
-                }
-                Ok(())
-            })
-            .await?;
-        self.records.remove(OPEN, request_id).await?;
-        self.audit(
-            "request_ended",
-            json!({"request_id": request_id, "status": status.as_str(),
-                   "charged_microcents": charged, "overcharge_attempt": overcharge,
-                   "attestation_id": attestation_id}),
-        )
-        .await;
-        Ok(())
-    }
-
-    /// The attestation of a final receipt, signed by the gateway and stored.
-    async fn attest(
-        &self,
-        record: &RequestRecord,
-        receipt: &agenta::ExecutionReceipt,
-        raw: &Value,
-        charged: u64,
-    ) -> Option<String> {
-        let made = (|| {
-            let contract_id: delegateos::ContractId =
-                serde_json::from_value(json!(record.contract_id)).ok()?;
-            let delegation_id: delegateos::DelegationId =
-                serde_json::from_value(json!(record.delegation_id)).ok()?;
-            let mut draft = agenta::receipt_to_attestation(
-                receipt,
-                raw,
-                &contract_id,
-                &delegation_id,
-                &self.currencies,
-            )
-            .ok()?;
-            draft.result.cost_microcents = charged;
-            draft
-                .sign(&self.key, crate::random::attestation_id().ok()?, now().0)
-                .ok()
-        })();
-        let attestation = made?;
-        match self.delegations.put_attestation(&attestation).await {
-            Ok(()) => Some(attestation.id.to_string()),
-            Err(e) => {
-                tracing::error!(error = %e, "storing an Agenta attestation");
-                None
-            }
-        }
-    }
-
-    /// `POST /agenta/v0/verification-results`: who may verify follows the
-    /// offer's `verification_policy.mode`: the seller (its callback secret)
-    /// for `seller_attested`, the buyer (a DCT of the delegation that paid)
-    /// for `buyer_verified`, an administrator for `third_party_verified`.
-    pub(super) async fn post_verification(
-        &self,
-        caller: &Caller,
-        authorization: Option<&str>,
-        message: &Value,
-    ) -> Result<HttpAnswer, Refusal> {
-        let v: agenta::VerificationResult = self.schemas.parse(message)?;
-        let record = self.request(&v.request_id).await?;
-        let offer = self.offer_of(&record).await?;
-        let (allowed, who) = match offer.verification_policy.mode.as_str() {
-            "seller_attested" => (
-                Self::is_seller(&record, authorization)
-                    && v.verifier_agent.agent_id == record.seller_agent_id,
-                "the seller",
-            ),
-            "buyer_verified" => (
-                self.is_buyer(&record, authorization)
-                    && v.verifier_agent.agent_id == record.buyer_agent_id,
-                "the buyer",
-            ),
-            _ => (
-                super::admin_secret(caller, "a third-party verification").is_ok(),
-                "an administrator's",
-            ),
-        };
-        if !allowed {
-            return Err(Refusal::unauthorized(format!(
-                "this offer's verification ({}) is {who}'s",
-                offer.verification_policy.mode
-            )));
-        }
-        if record.status() != Some(Status::Completed) {
-            return Err(Refusal::new(
-                409,
-                "invalid_state_transition",
-                "only a completed request is verified",
-            ));
-        }
-        let completed = record
-            .receipts
-            .iter()
-            .rev()
-            .find(|r| r["status"] == "completed");
-        if completed.map(|r| &r["receipt_id"]) != Some(&json!(v.receipt_id)) {
-            return Err(Refusal::new(
-                422,
-                "receipt_mismatch",
-                "receipt_id is not the request's completed receipt",
-            ));
-        }
-        let entry = VerificationRecord {
-            verification_id: v.verification_id.clone(),
-            receipt_id: v.receipt_id.clone(),
-            verifier_agent_id: v.verifier_agent.agent_id.clone(),
-            decision: v.decision.clone(),
-            failure_reasons: v.failure_reasons.clone().unwrap_or_default(),
-            digest: agenta::translate::digest(message)
-                .map_err(|e| Refusal::new(400, "schema_validation_failure", e.to_string()))?,
-        };
-        self.records
-            .update(REQUESTS, &v.request_id, |r: &mut RequestRecord| {
-                match r
-                    .verifications
-                    .iter()
-                    .find(|x| x.verification_id == entry.verification_id)
-                {
-                    Some(x) if *x == entry => Ok(()),
-                    Some(_) => Err(Refusal::new(
-                        409,
-                        "verification_id_reused",
-                        "a different verification with this verification_id was received",
-                    )),
-                    None => {
-                        r.verifications.push(entry.clone());
-                        Ok(())
-                    }
-                }
-            })
-            .await?;
-        self.audit(
-            "verification_result",
-            json!({"request_id": v.request_id, "verification_id": v.verification_id,
-                   "decision": v.decision, "attestation_id": record.attestation_id}),
-        )
-        .await;
-        let record = self.request(&v.request_id).await?;
-        Ok(HttpAnswer::new(200, record.view(&v.request_id)))
-    }
-
     /// `GET /agenta/v0/execution-requests/{id}`: for an administrator, the
     /// seller (its callback secret) or the buyer (a DCT of the delegation
     /// that paid).
@@ -550,41 +341,5 @@ impl Agenta {
             }
         }
         Ok(HttpAnswer::new(200, view))
-    }
-
-    /// Expires open requests past their deadline and ends the reservations
-    /// a crash left open on final ones; drops index entries of requests
-    /// that ended (or were never recorded). One request that fails is
-    /// logged and the others are still swept.
-    pub(super) async fn expire_and_finish(&self) -> Result<(), Refusal> {
-        let now_ms = now().1;
-        for (id, _) in self.records.scan::<Value>(OPEN).await? {
-            let record = match self.records.get::<RequestRecord>(REQUESTS, &id).await? {
-                Some(r) if !r.ended => r,
-                _ => {
-                    self.records.remove(OPEN, &id).await?;
-                    continue;
-                }
-            };
-            let terminal = record.status().is_some_and(Status::is_terminal);
-            if !terminal && now_ms >= record.deadline_ms {
-                let expired = self
-                    .records
-                    .update(REQUESTS, &id, |r: &mut RequestRecord| {
-                        let next = Status::after(r.status(), Status::Expired)?;
-                        r.status = Some(next.as_str().to_owned());
-                        Ok(())
-                    })
-                    .await;
-                if expired.is_ok() {
-                    self.audit("request_expired", json!({"request_id": id}))
-                        .await;
-                }
-            }
-            if let Err(e) = self.finish(&id).await {
-                tracing::error!(request_id = %id, error = %e, "ending an Agenta request");
-            }
-        }
-        Ok(())
     }
 }
