@@ -1,0 +1,316 @@
+//! Delegation tokens (delegation-token-v1.json), the standing grants they
+//! may be ticks of, and signed grant revocations: parsed into typed form
+//! (the JSON kept, since signatures cover it), verified alone and as chains.
+
+use ed25519_dalek::VerifyingKey;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::encoding;
+use crate::scope::Scope;
+use crate::{Failure, Reason, MAX_ARTIFACT_BYTES, MAX_TOKEN_CHAIN, SUITE};
+
+/// A signed delegation token.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationToken {
+    /// Who delegates.
+    pub delegator_id: String,
+    /// Their key, hex; it verifies `signature`.
+    pub delegator_public_key: String,
+    /// Who receives the authority.
+    pub delegate_id: String,
+    /// Their key, hex: only this key may exercise the token.
+    pub delegate_public_key: String,
+    /// What may be done.
+    pub scope: String,
+    /// Epoch milliseconds.
+    pub issued_at: f64,
+    /// Epoch milliseconds; invalid after it.
+    pub expires_at: f64,
+    /// Epoch milliseconds; invalid before it.
+    #[serde(default)]
+    pub not_before: Option<f64>,
+    /// The standing grant it is a tick of.
+    #[serde(default)]
+    pub grant_id: Option<String>,
+    /// As written.
+    pub suite: String,
+    /// Base64url.
+    pub signature: String,
+    /// The token as received.
+    #[serde(skip)]
+    pub raw: Value,
+}
+
+/// A standing grant (standing-delegation@1.0): the ceiling per-tick tokens
+/// are minted under. Members beyond these are kept (signed) and not read.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StandingDelegation {
+    /// Its handle; revocations name it.
+    pub grant_id: String,
+    /// Who grants.
+    pub delegator_id: String,
+    /// Their key, hex.
+    pub delegator_public_key: String,
+    /// Who receives.
+    pub delegate_id: String,
+    /// Their key, hex.
+    pub delegate_public_key: String,
+    /// The scope ceiling.
+    pub scope: String,
+    /// Epoch milliseconds.
+    pub expires_at: f64,
+    /// Epoch milliseconds (`null` or absent: none).
+    #[serde(default)]
+    pub not_before: Option<f64>,
+    /// Longest lifetime of a tick, in milliseconds.
+    pub max_token_ttl_ms: f64,
+    /// As written.
+    pub suite: String,
+    /// Base64url.
+    pub signature: String,
+    /// The grant as received.
+    #[serde(skip)]
+    pub raw: Value,
+}
+
+/// A signed revocation of a standing grant.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationRevocation {
+    /// The grant revoked.
+    pub grant_id: String,
+    /// Who revokes.
+    pub delegator_id: String,
+    /// Their key, hex.
+    pub delegator_public_key: String,
+    /// Epoch milliseconds.
+    pub revoked_at: f64,
+    /// As written.
+    pub suite: String,
+    /// Base64url.
+    pub signature: String,
+    /// As received.
+    #[serde(skip)]
+    pub raw: Value,
+}
+
+/// Parses untrusted JSON bytes (size-limited, duplicate keys refused).
+pub fn parse_value(json: &[u8]) -> Result<Value, Failure> {
+    delegateos::canonical::parse_strict(json, MAX_ARTIFACT_BYTES)
+        .map_err(|e| Failure::malformed(e.to_string()))
+}
+
+macro_rules! from_value {
+    ($t:ty, $what:literal) => {
+        impl $t {
+            /// The artifact `value` is.
+            pub fn from_value(value: &Value) -> Result<Self, Failure> {
+                let mut parsed: Self = serde_json::from_value(value.clone())
+                    .map_err(|e| Failure::malformed(format!("{}: {e}", $what)))?;
+                parsed.raw = value.clone();
+                Ok(parsed)
+            }
+        }
+    };
+}
+from_value!(DelegationToken, "delegation token");
+from_value!(StandingDelegation, "standing delegation");
+from_value!(DelegationRevocation, "delegation revocation");
+
+/// Whether `raw`'s signature verifies under the suite with the key written
+/// in `key_hex`, read as the reference reads keys (the verdict's
+/// integrity). The gateway's checks use [`encoding::parse_key`] first.
+fn signed_by(suite: &str, raw: &Value, key_hex: &str, signature: &str) -> bool {
+    suite == SUITE
+        && encoding::lenient_key(key_hex).is_some_and(|k| {
+            encoding::signing_bytes(raw).is_ok_and(|m| encoding::verifies(&k, &m, signature))
+        })
+}
+
+impl DelegationToken {
+    /// The signature alone, clockless (the reference's `verifyDelegation`
+    /// with `checkExpiry: false`).
+    pub fn signature_verifies(&self) -> bool {
+        signed_by(
+            &self.suite,
+            &self.raw,
+            &self.delegator_public_key,
+            &self.signature,
+        )
+    }
+
+    /// Its window at `now` (epoch ms): expired after `expires_at`, not yet
+    /// valid before `not_before`.
+    pub fn window(&self, now: f64) -> Result<(), Failure> {
+        if self.expires_at < now {
+            return Err(Failure::new(
+                Reason::Expired,
+                "the delegation token has expired",
+            ));
+        }
+        if self.not_before.is_some_and(|nb| now < nb) {
+            return Err(Failure::new(
+                Reason::NotYetValid,
+                "the delegation token is not valid yet",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The delegate's key, as the gateway accepts one.
+    pub fn delegate_key(&self) -> Result<VerifyingKey, Failure> {
+        encoding::parse_key(&self.delegate_public_key)
+    }
+
+    /// The delegator's key, as the gateway accepts one.
+    pub fn delegator_key(&self) -> Result<VerifyingKey, Failure> {
+        encoding::parse_key(&self.delegator_public_key)
+    }
+
+    /// The token alone, as the gateway accepts one at `now`: suite,
+    /// lowercase keys, signature, a scope naming something, its window.
+    pub fn verify(&self, now: f64) -> Result<(), Failure> {
+        if self.suite != SUITE {
+            return Err(Failure::new(
+                Reason::WrongSuite,
+                format!("suite must be {SUITE}, not {:?}", self.suite),
+            ));
+        }
+        self.delegator_key()?;
+        self.delegate_key()?;
+        if !self.signature_verifies() {
+            return Err(Failure::new(
+                Reason::BadSignature,
+                "the delegation token's signature does not verify",
+            ));
+        }
+        if Scope::parse(&self.scope).is_empty() {
+            return Err(Failure::malformed(
+                "the delegation token's scope names nothing",
+            ));
+        }
+        if self.expires_at < self.issued_at {
+            return Err(Failure::malformed("expires_at is before issued_at"));
+        }
+        self.window(now)
+    }
+}
+
+impl StandingDelegation {
+    /// The grant's own validity at `at` (the reference's
+    /// `verifyStandingDelegation` with expiry checked): suite, activation,
+    /// expiry, signature.
+    pub fn valid_at(&self, at: f64) -> bool {
+        !self.not_before.is_some_and(|nb| at < nb)
+            && self.expires_at >= at
+            && signed_by(
+                &self.suite,
+                &self.raw,
+                &self.delegator_public_key,
+                &self.signature,
+            )
+    }
+
+    /// Whether `token` is structurally a tick of this grant: its grant, its
+    /// parties, a scope within the ceiling, a lifetime within the maximum.
+    pub fn fits(&self, token: &DelegationToken) -> bool {
+        token.grant_id.as_deref() == Some(self.grant_id.as_str())
+            && token.delegator_id == self.delegator_id
+            && token.delegator_public_key == self.delegator_public_key
+            && token.delegate_id == self.delegate_id
+            && token.delegate_public_key == self.delegate_public_key
+            && Scope::parse(&token.scope).narrows(&Scope::parse(&self.scope))
+            && token.expires_at - token.issued_at <= self.max_token_ttl_ms
+    }
+}
+
+impl DelegationRevocation {
+    /// Whether it authoritatively revokes `grant`: it names the grant, is
+    /// by the grant's delegator key, and its signature verifies.
+    pub fn revokes(&self, grant_id: &str, delegator_public_key: &str) -> bool {
+        self.grant_id == grant_id
+            && self.delegator_public_key == delegator_public_key
+            && signed_by(
+                &self.suite,
+                &self.raw,
+                &self.delegator_public_key,
+                &self.signature,
+            )
+    }
+}
+
+/// The first revocation in `revocations` that revokes `grant`.
+pub fn find_revocation<'a>(
+    grant: &StandingDelegation,
+    revocations: &'a [DelegationRevocation],
+) -> Option<&'a DelegationRevocation> {
+    revocations
+        .iter()
+        .find(|r| r.revokes(&grant.grant_id, &grant.delegator_public_key))
+}
+
+/// A token or a chain of them, as presented: a JSON object or an array.
+pub fn chain_from_value(value: &Value) -> Result<Vec<DelegationToken>, Failure> {
+    let items: Vec<&Value> = match value {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    if items.is_empty() {
+        return Err(Failure::malformed("the delegation chain is empty"));
+    }
+    if items.len() > MAX_TOKEN_CHAIN {
+        return Err(Failure::new(
+            Reason::TooDeep,
+            format!("a delegation chain may have at most {MAX_TOKEN_CHAIN} tokens"),
+        ));
+    }
+    items.into_iter().map(DelegationToken::from_value).collect()
+}
+
+/// Verifies a chain root first at `now`: every token as
+/// [`DelegationToken::verify`] accepts it (windows included: the chain is
+/// used now, not read as history), each delegate the next delegator (id
+/// and key), and each scope within the previous. The error names the index.
+pub fn verify_chain(chain: &[DelegationToken], now: f64) -> Result<(), (usize, Failure)> {
+    if chain.is_empty() {
+        return Err((0, Failure::malformed("the delegation chain is empty")));
+    }
+    for (i, token) in chain.iter().enumerate() {
+        token.verify(now).map_err(|f| (i, f))?;
+        if i == 0 {
+            continue;
+        }
+        let prev = &chain[i - 1];
+        if prev.delegate_id != token.delegator_id
+            || prev.delegate_public_key != token.delegator_public_key
+        {
+            return Err((
+                i,
+                Failure::new(
+                    Reason::BrokenLinkage,
+                    format!(
+                        "token {i} is by {:?}, but token {} delegated to {:?}",
+                        token.delegator_id,
+                        i - 1,
+                        prev.delegate_id
+                    ),
+                ),
+            ));
+        }
+        if !Scope::parse(&token.scope).narrows(&Scope::parse(&prev.scope)) {
+            return Err((
+                i,
+                Failure::new(
+                    Reason::ScopeWidened,
+                    format!(
+                        "token {i} widens scope {:?} to {:?}",
+                        prev.scope, token.scope
+                    ),
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
