@@ -116,16 +116,21 @@ pub struct McpHttp<'a> {
     pub addr: &'a str,
     pub session: String,
     pub next_id: u64,
-    /// The DCT the session was opened with in the header, sent with every
-    /// request that names no other (the session is bound to it).
+    /// The `Authorization` value the session was opened with, sent with
+    /// every request that names no other (the session is bound to it).
     pub opened_with: Option<String>,
 }
 
 impl<'a> McpHttp<'a> {
     pub fn connect(addr: &'a str, dct: Option<&str>) -> Self {
-        let auth = dct.map(|d| format!("DCT {d}"));
+        Self::connect_with(addr, dct.map(|d| format!("DCT {d}")))
+    }
+
+    /// Opens a session with this `Authorization` value (any protocol's),
+    /// sent with every request that names no other.
+    pub fn connect_with(addr: &'a str, authorization: Option<String>) -> Self {
         let mut headers = vec![];
-        if let Some(a) = &auth {
+        if let Some(a) = &authorization {
             headers.push(("Authorization", a.as_str()));
         }
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -146,7 +151,7 @@ impl<'a> McpHttp<'a> {
             addr,
             session,
             next_id: 1,
-            opened_with: dct.map(str::to_owned),
+            opened_with: authorization.clone(),
         };
         let (status, _) = c.post(
             &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
@@ -158,8 +163,8 @@ impl<'a> McpHttp<'a> {
 
     pub fn post(&mut self, message: &Value, dct: Option<&str>) -> (u16, Value) {
         let auth = dct
-            .or(self.opened_with.as_deref())
-            .map(|d| format!("DCT {d}"));
+            .map(|d| format!("DCT {d}"))
+            .or_else(|| self.opened_with.clone());
         let mut headers = vec![("Mcp-Session-Id", self.session.as_str())];
         if let Some(a) = &auth {
             headers.push(("Authorization", a.as_str()));

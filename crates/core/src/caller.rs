@@ -159,6 +159,8 @@ pub struct Authenticator {
     loopback_admin: bool,
     /// The schemes the registered protocols' credentials travel under.
     schemes: Vec<&'static str>,
+    /// The prefixes of protocol credentials sent as `Bearer` values.
+    bearer_prefixes: Vec<&'static str>,
 }
 
 impl Authenticator {
@@ -174,12 +176,20 @@ impl Authenticator {
             certs,
             loopback_admin,
             schemes: vec!["DCT"],
+            bearer_prefixes: Vec::new(),
         }
     }
 
     /// Takes credentials under exactly these schemes (the registry's).
     pub fn with_schemes(mut self, schemes: Vec<&'static str>) -> Self {
         self.schemes = schemes;
+        self
+    }
+
+    /// Takes `Bearer <prefix>…` values as protocol credentials (the
+    /// registry's bearer prefixes), not admin secrets.
+    pub fn with_bearer_prefixes(mut self, prefixes: Vec<&'static str>) -> Self {
+        self.bearer_prefixes = prefixes;
         self
     }
 
@@ -203,7 +213,12 @@ impl Authenticator {
         };
         let value = std::str::from_utf8(value).map_err(|_| AuthError::UnknownScheme)?;
         let (scheme, rest) = split_authorization(value).ok_or(AuthError::UnknownScheme)?;
-        if scheme.eq_ignore_ascii_case("bearer") {
+        if scheme.eq_ignore_ascii_case("bearer")
+            && self.bearer_prefixes.iter().any(|p| rest.starts_with(p))
+        {
+            caller.credential = Some(rest.to_owned());
+            caller.scheme = Some("Bearer".to_owned());
+        } else if scheme.eq_ignore_ascii_case("bearer") {
             caller.admin = Some(self.admin_token(rest).ok_or(AuthError::InvalidAdminToken)?);
         } else if let Some(s) = self.schemes.iter().find(|s| s.eq_ignore_ascii_case(scheme)) {
             caller.credential = Some(rest.to_owned());

@@ -365,7 +365,16 @@ impl DelegationGateway for GrpcFront {
             let found = if r.credential_json.is_empty() {
                 self.credential_in_metadata(&caller)?
             } else {
-                self.credential_in_json(&r.credential_json).await?
+                let carried = self.credential_in_json(&r.credential_json).await?;
+                // The metadata's half of a two-part credential (Motebit's
+                // bearer token) combines with the JSON's delegation.
+                match caller.presented() {
+                    Some(_) => {
+                        let header = self.credential_in_metadata(&caller)?;
+                        self.protocols.combine(&header, &carried).unwrap_or(carried)
+                    }
+                    None => carried,
+                }
             };
             let call = Call::one(&asked, r.cost_microcents, "grpc");
             match self

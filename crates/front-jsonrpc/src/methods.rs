@@ -313,12 +313,19 @@ impl JsonRpc {
         let found: Found = match (in_params.map_err(|d| denied(&d))?, from_header) {
             (Some(f), None) => f,
             (None, Some(f)) => f.map_err(|d| denied(&d))?,
-            (Some(_), Some(_)) => {
-                return Err(err(RpcError::new(
-                    INVALID_PARAMS,
-                    "conflicting_credentials",
-                    "the Authorization header and the params carry credentials both",
-                )))
+            // Two parts of one credential (Motebit's) combine; two
+            // credentials conflict.
+            (Some(carried), Some(header)) => {
+                let header = header.map_err(|d| denied(&d))?;
+                self.protocols
+                    .combine(&header, &carried)
+                    .ok_or_else(|| {
+                        err(RpcError::new(
+                            INVALID_PARAMS,
+                            "conflicting_credentials",
+                            "the Authorization header and the params carry credentials both",
+                        ))
+                    })?
             }
             (None, None) => {
                 return Err(err(RpcError::new(

@@ -18,7 +18,7 @@ use super::tools::ToolPolicy;
 use super::upstream::{Upstream, UpstreamError};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller;
-use dgw_core::protocol::{Call, Completed, Decision, Denial, EarlyRefusal, Found};
+use dgw_core::protocol::{Call, Completed, Decision, Denial, EarlyRefusal, Found, Review};
 use dgw_core::telemetry;
 use dgw_front_jsonrpc::{denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR};
 
@@ -99,9 +99,18 @@ impl Routed {
             requests: &self.requests,
             cost_microcents: self.cost,
             session,
+            in_session: true,
         }
     }
 }
+
+/// A forwarded call's answer, how long the upstream took, and why its
+/// answer was withheld, if it was.
+type Forwarded = (
+    Result<Reply, UpstreamError>,
+    std::time::Duration,
+    Option<(&'static str, String)>,
+);
 
 /// What the pipeline allowed, kept until the call ends.
 struct Granted {
@@ -200,10 +209,19 @@ impl McpProxy {
                 }
             }
         };
-        let (reply, took) = self
+        let (reply, took, withheld) = self
             .forward(id, cancel, &caller.session.id, params, &routed, granted)
             .await?;
         *upstream_time = Some(took);
+        if let Some((reason, detail)) = withheld {
+            let mut e = RpcError::new(
+                INTERNAL_ERROR,
+                "receipt_withheld",
+                format!("the upstream's answer was withheld: {detail}"),
+            );
+            e.data["reason"] = json!(reason);
+            return Err(e);
+        }
         let named: Vec<String> = routed.requests.into_iter().map(|r| r.resource).collect();
         reply
             .map(|r| scrub::scrub_reply(r, &named))
@@ -329,8 +347,11 @@ impl McpProxy {
     /// Forwards under the upstream's own name in a task of its own: once the
     /// upstream may act, the call ends here (answered, or cancelled upstream,
     /// and settled) even if the client goes away meanwhile, which cancels
-    /// it. Charged once the upstream was reached (it may have acted);
-    /// released when the call never left dgw; the protocol is told.
+    /// it. The protocols review a successful answer first (a Motebit
+    /// receipt in it must verify). Charged once the upstream was reached
+    /// (it may have acted) unless its answer was withheld (no proof, no
+    /// payment); released when the call never left dgw; the protocol is
+    /// told. The third value is why the answer was withheld, if it was.
     async fn forward(
         &self,
         id: &Id,
@@ -339,22 +360,46 @@ impl McpProxy {
         mut params: Map<String, Value>,
         routed: &Routed,
         granted: Option<Granted>,
-    ) -> Result<(Result<Reply, UpstreamError>, std::time::Duration), RpcError> {
+    ) -> Result<Forwarded, RpcError> {
         params.insert("name".into(), json!(routed.tool.original));
         let (upstream, gate) = (routed.upstream.clone(), self.gate.clone());
+        let protocols = self.protocols.clone();
         let (id, cancel, session) = (id.clone(), cancel.clone(), session.to_owned());
         let (tool, action) = (routed.tool.exposed.clone(), routed.action.clone());
         let (requests, cost) = (routed.requests.clone(), routed.cost);
         let forwarded = tokio::spawn(async move {
             let started = Instant::now();
-            let reply = upstream.request("tools/call", Some(params), &cancel).await;
+            let mut reply = upstream.request("tools/call", Some(params), &cancel).await;
             let took = started.elapsed();
+            let call = Call {
+                tool: &tool,
+                action: action.as_deref().unwrap_or_default(),
+                requests: &requests,
+                cost_microcents: cost,
+                session: &session,
+                in_session: true,
+            };
+            let mut withheld = None;
+            if let Ok(Reply::Result(result)) = &mut reply {
+                if let Review::Withhold { reason, detail } = protocols.review(&call, result).await {
+                    reply = Ok(Reply::Error(json!({
+                        "code": INTERNAL_ERROR,
+                        "message": format!("the upstream's answer was withheld: {detail}"),
+                        "data": {"type": "receipt_withheld", "reason": reason},
+                    })));
+                    withheld = Some((reason, detail));
+                }
+            }
             let Some(granted) = granted else {
-                return (reply, took);
+                return (reply, took, withheld);
             };
             if let Some(reservation) = &granted.reservation {
                 let ended = match &reply {
                     Err(e) if !e.reached() => gate
+                        .release(&caller::Caller::gateway(), reservation)
+                        .await
+                        .map(drop),
+                    _ if withheld.is_some() => gate
                         .release(&caller::Caller::gateway(), reservation)
                         .await
                         .map(drop),
@@ -364,13 +409,6 @@ impl McpProxy {
                     tracing::error!(%reservation, error = %e, "ending a tool call's reservation failed");
                 }
             }
-            let call = Call {
-                tool: &tool,
-                action: action.as_deref().unwrap_or_default(),
-                requests: &requests,
-                cost_microcents: cost,
-                session: &session,
-            };
             let protocol = &granted.found.protocol;
             match &reply {
                 Ok(r) => {
@@ -389,7 +427,7 @@ impl McpProxy {
                 }
                 Err(_) => {}
             }
-            (reply, took)
+            (reply, took, withheld)
         });
         forwarded.await.map_err(|e| {
             RpcError::new(
@@ -427,6 +465,7 @@ impl McpProxy {
             requests: &[],
             cost_microcents: 0,
             session: &caller.session.id,
+            in_session: true,
         };
         let d = found
             .protocol

@@ -235,7 +235,11 @@ impl McpProxy {
     ) -> Result<Option<Found>, Denial> {
         let in_params = self.take_credential(params).await?;
         match self.header_credential(authorization).transpose()? {
-            Some(found) => Ok(Some(found)),
+            Some(header) => Ok(Some(
+                in_params
+                    .and_then(|p| self.protocols.combine(&header, &p))
+                    .unwrap_or(header),
+            )),
             None => Ok(in_params),
         }
     }
@@ -413,18 +417,30 @@ impl McpProxy {
         caller: Caller<'_>,
         in_request: Option<Found>,
     ) -> Result<Option<Found>, Denial> {
-        if in_request.is_some() {
-            return Ok(in_request);
-        }
-        if let Some(found) = self.header_credential(caller.authorization).transpose()? {
-            return Ok(Some(found));
-        }
-        Ok(caller
-            .session
-            .credential
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone())
+        let header = self.header_credential(caller.authorization).transpose()?;
+        let session = || {
+            caller
+                .session
+                .credential
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        };
+        // A credential in two parts (Motebit's bearer token in the header,
+        // its delegation in the request or the session) is combined; else
+        // the request's wins, then the header's, then the session's.
+        Ok(match (in_request, header) {
+            (Some(request), Some(header)) => {
+                Some(self.protocols.combine(&header, &request).unwrap_or(request))
+            }
+            (Some(request), None) => Some(request),
+            (None, Some(header)) => Some(
+                session()
+                    .and_then(|s| self.protocols.combine(&header, &s))
+                    .unwrap_or(header),
+            ),
+            (None, None) => session(),
+        })
     }
 
     /// §11.3 step 4: the upstreams' tools, only those a rule names, and

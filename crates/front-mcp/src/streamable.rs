@@ -227,12 +227,11 @@ fn header_digest(headers: &HeaderMap) -> Option<HolderDigest> {
         .map(|v| HolderDigest::of(v.trim()))
 }
 
-/// The `Authorization` header, unless it is an administrator's `Bearer`:
-/// a protocol's credential (`DCT …`), for the registry to read.
+/// The `Authorization` header, for the registry to read a protocol's
+/// credential from (`DCT …`, `Bearer motebit:…`); an administrator's
+/// `Bearer` secret is no protocol's, and the registry finds nothing in it.
 pub fn header_credential(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, _) = value.trim().split_once(' ')?;
-    (!scheme.eq_ignore_ascii_case("Bearer")).then_some(value)
+    headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()
 }
 
 /// The `/mcp` endpoint.

@@ -130,8 +130,12 @@ pub struct Call<'a> {
     /// What it asks, in DelegateOS capability terms.
     pub requests: &'a [CapabilityRequest],
     pub cost_microcents: u64,
-    /// The front's session (MCP), for protocols that scope replay by it.
+    /// The front's session (MCP), for protocols that scope replay by it;
+    /// the front's name when its requests stand alone.
     pub session: &'a str,
+    /// Whether `session` is a session (an MCP session's ID) whose requests
+    /// one presentation of a credential may cover, or only a front's name.
+    pub in_session: bool,
 }
 
 impl<'a> Call<'a> {
@@ -144,6 +148,7 @@ impl<'a> Call<'a> {
             requests: std::slice::from_ref(request),
             cost_microcents,
             session,
+            in_session: false,
         }
     }
 }
@@ -188,6 +193,22 @@ pub enum Completed<'a> {
     Failed,
 }
 
+/// What a protocol makes of an upstream's answer ([`Protocol::review`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Review {
+    /// Nothing of this protocol's in it, or what there is holds.
+    Pass,
+    /// It carries this protocol's proof of the work and the proof fails:
+    /// the answer is withheld from the caller and the call is not charged
+    /// (no proof, no payment).
+    Withhold {
+        /// The reason, as the protocol names it.
+        reason: &'static str,
+        /// What, for people.
+        detail: String,
+    },
+}
+
 /// A refusal made before any credential was checked (the tool is unknown
 /// or maps to no capability): protocols that audit their denials see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,7 +248,15 @@ pub trait Protocol: Send + Sync {
         None
     }
 
-    /// Reads a credential sent under [`Protocol::scheme`].
+    /// The prefix of its credentials inside `Authorization: Bearer`
+    /// (Motebit's `motebit:`), for peers that send theirs as bearer tokens;
+    /// a Bearer value no protocol claims stays an administrator's secret.
+    fn bearer_prefix(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Reads a credential sent under [`Protocol::scheme`] (or, without its
+    /// prefix, under `Bearer` with [`Protocol::bearer_prefix`]).
     fn read_header(&self, _credentials: &str) -> Result<Credential, Denial> {
         Err(Denial::protocol(
             self.id(),
@@ -250,6 +279,15 @@ pub trait Protocol: Send + Sync {
         _request: &mut Map<String, Value>,
     ) -> Result<Option<Credential>, Denial> {
         Ok(None)
+    }
+
+    /// One credential from the two parts of a credential that comes in two
+    /// (Motebit: the bearer token in the header, the delegation in the
+    /// request's `_meta` or the session's): `header` as the transport
+    /// carried it, `carried` as the request or the session did. `None`:
+    /// they do not combine, and the front's precedence applies.
+    fn combine(&self, _header: &Credential, _carried: &Credential) -> Option<Credential> {
+        None
     }
 
     /// Verifies a credential for a call: signature chain, expiry,
@@ -297,6 +335,14 @@ pub trait Protocol: Send + Sync {
 
     /// The pipeline allowed a call it granted, and reserved its cost.
     async fn allowed(&self, _grant: &Grant, _call: &Call<'_>) {}
+
+    /// An upstream's successful answer to a forwarded call (whoever's
+    /// credential it carried), before anything is settled or the caller
+    /// sees it: a protocol whose proofs of work travel in answers (Motebit's
+    /// signed receipts) checks them here, and may add to the result.
+    async fn review(&self, _call: &Call<'_>, _result: &mut Value) -> Review {
+        Review::Pass
+    }
 
     /// A call it granted was forwarded and ended so.
     async fn completed(&self, _grant: &Grant, _call: &Call<'_>, _how: Completed<'_>) {}

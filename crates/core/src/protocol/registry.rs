@@ -43,6 +43,8 @@ impl Registry {
                 || (protocol.scheme().is_some()
                     && other.scheme().map(str::to_ascii_lowercase)
                         == protocol.scheme().map(str::to_ascii_lowercase))
+                || (protocol.bearer_prefix().is_some()
+                    && other.bearer_prefix() == protocol.bearer_prefix())
                 || (protocol.envelope_prefix().is_some()
                     && other.envelope_prefix() == protocol.envelope_prefix())
                 || protocol.http_paths().iter().any(|p| {
@@ -55,7 +57,7 @@ impl Registry {
         };
         if let Some(other) = self.protocols.iter().find(|p| clash(p)) {
             return Err(format!(
-                "protocol {id} clashes with {} (name, scheme, envelope prefix or HTTP path)",
+                "protocol {id} clashes with {} (name, scheme, bearer prefix, envelope prefix or HTTP path)",
                 other.id()
             ));
         }
@@ -92,6 +94,41 @@ impl Registry {
         self.protocols.iter().filter_map(|p| p.scheme()).collect()
     }
 
+    /// The prefixes protocols claim inside `Authorization: Bearer`.
+    pub fn bearer_prefixes(&self) -> Vec<&'static str> {
+        self.protocols
+            .iter()
+            .filter_map(|p| p.bearer_prefix())
+            .collect()
+    }
+
+    /// The one credential a header's and a request's (or session's) make
+    /// when they are the same protocol's and it combines them.
+    pub fn combine(&self, header: &Found, carried: &Found) -> Option<Found> {
+        if header.protocol.id() != carried.protocol.id() {
+            return None;
+        }
+        let credential = header
+            .protocol
+            .combine(&header.credential, &carried.credential)?;
+        Some(Found {
+            protocol: header.protocol.clone(),
+            credential,
+        })
+    }
+
+    /// Every protocol's review of an upstream's answer; the first that
+    /// withholds it decides.
+    pub async fn review(&self, call: &super::Call<'_>, result: &mut Value) -> super::Review {
+        for p in &self.protocols {
+            let review = p.review(call, result).await;
+            if review != super::Review::Pass {
+                return review;
+            }
+        }
+        super::Review::Pass
+    }
+
     /// The envelope prefixes the protocols add beside `method`.
     pub fn envelope_prefixes(&self) -> Vec<&'static str> {
         self.protocols
@@ -102,7 +139,7 @@ impl Registry {
 
     /// The credential in an `Authorization: <scheme> <credentials>` value,
     /// if a protocol claims the scheme (`Bearer` belongs to administrators
-    /// and is never a protocol's).
+    /// unless the value starts with a protocol's bearer prefix).
     pub fn from_header(&self, authorization: &str) -> Option<Result<Found, Denial>> {
         let (scheme, credentials) = authorization.trim().split_once(' ')?;
         self.from_scheme(scheme, credentials)
@@ -110,18 +147,25 @@ impl Registry {
 
     /// The credential sent under `scheme`, if a protocol claims it.
     pub fn from_scheme(&self, scheme: &str, credentials: &str) -> Option<Result<Found, Denial>> {
+        let credentials = credentials.trim();
+        if scheme.trim().eq_ignore_ascii_case("bearer") {
+            let (protocol, rest) = self.protocols.iter().find_map(|p| {
+                let rest = credentials.strip_prefix(p.bearer_prefix()?)?;
+                Some((p, rest))
+            })?;
+            return Some(protocol.read_header(rest).map(|credential| Found {
+                protocol: protocol.clone(),
+                credential,
+            }));
+        }
         let protocol = self.protocols.iter().find(|p| {
             p.scheme()
                 .is_some_and(|s| s.eq_ignore_ascii_case(scheme.trim()))
         })?;
-        Some(
-            protocol
-                .read_header(credentials.trim())
-                .map(|credential| Found {
-                    protocol: protocol.clone(),
-                    credential,
-                }),
-        )
+        Some(protocol.read_header(credentials).map(|credential| Found {
+            protocol: protocol.clone(),
+            credential,
+        }))
     }
 
     /// [`Registry::take_from_request`] for a params object alone (a call's
@@ -169,5 +213,75 @@ impl Registry {
             }
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::gatekeeper::GateError;
+    use crate::protocol::{Call, Decision, Grant};
+
+    /// A protocol whose credentials travel as `Bearer <prefix>…`, in two
+    /// halves it combines.
+    struct Prefixed(&'static ProtocolInfo, &'static str);
+
+    #[async_trait]
+    impl Protocol for Prefixed {
+        fn id(&self) -> ProtocolId {
+            ProtocolId::new(self.0)
+        }
+        fn bearer_prefix(&self) -> Option<&'static str> {
+            Some(self.1)
+        }
+        fn read_header(&self, credentials: &str) -> Result<Credential, Denial> {
+            Ok(Credential::new(credentials, "header"))
+        }
+        fn combine(&self, header: &Credential, carried: &Credential) -> Option<Credential> {
+            Some(Credential::new(
+                format!("{}+{}", header.presented(), carried.presented()),
+                "both",
+            ))
+        }
+        async fn grant(&self, _: &Credential, _: &Call<'_>) -> Result<Decision<Grant>, GateError> {
+            Err(GateError::InvalidParams("not for this test".into()))
+        }
+    }
+
+    const A: ProtocolInfo = ProtocolInfo {
+        name: "a",
+        title: "A",
+        denial_message: None,
+    };
+    const B: ProtocolInfo = ProtocolInfo {
+        name: "b",
+        title: "B",
+        denial_message: None,
+    };
+
+    #[test]
+    fn bearer_values_belong_to_a_protocol_only_under_its_prefix() {
+        let mut r = Registry::default();
+        r.register(Arc::new(Prefixed(&A, "a:"))).unwrap();
+        assert!(r.register(Arc::new(Prefixed(&B, "a:"))).is_err());
+        r.register(Arc::new(Prefixed(&B, "b:"))).unwrap();
+        assert_eq!(r.bearer_prefixes(), vec!["a:", "b:"]);
+        let found = r.from_header("Bearer b:token").unwrap().unwrap();
+        assert_eq!(
+            (found.protocol.id().name, found.credential.presented()),
+            ("b", "token")
+        );
+        // An administrator's secret is no protocol's.
+        assert!(r.from_header("Bearer s3cret").is_none());
+        assert!(r.from_header("bearer a:x").is_some());
+        // Halves of one protocol combine; of two, they do not.
+        let a = r.from_header("Bearer a:1").unwrap().unwrap();
+        let a2 = r.from_header("Bearer a:2").unwrap().unwrap();
+        assert_eq!(r.combine(&a, &a2).unwrap().credential.presented(), "1+2");
+        assert!(r.combine(&a, &found).is_none());
     }
 }
