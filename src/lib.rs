@@ -10,6 +10,7 @@ pub mod config;
 pub mod data_dir;
 pub mod keyfile;
 pub mod logs;
+pub mod outbound;
 pub mod protocols;
 pub mod serve;
 

@@ -424,7 +424,7 @@ impl Agenta {
                 record,
             } => (request_id, endpoint, message, *record),
         };
-        match self.sellers.post(&endpoint, &forwarded).await {
+        match self.sellers.post(&endpoint, &forwarded, None).await {
             Ok(answer) => match self.apply_receipt(&request_id, record, &answer).await {
                 Ok(status) => Ok(HttpAnswer::new(
                     if status.is_terminal() { 200 } else { 202 },

@@ -16,7 +16,6 @@ mod offers;
 mod records;
 mod refusal;
 mod report;
-mod seller;
 mod verification;
 
 use std::sync::{Arc, OnceLock};
@@ -33,10 +32,10 @@ use crate::protocol::{
 };
 use crate::state::{AuditSink, DelegationStore, RecordStore};
 
+use crate::outbound::JsonClient;
 pub use config::{AgentaConfig, RawAgenta};
 use records::Records;
 pub use refusal::Refusal;
-use seller::Sellers;
 
 /// Agenta's name in metrics, audit and `data.protocol`.
 pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
@@ -72,7 +71,7 @@ pub struct Agenta {
     delegations: Arc<dyn DelegationStore>,
     audit: Arc<dyn AuditSink>,
     key: Arc<Keypair>,
-    sellers: Sellers,
+    sellers: JsonClient,
     /// The base URL sellers call back at, once the listener is bound.
     base_url: OnceLock<String>,
 }
@@ -93,7 +92,7 @@ impl Agenta {
         let schemas = agenta::Schemas::new().map_err(|e| format!("the Agenta schemas: {e}"))?;
         let agenta = Self {
             currencies: agenta::Currencies::new(config.currencies.clone()),
-            sellers: Sellers::new(config.seller_timeout),
+            sellers: JsonClient::new(config.seller_timeout),
             base_url: OnceLock::new(),
             schemas,
             gate: state.gate,

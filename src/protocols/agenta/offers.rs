@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::records::{OfferRecord, OFFERS};
-use super::seller::Sellers;
 use super::{Agenta, Refusal};
+use crate::outbound::JsonClient;
 use crate::protocol::HttpAnswer;
 
 impl Agenta {
@@ -27,7 +27,7 @@ impl Agenta {
                 "dgw forwards requests to seller_agent.endpoint: the offer needs one",
             )
         })?;
-        Sellers::check_endpoint(endpoint)
+        JsonClient::check_endpoint(endpoint)
             .map_err(|e| Refusal::new(422, "seller_endpoint_invalid", e.to_string()))?;
         // Refused now rather than at the first purchase.
         self.currencies

@@ -1,7 +1,7 @@
-//! The calls dgw makes: an execution request forwarded to its seller (one
-//! POST of JSON to the offer's `seller_agent.endpoint`, within the
-//! configured time, the answer read up to a size limit), and receipts passed
-//! on to a buyer's callback on an allowed host.
+//! The calls dgw makes to other services: one POST of JSON within a set
+//! time, the answer read up to a size limit (an Agenta execution request
+//! to its seller, receipts to a buyer's callback, `dgw motebit pin` to a
+//! running gateway).
 
 use std::time::Duration;
 
@@ -15,34 +15,34 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
-/// The most a seller's answer may hold.
+/// The most an answer may hold.
 const MAX_ANSWER_BYTES: usize = 1 << 20;
 
-/// Why a seller gave no usable answer.
+/// Why a service gave no usable answer.
 #[derive(Debug, thiserror::Error)]
-pub enum SellerError {
-    #[error("the seller endpoint {0:?} is not an http(s) URL")]
+pub enum OutboundError {
+    #[error("the endpoint {0:?} is not an http(s) URL")]
     BadEndpoint(String),
-    #[error("the seller did not answer within {0:?}")]
+    #[error("no answer within {0:?}")]
     Timeout(Duration),
-    #[error("the seller could not be reached: {0}")]
+    #[error("could not be reached: {0}")]
     Unreachable(String),
-    #[error("the seller answered HTTP {0}")]
+    #[error("answered HTTP {0}")]
     Status(u16),
-    #[error("the seller's answer is not JSON of at most 1 MiB: {0}")]
+    #[error("the answer is not JSON of at most 1 MiB: {0}")]
     Unreadable(String),
-    #[error("HTTPS to sellers is not available: {0}")]
+    #[error("HTTPS is not available: {0}")]
     Tls(String),
 }
 
-/// The HTTP(S) client sellers (and buyers' callbacks) are called with.
+/// The HTTP(S) client other services are called with.
 #[derive(Clone)]
-pub struct Sellers {
+pub struct JsonClient {
     client: Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, String>,
     timeout: Duration,
 }
 
-impl Sellers {
+impl JsonClient {
     pub fn new(timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
@@ -61,21 +61,27 @@ impl Sellers {
         Self { client, timeout }
     }
 
-    /// Whether `endpoint` is a URL sellers can be called at.
-    pub fn check_endpoint(endpoint: &str) -> Result<Uri, SellerError> {
+    /// Whether `endpoint` is a URL a service can be called at.
+    pub fn check_endpoint(endpoint: &str) -> Result<Uri, OutboundError> {
         let uri: Uri = endpoint
             .parse()
-            .map_err(|_| SellerError::BadEndpoint(endpoint.to_owned()))?;
+            .map_err(|_| OutboundError::BadEndpoint(endpoint.to_owned()))?;
         match (uri.scheme_str(), uri.host()) {
             (Some("http" | "https"), Some(_)) => Ok(uri),
-            _ => Err(SellerError::BadEndpoint(endpoint.to_owned())),
+            _ => Err(OutboundError::BadEndpoint(endpoint.to_owned())),
         }
     }
 
-    /// POSTs `message` to `endpoint`; the JSON the seller answered with.
-    pub async fn post(&self, endpoint: &str, message: &Value) -> Result<Value, SellerError> {
-        let body = self.send(endpoint, message, None).await?;
-        serde_json::from_slice(&body).map_err(|e| SellerError::Unreadable(e.to_string()))
+    /// POSTs `message` to `endpoint` (with `Authorization: Bearer
+    /// <bearer>` when given); the JSON the service answered with.
+    pub async fn post(
+        &self,
+        endpoint: &str,
+        message: &Value,
+        bearer: Option<&str>,
+    ) -> Result<Value, OutboundError> {
+        let body = self.send(endpoint, message, bearer).await?;
+        serde_json::from_slice(&body).map_err(|e| OutboundError::Unreadable(e.to_string()))
     }
 
     /// POSTs `message` to a buyer's callback in a task of its own (with
@@ -95,40 +101,40 @@ impl Sellers {
         endpoint: &str,
         message: &Value,
         bearer: Option<&str>,
-    ) -> Result<Bytes, SellerError> {
+    ) -> Result<Bytes, OutboundError> {
         let uri = Self::check_endpoint(endpoint)?;
         let client = self
             .client
             .as_ref()
-            .map_err(|e| SellerError::Tls(e.clone()))?;
+            .map_err(|e| OutboundError::Tls(e.clone()))?;
         let mut request = Request::post(uri)
             .body(Full::new(Bytes::from(message.to_string())))
-            .map_err(|e| SellerError::Unreachable(e.to_string()))?;
+            .map_err(|e| OutboundError::Unreachable(e.to_string()))?;
         request
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(secret) = bearer {
             let value = HeaderValue::from_str(&format!("Bearer {secret}"))
-                .map_err(|e| SellerError::Unreachable(e.to_string()))?;
+                .map_err(|e| OutboundError::Unreachable(e.to_string()))?;
             request.headers_mut().insert(AUTHORIZATION, value);
         }
         let exchange = async {
             let response = client
                 .request(request)
                 .await
-                .map_err(|e| SellerError::Unreachable(e.to_string()))?;
+                .map_err(|e| OutboundError::Unreachable(e.to_string()))?;
             let status = response.status();
             if !status.is_success() {
-                return Err(SellerError::Status(status.as_u16()));
+                return Err(OutboundError::Status(status.as_u16()));
             }
             Ok(Limited::new(response.into_body(), MAX_ANSWER_BYTES)
                 .collect()
                 .await
-                .map_err(|e| SellerError::Unreadable(e.to_string()))?
+                .map_err(|e| OutboundError::Unreadable(e.to_string()))?
                 .to_bytes())
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
-            .map_err(|_| SellerError::Timeout(self.timeout))?
+            .map_err(|_| OutboundError::Timeout(self.timeout))?
     }
 }
