@@ -22,6 +22,7 @@ use crate::mcp::{McpProxy, Upstream};
 use crate::protocol::Registry;
 use crate::protocols::agenta::{Agenta, AgentaState};
 use crate::protocols::delegateos::DelegateOs;
+use crate::protocols::motebit::{Motebit, MotebitState};
 use crate::protocols::talos::Talos;
 use crate::revocations::{Revocations, RevokeError};
 use crate::state::{Backend, BudgetSettings, StorageError, Stores};
@@ -152,6 +153,21 @@ async fn open_state(
     .await?;
     protocols
         .register(Arc::new(talos))
+        .map_err(ServeError::Protocol)?;
+    let motebit = Motebit::new(
+        config.motebit.clone(),
+        MotebitState {
+            revocations: revocations.clone(),
+            replay: stores.replay.clone(),
+            records: stores.records.clone(),
+            delegations: stores.delegations.clone(),
+            audit: audit.clone(),
+            key: gateway_key.clone(),
+        },
+    )
+    .await?;
+    protocols
+        .register(Arc::new(motebit))
         .map_err(ServeError::Protocol)?;
     let agenta = match &config.agenta {
         Some(section) => {
@@ -360,7 +376,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             config.admin_certs.clone(),
             http_addr,
         )
-        .with_schemes(state.protocols.schemes()),
+        .with_schemes(state.protocols.schemes())
+        .with_bearer_prefixes(state.protocols.bearer_prefixes()),
         guard: HttpGuard::new(
             http_addr,
             config.server.allowed_origins.clone(),
@@ -412,7 +429,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             config.admin_certs.clone(),
             grpc_addr.unwrap_or(config.server.http),
         )
-        .with_schemes(state.protocols.schemes());
+        .with_schemes(state.protocols.schemes())
+        .with_bearer_prefixes(state.protocols.bearer_prefixes());
         let tls = grpc_tls.clone();
         let limits = Limits {
             header_read_timeout: None,

@@ -177,6 +177,7 @@ fn no_module_depends_on_itself() {
         "src",
         "adapters/agenta/src",
         "adapters/delegateos/src",
+        "adapters/motebit/src",
         "adapters/talos/src",
         "crates/core/src",
         "crates/state-sled/src",
@@ -228,6 +229,8 @@ fn dependencies_point_down_the_layers() {
         for banned in [
             "delegate-gateway",
             "talos",
+            "agenta",
+            "motebit",
             "dgw-state-sled",
             "dgw-state-memory",
             "sled",
@@ -264,7 +267,9 @@ fn dependencies(manifest: &str) -> Vec<String> {
 fn the_core_depends_on_no_transport_backend_or_protocol_but_delegateos() {
     let core = dependencies("crates/core/Cargo.toml");
     assert!(core.contains(&"delegateos".to_owned()), "{core:?}");
-    for banned in ["sled", "redis", "hyper", "tonic", "talos", "rustls", "clap"] {
+    for banned in [
+        "sled", "redis", "hyper", "tonic", "talos", "agenta", "motebit", "rustls", "clap",
+    ] {
         assert!(
             !core.iter().any(|d| d == banned),
             "core depends on {banned}"
@@ -322,4 +327,36 @@ fn sled_and_talos_are_named_in_their_own_modules_only() {
         talos.is_empty(),
         "Talos named outside its module: {talos:?}"
     );
+}
+
+/// Each protocol's adapter crate is named by its own modules in the binary
+/// (`protocols::<name>`, and its `dgw <name>` commands, which `cli`
+/// dispatches to by the same name) and by the wiring (config, serve),
+/// nowhere else; the crates under the binary never.
+#[test]
+fn each_protocol_is_named_in_its_own_modules_only() {
+    for (word, own) in [("agenta::", "agenta"), ("motebit::", "motebit")] {
+        let in_binary: Vec<String> = naming("src", word)
+            .into_iter()
+            .filter(|m| {
+                m != "config"
+                    && m != "serve"
+                    && m != "cli"
+                    && !m.starts_with(&format!("protocols::{own}"))
+                    && *m != format!("cli::{own}")
+            })
+            .collect();
+        assert!(in_binary.is_empty(), "{word} named in {in_binary:?}");
+        for dir in [
+            "crates/core/src",
+            "crates/front-jsonrpc/src",
+            "crates/front-mcp/src",
+            "crates/front-grpc/src",
+            "crates/front-http/src",
+            "crates/state-sled/src",
+            "crates/state-memory/src",
+        ] {
+            assert!(naming(dir, word).is_empty(), "{word} named in {dir}");
+        }
+    }
 }

@@ -2,6 +2,7 @@
 
 mod attestation;
 mod contract;
+mod motebit;
 mod token;
 
 use std::io::Read;
@@ -68,6 +69,10 @@ enum Command {
     /// Sign and verify attestations.
     #[command(subcommand)]
     Attestation(attestation::AttestationCommand),
+    /// Verify Motebit receipts, tokens and chains; print VerificationVerdicts;
+    /// pin and unpin Motebit keys on a running gateway.
+    #[command(subcommand)]
+    Motebit(motebit::MotebitCommand),
     /// Create admin tokens for `[[admin.tokens]]`.
     #[command(name = "admin-token", subcommand)]
     AdminToken(AdminTokenCommand),
@@ -191,6 +196,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Contract(cmd) => contract::run(cmd),
         Command::Check(args) => contract::check(args),
         Command::Attestation(cmd) => attestation::run(cmd),
+        Command::Motebit(cmd) => motebit::run(cmd),
         Command::Config(ConfigCommand::Check { file }) => {
             let c =
                 crate::config::Config::load(&file).map_err(|e| CliError::Usage(e.to_string()))?;

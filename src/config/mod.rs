@@ -16,6 +16,7 @@ use serde::Deserialize;
 use crate::caller::AdminToken;
 use crate::mcp::UpstreamSpec;
 use crate::protocols::agenta::{AgentaConfig, RawAgenta};
+use crate::protocols::motebit::{MotebitConfig, RawMotebit};
 use crate::protocols::talos::{TalosIssuer, TalosSection};
 
 pub use budget::BudgetConfig;
@@ -57,6 +58,8 @@ pub struct Config {
     pub talos: Vec<TalosIssuer>,
     /// Agenta, when `[agenta]` is present.
     pub agenta: Option<AgentaConfig>,
+    /// Motebit's trusted delegators and audience (`[motebit]`).
+    pub motebit: MotebitConfig,
     /// Administrators' tokens (`[[admin.tokens]]`); none: callers on a
     /// loopback listener may use the admin methods that read.
     pub admin_tokens: Vec<AdminToken>,
@@ -84,6 +87,8 @@ struct RawConfig {
     #[serde(default)]
     talos: TalosSection,
     agenta: Option<RawAgenta>,
+    #[serde(default)]
+    motebit: RawMotebit,
     #[serde(default)]
     admin: admin::RawAdmin,
 }
@@ -159,6 +164,18 @@ impl Config {
                 ));
             }
         }
+        let motebit = raw
+            .motebit
+            .validate()
+            .map_err(|(key, problem)| check.invalid(&key, problem))?;
+        for (i, d) in motebit.delegators.iter().enumerate() {
+            if !tenants.iter().any(|t| t.name == d.tenant) {
+                return Err(check.invalid(
+                    &format!("motebit.delegators[{i}].tenant"),
+                    format!("{:?} is not a configured tenant", d.tenant),
+                ));
+            }
+        }
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
         Ok(Config {
             server,
@@ -170,6 +187,7 @@ impl Config {
             upstreams,
             talos,
             agenta,
+            motebit,
             admin_tokens,
             admin_certs,
             ephemeral: false,
@@ -210,6 +228,37 @@ root_key_file = "data/demo-root.key"
         assert_eq!(c.budget.reservation_ttl, Duration::from_secs(60));
         assert_eq!(c.budget.lease, LeasePolicy::new(0.01).unwrap());
         assert_eq!(c.tenants.len(), 2);
+    }
+
+    #[test]
+    fn the_motebit_section_is_checked_key_by_key() {
+        let key = "8a88e3dd7409f195fd52db2d3cba5d72ca6709bf1d94121bf3748801b40f6f5c";
+        let motebit = format!(
+            "[motebit]\naudience = \"custom:dgw\"\n[[motebit.delegators]]\nmotebit_id = \"d-1\"\n\
+             public_key = \"{key}\"\ntenant = \"acme\"\nbudget_microcents = 500\n"
+        );
+        let c = Config::parse(&format!("{GOOD}{motebit}"), Path::new("t.toml")).unwrap();
+        assert_eq!(c.motebit.audience, "custom:dgw");
+        assert_eq!(c.motebit.delegators[0].budget_microcents, 500);
+        let default = Config::parse(GOOD, Path::new("t.toml")).unwrap();
+        assert_eq!(default.motebit.audience, "task:submit");
+        assert!(default.motebit.delegators.is_empty());
+        for (from, to, at) in [
+            ("\"acme\"", "\"nobody\"", "`motebit.delegators[0].tenant`"),
+            (
+                key,
+                &key.to_uppercase(),
+                "`motebit.delegators[0].public_key`",
+            ),
+            ("\"d-1\"", "\"\"", "`motebit.delegators[0].motebit_id`"),
+            ("\"custom:dgw\"", "\"\"", "`motebit.audience`"),
+        ] {
+            assert!(
+                err(&format!("{GOOD}{}", motebit.replace(from, to))).contains(at),
+                "{at}"
+            );
+        }
+        assert!(err(&format!("{GOOD}{motebit}extra = 1\n")).contains("extra"));
     }
 
     #[test]

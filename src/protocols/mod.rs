@@ -3,4 +3,5 @@
 
 pub mod agenta;
 pub mod delegateos;
+pub mod motebit;
 pub mod talos;

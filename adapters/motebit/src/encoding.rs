@@ -65,6 +65,15 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// Six bytes derived from `seed` (the first of `SHA-256(seed)`): the body
+/// of a content-addressed DelegateOS ID.
+pub fn id_bytes(seed: &str) -> [u8; 6] {
+    let h = Sha256::digest(seed.as_bytes());
+    let mut b = [0u8; 6];
+    b.copy_from_slice(&h[..6]);
+    b
+}
+
 /// Base64url without padding.
 pub fn b64url(bytes: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(bytes)

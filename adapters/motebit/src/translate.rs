@@ -138,15 +138,10 @@ fn attest(
 }
 
 fn id_bytes(digest: &str, context: &AttestationContext<'_>) -> [u8; 6] {
-    let seed = format!(
+    encoding::id_bytes(&format!(
         "{digest}\0{}\0{}",
         context.contract_id, context.delegation_id
-    );
-    let h = encoding::sha256_hex(seed.as_bytes());
-    let mut b = [0u8; 6];
-    // 12 hex digits → 6 bytes; sha256_hex is always 64 lowercase digits.
-    let _ = hex::decode_to_slice(&h[..12], &mut b);
-    b
+    ))
 }
 
 /// The identity the gateway signs Motebit receipts as: its sovereign

@@ -68,6 +68,7 @@ wire_names! {
         Reservation => "reservation",
         Delegation => "delegation",
         Contract => "contract",
+        Attestation => "attestation",
         /// No chain of budget levels ends at the delegation.
         BudgetForDelegation => "budget for delegation",
     }

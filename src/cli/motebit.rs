@@ -1,0 +1,150 @@
+//! `dgw motebit …`: verify Motebit artifacts and produce their
+//! VerificationVerdicts offline; pin and unpin keys on a running gateway.
+
+use std::time::Duration;
+
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+use super::{print_json, read_file, CliError, Outcome};
+use crate::protocols::motebit::inspect;
+
+/// The environment variable `pin`/`unpin` read the admin secret from (never
+/// an argument: arguments are visible to every user of the machine).
+pub const ADMIN_TOKEN_ENV: &str = "DGW_ADMIN_TOKEN";
+
+#[derive(Debug, Subcommand)]
+pub(super) enum MotebitCommand {
+    /// Verify a receipt (with its nested receipts), a delegation token or
+    /// chain (a JSON array, root first) or a receipt sequence (an array of
+    /// receipts): exit 0 verified, 1 not, 2 unreadable.
+    Verify {
+        /// The artifact JSON file; `-` reads standard input.
+        file: String,
+        /// `{motebit_id: public_key}`: keys used before embedded ones.
+        #[arg(long = "known-keys")]
+        known_keys: Option<String>,
+    },
+    /// Print the VerificationVerdict of a receipt or delegation token, or
+    /// of a conformance-corpus case (`{kind, input}`): exit 0 when its
+    /// integrity is verified, 1 when not, 2 when unreadable.
+    Verdict {
+        /// The artifact or case JSON file; `-` reads standard input.
+        file: String,
+    },
+    /// Pin a key for a motebit_id on a running gateway (lifting a
+    /// severance); the admin secret is read from DGW_ADMIN_TOKEN.
+    Pin {
+        /// The gateway's JSON-RPC URL.
+        #[arg(long, default_value = "http://127.0.0.1:8080/rpc")]
+        gateway: String,
+        /// The motebit_id.
+        motebit_id: String,
+        /// Its Ed25519 public key, 64 lowercase hex digits.
+        public_key: String,
+    },
+    /// Forget the pin of a motebit_id on a running gateway (the next key
+    /// seen is pinned); the admin secret is read from DGW_ADMIN_TOKEN.
+    Unpin {
+        /// The gateway's JSON-RPC URL.
+        #[arg(long, default_value = "http://127.0.0.1:8080/rpc")]
+        gateway: String,
+        /// The motebit_id.
+        motebit_id: String,
+    },
+}
+
+fn unreadable(f: motebit::Failure) -> CliError {
+    CliError::Usage(f.to_string())
+}
+
+fn read_json(path: &str, what: &str) -> Result<Value, CliError> {
+    motebit::token::parse_value(&read_file(path, what)?).map_err(unreadable)
+}
+
+fn now_ms() -> f64 {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as f64
+}
+
+pub(super) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
+    match cmd {
+        MotebitCommand::Verify { file, known_keys } => {
+            let artifact = read_json(&file, "the artifact")?;
+            let known = match known_keys {
+                Some(path) => {
+                    inspect::known_keys(&read_json(&path, "the known keys")?).map_err(unreadable)?
+                }
+                None => Default::default(),
+            };
+            let (ok, report) = inspect::verify(&artifact, &known, now_ms()).map_err(unreadable)?;
+            print_json(&report);
+            Ok(if ok {
+                Outcome::Success
+            } else {
+                Outcome::Negative
+            })
+        }
+        MotebitCommand::Verdict { file } => {
+            let input = read_json(&file, "the artifact")?;
+            let verdict = inspect::verdict(&input, now_ms(), &|_| None).map_err(unreadable)?;
+            print_json(&verdict.to_json());
+            Ok(
+                if verdict.integrity == motebit::verdict::Integrity::Verified {
+                    Outcome::Success
+                } else {
+                    Outcome::Negative
+                },
+            )
+        }
+        MotebitCommand::Pin {
+            gateway,
+            motebit_id,
+            public_key,
+        } => rpc(
+            &gateway,
+            "motebit/pin",
+            json!({"motebit_id": motebit_id, "public_key": public_key}),
+        ),
+        MotebitCommand::Unpin {
+            gateway,
+            motebit_id,
+        } => rpc(&gateway, "motebit/unpin", json!({"motebit_id": motebit_id})),
+    }
+}
+
+/// One JSON-RPC call to a running gateway as an administrator: the result
+/// printed (exit 0), or its error (exit 1; unreachable: 2).
+fn rpc(gateway: &str, method: &str, params: Value) -> Result<Outcome, CliError> {
+    let secret = std::env::var(ADMIN_TOKEN_ENV)
+        .ok()
+        .filter(|s| !s.is_empty());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let client = crate::outbound::JsonClient::new(Duration::from_secs(10));
+    let answer = runtime
+        .block_on(client.post(gateway, &request, secret.as_deref()))
+        .map_err(|e| CliError::Usage(format!("the gateway at {gateway}: {e}")))?;
+    match (answer.get("result"), answer.get("error")) {
+        (Some(result), _) => {
+            print_json(result);
+            Ok(Outcome::Success)
+        }
+        (None, Some(error)) => {
+            eprintln!(
+                "dgw: {method} refused: {}",
+                error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(no message)")
+            );
+            print_json(error);
+            Ok(Outcome::Negative)
+        }
+        _ => Err(CliError::Usage(format!(
+            "the gateway at {gateway} answered no JSON-RPC result"
+        ))),
+    }
+}

@@ -1,0 +1,479 @@
+//! Motebit in the gateway. A Motebit caller authenticates with a signed
+//! bearer token (`Authorization: Bearer motebit:<token>`) and is authorized
+//! by a delegation chain rooted at a configured delegator (in the request's
+//! `_meta["motebit/delegation"]`, or the session's): the chain, the bearer
+//! token, revocations, pinned keys and the token's `jti` are checked here,
+//! and the chain's scope becomes capabilities for the one pipeline, which
+//! matches and reserves like any other protocol's. Receipts an upstream
+//! Motebit service returns are verified before they are passed on
+//! ([`receipts`]). `motebit/verify`, `motebit/verdict`, `motebit/pin`,
+//! `motebit/unpin` and `motebit/revoke` serve JSON-RPC (and gRPC's
+//! `CallProtocol`). Pure logic is in `adapters/motebit`; the choices where
+//! the texts are silent are in `docs/adapters/motebit.md`.
+
+mod config;
+pub mod inspect;
+mod methods;
+pub mod pins;
+mod receipts;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use delegateos::Keypair;
+use motebit::bearer::SignedToken;
+use motebit::token::{self, DelegationToken};
+use motebit::{Failure, Reason};
+use serde_json::{json, Map, Value};
+
+use crate::budget::BudgetKey;
+use crate::caller::Caller;
+use crate::gatekeeper::GateError;
+use crate::protocol::capabilities::Capabilities;
+use crate::protocol::Review;
+use crate::protocol::{
+    Call, Completed, Credential, Decision, Denial, Grant, MethodResult, Protocol, ProtocolId,
+    ProtocolInfo,
+};
+use crate::revocations::Revocations;
+use crate::state::{AuditSink, DelegationStore, RecordStore, ReplayStore, StorageError};
+
+pub use config::{MotebitConfig, RawMotebit};
+use pins::{PinError, Pins};
+
+/// Motebit's name in metrics, audit and `data.protocol`.
+pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
+    name: "motebit",
+    title: "Motebit",
+    denial_message: None,
+});
+
+/// The revocation kind of Motebit grants and tokens.
+pub const REVOCATIONS: &str = "motebit_revocations";
+
+/// The replay namespace of bearer tokens' `jti`s.
+const REPLAY: &str = "motebit_jti";
+
+/// Where a request carries its delegation: `params._meta[META]`.
+pub const META: &str = "motebit/delegation";
+
+const METHODS: &[&str] = &[
+    "motebit/verify",
+    "motebit/verdict",
+    "motebit/pin",
+    "motebit/unpin",
+    "motebit/revoke",
+    "motebit/attestation",
+    "motebit/receipt",
+];
+
+/// The state Motebit works on.
+pub struct MotebitState {
+    pub revocations: Arc<Revocations>,
+    pub replay: Arc<dyn ReplayStore>,
+    pub records: Arc<dyn RecordStore>,
+    pub delegations: Arc<dyn DelegationStore>,
+    pub audit: Arc<dyn AuditSink>,
+    pub key: Arc<Keypair>,
+}
+
+/// The Motebit protocol.
+pub struct Motebit {
+    config: MotebitConfig,
+    revocations: Arc<Revocations>,
+    replay: Arc<dyn ReplayStore>,
+    delegations: Arc<dyn DelegationStore>,
+    audit: Arc<dyn AuditSink>,
+    key: Arc<Keypair>,
+    pins: Pins,
+}
+
+/// What a request presented: the bearer token (header), the delegation
+/// chain (request or session), or both once combined.
+#[derive(Clone)]
+struct Presented {
+    bearer: Option<SignedToken>,
+    chain: Option<Arc<Vec<DelegationToken>>>,
+}
+
+/// What a grant remembers for the events after it.
+struct Granted {
+    caller: String,
+    root: String,
+    jti: String,
+}
+
+fn now_ms() -> u64 {
+    crate::gatekeeper::now().1
+}
+
+fn denial(f: &Failure) -> Denial {
+    Denial::protocol(ID, f.reason.as_str(), f.detail.clone())
+}
+
+/// The digest a token is named by in budgets and revocations.
+fn token_name(t: &DelegationToken) -> String {
+    motebit::encoding::sha256_hex(t.signature.as_bytes())
+}
+
+impl Motebit {
+    /// The protocol; loads its revocations.
+    pub async fn new(config: MotebitConfig, state: MotebitState) -> Result<Self, StorageError> {
+        state.revocations.track(REVOCATIONS).await?;
+        Ok(Self {
+            config,
+            revocations: state.revocations,
+            replay: state.replay,
+            delegations: state.delegations,
+            audit: state.audit,
+            key: state.key,
+            pins: Pins::new(state.records),
+        })
+    }
+
+    /// Appends an audit event and counts it.
+    async fn audit(&self, event: &'static str, fields: Value) {
+        crate::telemetry::record_protocol_event(ID.name, event);
+        let mut record = json!({"protocol": ID.name, "event": event, "at": now_ms()});
+        if let (Some(r), Value::Object(f)) = (record.as_object_mut(), fields) {
+            r.extend(f);
+        }
+        tracing::info!(target: "dgw::audit", event = %record, "audit");
+        if let Err(e) = self.audit.append(&record).await {
+            tracing::error!(error = %e, "appending a Motebit audit event failed");
+        }
+    }
+
+    /// Records a `jti` as used: once per MCP session (the reference client
+    /// sends one token on every request of its connection), once at all
+    /// elsewhere; `false` when it was used before outside this session.
+    async fn fresh_jti(
+        &self,
+        mid: &str,
+        jti: &str,
+        call: &Call<'_>,
+        exp_ms: f64,
+    ) -> Result<bool, StorageError> {
+        let now = (now_ms() / 1000) as i64;
+        let until = (exp_ms / 1000.0) as i64 + (motebit::bearer::SKEW_MS / 1000.0) as i64 + 1;
+        let token = format!("{mid}\0{jti}");
+        if call.in_session {
+            let in_session = format!("s\0{}\0{token}", call.session);
+            if !self
+                .replay
+                .insert_new(REPLAY, in_session.as_bytes(), now, until)
+                .await?
+            {
+                return Ok(true); // this session presented it before
+            }
+        }
+        self.replay
+            .insert_new(REPLAY, format!("t\0{token}").as_bytes(), now, until)
+            .await
+    }
+
+    /// The chain, bearer token, trust, revocations, pins and replay of a
+    /// call: the grant, or why not.
+    async fn check(
+        &self,
+        p: &Presented,
+        call: &Call<'_>,
+    ) -> Result<Result<Grant, Failure>, GateError> {
+        let Some(bearer) = &p.bearer else {
+            return Ok(Err(Failure::new(
+                Reason::Untrusted,
+                "a Motebit caller authenticates with `Authorization: Bearer motebit:<token>`",
+            )));
+        };
+        let Some(chain) = &p.chain else {
+            return Ok(Err(Failure::new(
+                Reason::Untrusted,
+                format!("a Motebit caller is authorized by a delegation in params._meta[\"{META}\"] (or its session's)"),
+            )));
+        };
+        let now = now_ms();
+        if let Err((i, f)) = token::verify_chain(chain, now as f64) {
+            return Ok(Err(Failure::new(
+                f.reason,
+                format!("delegation {i}: {}", f.detail),
+            )));
+        }
+        let (root, last) = match (chain.first(), chain.last()) {
+            (Some(r), Some(l)) => (r, l),
+            _ => return Ok(Err(Failure::malformed("the delegation chain is empty"))),
+        };
+        let Some(delegator) = self.config.delegators.iter().find(|d| {
+            d.motebit_id == root.delegator_id && root.delegator_key().is_ok_and(|k| k == d.key)
+        }) else {
+            return Ok(Err(Failure::new(
+                Reason::Untrusted,
+                format!(
+                    "{:?} with this key is not a configured delegator ([[motebit.delegators]])",
+                    root.delegator_id
+                ),
+            )));
+        };
+        let claims = &bearer.claims;
+        if claims.mid != last.delegate_id {
+            return Ok(Err(Failure::new(
+                Reason::BrokenLinkage,
+                format!(
+                    "the bearer token is {:?}'s; the delegation is to {:?}",
+                    claims.mid, last.delegate_id
+                ),
+            )));
+        }
+        let delegate_key = match last.delegate_key() {
+            Ok(k) => k,
+            Err(f) => return Ok(Err(f)),
+        };
+        if let Err(f) = bearer.verify(&delegate_key, &self.config.audience, now as f64) {
+            return Ok(Err(f));
+        }
+        for t in chain.iter() {
+            let grant_revoked = t.grant_id.as_ref().is_some_and(|g| {
+                self.revocations
+                    .contains_name(REVOCATIONS, &format!("{}/{g}", t.delegator_public_key))
+            });
+            if grant_revoked || self.revocations.contains_name(REVOCATIONS, &token_name(t)) {
+                return Ok(Err(Failure::new(
+                    Reason::Revoked,
+                    format!("the delegation by {:?} is revoked", t.delegator_id),
+                )));
+            }
+        }
+        let mut parties: Vec<(&str, &str)> = Vec::new();
+        for t in chain.iter() {
+            parties.push((&t.delegator_id, &t.delegator_public_key));
+            parties.push((&t.delegate_id, &t.delegate_public_key));
+        }
+        for (id, key) in parties {
+            match self.pins.check(id, key, now).await {
+                Ok(()) => {}
+                Err(PinError::Refused(f)) => return Ok(Err(f)),
+                Err(PinError::Storage(e)) => return Err(e.into()),
+            }
+        }
+        if !self
+            .fresh_jti(&claims.mid, &claims.jti, call, claims.exp)
+            .await?
+        {
+            return Ok(Err(Failure::new(
+                Reason::Replayed,
+                format!("bearer token {:?} was already used", claims.jti),
+            )));
+        }
+        let names: Vec<String> = chain.iter().map(token_name).collect();
+        let scope = motebit::scope::Scope::parse(&last.scope);
+        let resources: Vec<String> = call.requests.iter().map(|r| r.resource.clone()).collect();
+        Ok(Ok(Grant {
+            protocol: ID,
+            tenant: delegator.tenant.clone(),
+            levels: BudgetKey::for_path(
+                &budget_root(&delegator.motebit_id),
+                &names,
+                delegator.budget_microcents,
+            ),
+            chain: Vec::new(),
+            authority: Box::new(Capabilities(motebit::translate::capabilities(&scope))),
+            requests: Some(motebit::translate::requests(
+                call.tool,
+                call.action,
+                &resources,
+            )),
+            scope: None,
+            context: Box::new(Granted {
+                caller: claims.mid.clone(),
+                root: root.delegator_id.clone(),
+                jti: claims.jti.clone(),
+            }),
+        }))
+    }
+}
+
+/// The budget-key root of a delegator's delegations.
+fn budget_root(delegator: &str) -> String {
+    format!("motebit:{delegator}")
+}
+
+/// The delegation a request's `params._meta` carries: a token, a chain,
+/// or either as a JSON string (as the reference's `delegation_token`).
+fn take_delegation(request: &mut Map<String, Value>) -> Option<Value> {
+    let meta = request
+        .get_mut("params")?
+        .as_object_mut()?
+        .get_mut("_meta")?
+        .as_object_mut()?;
+    let taken = meta.remove(META)?;
+    let empty = meta.is_empty();
+    if empty {
+        if let Some(Value::Object(params)) = request.get_mut("params") {
+            params.remove("_meta");
+        }
+    }
+    Some(taken)
+}
+
+#[async_trait]
+impl Protocol for Motebit {
+    fn id(&self) -> ProtocolId {
+        ID
+    }
+
+    fn bearer_prefix(&self) -> Option<&'static str> {
+        Some(motebit::bearer::PREFIX)
+    }
+
+    fn read_header(&self, credentials: &str) -> Result<Credential, Denial> {
+        let bearer = SignedToken::read(credentials).map_err(|f| denial(&f))?;
+        Ok(Credential::new(
+            format!("motebit:{credentials}"),
+            Presented {
+                bearer: Some(bearer),
+                chain: None,
+            },
+        ))
+    }
+
+    async fn take_from_request(
+        &self,
+        request: &mut Map<String, Value>,
+    ) -> Result<Option<Credential>, Denial> {
+        let Some(taken) = take_delegation(request) else {
+            return Ok(None);
+        };
+        let value = match taken {
+            Value::String(text) => token::parse_value(text.as_bytes()).map_err(|f| denial(&f))?,
+            other => other,
+        };
+        let chain = token::chain_from_value(&value).map_err(|f| denial(&f))?;
+        // The delegation is the authority: reservations and sessions are
+        // bound to it, not to the short-lived bearer token.
+        let presented =
+            String::from_utf8(motebit::encoding::canonical(&value).map_err(|f| denial(&f))?)
+                .unwrap_or_default();
+        Ok(Some(Credential::new(
+            presented,
+            Presented {
+                bearer: None,
+                chain: Some(Arc::new(chain)),
+            },
+        )))
+    }
+
+    fn combine(&self, header: &Credential, carried: &Credential) -> Option<Credential> {
+        let bearer = header.get::<Presented>()?.bearer.clone()?;
+        let chain = carried.get::<Presented>()?.chain.clone()?;
+        Some(Credential::new(
+            carried.presented(),
+            Presented {
+                bearer: Some(bearer),
+                chain: Some(chain),
+            },
+        ))
+    }
+
+    async fn grant(
+        &self,
+        credential: &Credential,
+        call: &Call<'_>,
+    ) -> Result<Decision<Grant>, GateError> {
+        let Some(presented) = credential.get::<Presented>() else {
+            return Ok(Decision::Denied(Denial::malformed(
+                ID,
+                "not a Motebit credential",
+            )));
+        };
+        match self.check(presented, call).await? {
+            Ok(grant) => Ok(Decision::Allowed(grant)),
+            Err(f) => {
+                let caller = presented.bearer.as_ref().map(|b| b.claims.mid.clone());
+                self.audit(
+                    "deny",
+                    json!({"tool": call.tool, "caller": caller,
+                    "reason": f.reason.as_str(), "detail": f.detail}),
+                )
+                .await;
+                Ok(Decision::Denied(denial(&f)))
+            }
+        }
+    }
+
+    async fn denied(
+        &self,
+        grant: Option<&Grant>,
+        _credential: &Credential,
+        call: &Call<'_>,
+        d: &Denial,
+    ) {
+        let g = grant.and_then(|g| g.context.downcast_ref::<Granted>());
+        self.audit(
+            "deny",
+            json!({"tool": call.tool, "caller": g.map(|g| &g.caller),
+            "reason": d.kind.as_str(), "detail": d.detail}),
+        )
+        .await;
+    }
+
+    async fn allowed(&self, grant: &Grant, call: &Call<'_>) {
+        if let Some(g) = grant.context.downcast_ref::<Granted>() {
+            self.audit(
+                "grant",
+                json!({"tool": call.tool, "caller": g.caller,
+                "delegator": g.root, "jti": g.jti, "cost_microcents": call.cost_microcents}),
+            )
+            .await;
+        }
+    }
+
+    async fn review(&self, call: &Call<'_>, result: &mut Value) -> Review {
+        self.review_answer(call, result).await
+    }
+
+    async fn completed(&self, grant: &Grant, call: &Call<'_>, how: Completed<'_>) {
+        let Some(g) = grant.context.downcast_ref::<Granted>() else {
+            return;
+        };
+        let ok = matches!(how, Completed::Answered { ok: true, .. });
+        self.audit(
+            "invoke",
+            json!({"tool": call.tool, "caller": g.caller, "ok": ok}),
+        )
+        .await;
+    }
+
+    fn receipt_of(
+        &self,
+        attestation: &delegateos::Attestation,
+    ) -> Result<Value, crate::protocol::Translation> {
+        motebit::translate::attestation_to_receipt(attestation, &self.key).map_err(|f| {
+            crate::protocol::Translation::Invalid {
+                reason: f.reason.as_str(),
+                detail: f.detail,
+            }
+        })
+    }
+
+    fn methods(&self) -> &'static [&'static str] {
+        METHODS
+    }
+
+    async fn call_method(&self, caller: &Caller, method: &str, params: Value) -> MethodResult {
+        methods::call(self, caller, method, params).await
+    }
+
+    fn budget_roots(&self) -> Vec<(String, String)> {
+        self.config
+            .delegators
+            .iter()
+            .map(|d| (budget_root(&d.motebit_id), d.tenant.clone()))
+            .collect()
+    }
+
+    async fn sweep(&self) {
+        let now = (now_ms() / 1000) as i64;
+        if let Err(e) = self.replay.sweep(now).await {
+            tracing::error!(error = %e, "sweeping the replay store failed");
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! Motebit through the gateway, end to end with the real binary: a Motebit
+//! caller on the MCP front (signed bearer token + delegation chain) is
+//! allowed, charged and audited; the receipt a Motebit service (on the
+//! official MCP SDK, signing from the texts in JavaScript) answers with is
+//! verified, pinned and attested, a forged one withheld and not charged;
+//! keys are pinned on first use and a mismatch severs until an admin
+//! re-pins; the JSON-RPC and gRPC methods and the CLI.
+
+mod support;
+
+use std::path::PathBuf;
+
+use delegateos::{KeyFile, Keypair};
+use serde_json::{json, Value};
+use sha2::Digest;
+use support::mcp::*;
+use support::*;
+
+const ADMIN: &str = "motebit-test-admin-secret-0123456789abcdef";
+
+fn key(n: u8) -> Keypair {
+    Keypair::from_seed([n; 32])
+}
+
+fn hex_key(k: &Keypair) -> String {
+    motebit::encoding::key_hex(&k.public_key())
+}
+
+fn sovereign(k: &Keypair) -> String {
+    motebit::identity::sovereign_id(&k.public_key())
+}
+
+fn now_ms() -> u64 {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as u64
+}
+
+/// A delegation token from `from` (as `from_id`) to `to` (as `to_id`).
+fn delegation(from: &Keypair, from_id: &str, to: &Keypair, to_id: &str, scope: &str) -> Value {
+    let mut t = json!({
+        "delegator_id": from_id, "delegator_public_key": hex_key(from),
+        "delegate_id": to_id, "delegate_public_key": hex_key(to),
+        "scope": scope, "issued_at": now_ms() - 1000, "expires_at": now_ms() + 3_600_000,
+        "suite": motebit::SUITE,
+    });
+    motebit::encoding::sign(from, &mut t).unwrap();
+    t
+}
+
+/// A bearer token by `k` as `mid`.
+fn bearer(k: &Keypair, mid: &str, jti: &str, aud: &str) -> String {
+    let now = now_ms();
+    let claims = json!({"mid": mid, "did": "device-1", "iat": now, "exp": now + 300_000,
+                        "jti": jti, "aud": aud, "suite": motebit::BEARER_SUITE});
+    format!("Bearer motebit:{}", motebit::bearer::mint(&claims, k))
+}
+
+/// The delegator (configured), the caller, and the service's key seed.
+struct World {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    gw: Gateway,
+    delegator: Keypair,
+    caller: Keypair,
+}
+
+impl World {
+    /// A gateway trusting delegator 1 (budget `budget` per root
+    /// delegation) in front of the Motebit service run with `service`.
+    fn new(budget: u64, service: &[&str]) -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
+        let (delegator, caller) = (key(1), key(2));
+        let digest = hex::encode(sha2::Sha256::digest(ADMIN.as_bytes()));
+        let command: Vec<String> = [
+            "node".to_owned(),
+            tests_dir()
+                .join("mcp/motebit-service.mjs")
+                .display()
+                .to_string(),
+        ]
+        .into_iter()
+        .chain(service.iter().map(|s| s.to_string()))
+        .collect();
+        let extra = format!(
+            "grpc = \"127.0.0.1:0\"\n[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n\
+             [motebit]\n[[motebit.delegators]]\nmotebit_id = {:?}\npublic_key = {:?}\n\
+             tenant = \"acme\"\nbudget_microcents = {budget}\n\
+             [[upstreams]]\nname = \"svc\"\ncommand = {command:?}\n\
+             [[upstreams.tools]]\nname = \"motebit_task\"\ncapability = \"agents:task\"\nfixed_resource = \"motebit:task\"\ncost_microcents = 100\n\
+             [[upstreams.tools]]\nname = \"motebit_identity\"\nopen = true\n",
+            sovereign(&delegator),
+            hex_key(&delegator),
+        );
+        let config = mcp_gateway_config(&dir, &[("acme", seed(9).principal_id())], &extra);
+        let gw = Gateway::start(&config);
+        World {
+            _tmp: tmp,
+            dir,
+            gw,
+            delegator,
+            caller,
+        }
+    }
+
+    /// The chain delegator → caller for `scope`.
+    fn chain(&self, scope: &str) -> Value {
+        json!([delegation(
+            &self.delegator,
+            &sovereign(&self.delegator),
+            &self.caller,
+            &sovereign(&self.caller),
+            scope
+        )])
+    }
+
+    fn admin(&self, method: &str, params: Value) -> Value {
+        let (status, r) = self.gw.call_as(&format!("Bearer {ADMIN}"), method, params);
+        assert_eq!(status, 200, "{r}");
+        r
+    }
+
+    fn gateway_key(&self) -> delegateos::PrincipalId {
+        let kf =
+            KeyFile::parse(&std::fs::read(self.dir.join("data/gateway.key")).unwrap()).unwrap();
+        delegateos::PrincipalId::from_key(&kf.public_key())
+    }
+
+    fn events(&self) -> Vec<Value> {
+        self.admin("dgw/audit", json!({}))["result"]["events"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+fn task(prompt: &str, chain: &Value) -> Value {
+    json!({"name": "motebit_task", "arguments": {"prompt": prompt}, "_meta": {"motebit/delegation": chain}})
+}
+
+fn denied(answer: &Value) -> String {
+    assert!(answer.get("result").is_none(), "{answer}");
+    answer["error"]["data"]["type"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .to_owned()
+}
+
+#[test]
+fn a_motebit_caller_is_allowed_charged_and_its_receipt_attested() {
+    let w = World::new(250, &["3"]);
+    let chain = w.chain("motebit_task");
+    let auth = bearer(&w.caller, &sovereign(&w.caller), "jti-1", "task:submit");
+    let mut mcp = McpHttp::connect_with(&w.gw.addr, Some(auth.clone()));
+    let a = mcp.request("tools/call", task("find three papers", &chain), None);
+    let text = text_of(&a);
+    let receipt: Value = serde_json::from_str(text.split('\n').next().unwrap()).unwrap();
+    assert_eq!(receipt["result"], "done: find three papers");
+    // The receipt became gateway-signed attestations, named in _meta.
+    let ids = a["result"]["_meta"]["dgw/attestation"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{a}"))
+        .clone();
+    assert_eq!(ids.len(), 1);
+    let att = w.gw.ok("motebit/attestation", json!({"id": ids[0]}));
+    assert_eq!(att["principal"], json!(w.gateway_key().as_str()));
+    assert_eq!(att["result"]["success"], true);
+    assert_eq!(att["result"]["costMicrocents"], 100);
+    assert_eq!(
+        att["result"]["output"]["evidence"]["receiptDigest"],
+        json!(motebit::encoding::digest(&receipt).unwrap())
+    );
+    let signed: delegateos::Attestation = serde_json::from_value(att.clone()).unwrap();
+    let body = delegateos::signing::without_signature(&signed).unwrap();
+    delegateos::signing::verify(&w.gateway_key(), &body, &signed.signature).unwrap();
+
+    // The same token again in this session (the reference client's static
+    // header): allowed; the budget allows two calls of 100.
+    let a = mcp.request("tools/call", task("second", &chain), None);
+    assert!(a["result"].is_object(), "{a}");
+    let a = mcp.request("tools/call", task("third", &chain), None);
+    assert_eq!(denied(&a), "budget_exceeded");
+    // In another session the token is a replay.
+    let mut other = McpHttp::connect_with(&w.gw.addr, Some(auth));
+    let a = other.request("tools/call", task("again", &chain), None);
+    assert_eq!(denied(&a), "replay");
+
+    let m = w.gw.metrics();
+    for line in [
+        r#"dgw_protocol_events_total{protocol="motebit",event="grant"} 2"#,
+        r#"dgw_protocol_events_total{protocol="motebit",event="receipt_attested"} 2"#,
+        r#"dgw_protocol_settled_microcents_total{protocol="motebit"} 200"#,
+        r#"dgw_budget_spent_microcents{tenant="acme"} 200"#,
+        r#"dgw_mcp_tool_calls_total{protocol="motebit",upstream="svc",tool="motebit_task",outcome="forwarded"} 2"#,
+        r#"dgw_denials_total{protocol="motebit",type="replay"} 1"#,
+    ] {
+        assert!(m.contains(line), "{line} in\n{m}");
+    }
+    let events = w.events();
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter(|e| e["protocol"] == "motebit")
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "grant").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&"receipt_attested") && kinds.contains(&"deny"),
+        "{kinds:?}"
+    );
+    // The service's key was pinned on its first verified receipt.
+    let pinned = w.gw.ok("motebit/verdict", json!({"artifact": receipt}));
+    assert_eq!(pinned["identityBinding"], "pinned", "{pinned}");
+}
+
+#[test]
+fn a_forged_receipt_is_withheld_and_not_charged() {
+    let w = World::new(1000, &["3", "--forge"]);
+    let auth = bearer(&w.caller, &sovereign(&w.caller), "jti-f", "task:submit");
+    let mut mcp = McpHttp::connect_with(&w.gw.addr, Some(auth));
+    let a = mcp.request("tools/call", task("p", &w.chain("motebit_task")), None);
+    assert_eq!(a["error"]["data"]["type"], "receipt_withheld", "{a}");
+    assert_eq!(a["error"]["data"]["reason"], "bad_signature", "{a}");
+    assert!(
+        !a.to_string().contains("forged"),
+        "the withheld answer is not passed on: {a}"
+    );
+    let m = w.gw.metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 0"#),
+        "{m}"
+    );
+    assert!(m.contains(r#"outcome="upstream_failed"} 1"#), "{m}");
+    assert!(w.events().iter().any(|e| e["event"] == "receipt_withheld"));
+}
+
+#[test]
+fn callers_are_refused_for_each_breach() {
+    let w = World::new(10_000, &["3"]);
+    let me = sovereign(&w.caller);
+    let chain = w.chain("motebit_task");
+    let mut n = 0;
+    let mut try_with = |auth: String, chain: &Value| {
+        n += 1;
+        let mut mcp = McpHttp::connect_with(&w.gw.addr, Some(auth));
+        let a = mcp.request("tools/call", task(&format!("p{n}"), chain), None);
+        denied(&a)
+    };
+    assert_eq!(
+        try_with(bearer(&w.caller, &me, "a1", "sync"), &chain),
+        "wrong_audience"
+    );
+    assert_eq!(
+        try_with(bearer(&key(7), &me, "a2", "task:submit"), &chain),
+        "bad_signature"
+    );
+    assert_eq!(
+        try_with(
+            bearer(&w.caller, "someone-else", "a3", "task:submit"),
+            &chain
+        ),
+        "broken_linkage"
+    );
+    let expired = {
+        let claims = json!({"mid": me, "did": "d", "iat": now_ms() - 400_000, "exp": now_ms() - 100_000,
+                            "jti": "a4", "aud": "task:submit", "suite": motebit::BEARER_SUITE});
+        format!(
+            "Bearer motebit:{}",
+            motebit::bearer::mint(&claims, &w.caller)
+        )
+    };
+    assert_eq!(try_with(expired, &chain), "expired");
+    // A chain rooted at a delegator the gateway does not trust.
+    let stranger = json!([delegation(
+        &key(8),
+        &sovereign(&key(8)),
+        &w.caller,
+        &me,
+        "motebit_task"
+    )]);
+    assert_eq!(
+        try_with(bearer(&w.caller, &me, "a5", "task:submit"), &stranger),
+        "untrusted"
+    );
+    // A scope without the tool: the pipeline's capability match refuses.
+    assert_eq!(
+        try_with(
+            bearer(&w.caller, &me, "a6", "task:submit"),
+            &w.chain("web_search")
+        ),
+        "capability_not_granted"
+    );
+    // A second hop that widens the scope.
+    let third = key(3);
+    let widened = json!([
+        delegation(
+            &w.delegator,
+            &sovereign(&w.delegator),
+            &w.caller,
+            &me,
+            "web_search"
+        ),
+        delegation(
+            &w.caller,
+            &me,
+            &third,
+            &sovereign(&third),
+            "web_search,motebit_task"
+        ),
+    ]);
+    assert_eq!(
+        try_with(
+            bearer(&third, &sovereign(&third), "a7", "task:submit"),
+            &widened
+        ),
+        "scope_widened"
+    );
+    // A tampered token.
+    let mut tampered = chain.clone();
+    tampered[0]["scope"] = json!("*");
+    assert_eq!(
+        try_with(bearer(&w.caller, &me, "a8", "task:submit"), &tampered),
+        "bad_signature"
+    );
+    // No delegation at all.
+    let mut mcp = McpHttp::connect_with(
+        &w.gw.addr,
+        Some(bearer(&w.caller, &me, "a9", "task:submit")),
+    );
+    let a = mcp.request(
+        "tools/call",
+        json!({"name": "motebit_task", "arguments": {"prompt": "x"}}),
+        None,
+    );
+    assert_eq!(denied(&a), "untrusted");
+    // No bearer token: the delegation alone authenticates no one.
+    let mut mcp = McpHttp::connect_with(&w.gw.addr, None);
+    let (_, a) = mcp.post(
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": task("x", &chain)}),
+        None,
+    );
+    assert_eq!(denied(&a), "untrusted");
+    // A malformed bearer token is refused at initialize.
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    for junk in [
+        "Bearer motebit:",
+        "Bearer motebit:abc",
+        "Bearer motebit:e30.AAAA",
+    ] {
+        let (_, _, body) = http_exchange(
+            &w.gw.addr,
+            "POST",
+            "/mcp",
+            &[("Authorization", junk)],
+            init.to_string().as_bytes(),
+        );
+        let a: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(denied(&a), "malformed", "{junk}");
+    }
+
+    // Revoked by its delegator (a standing grant's tick) and by an admin.
+    let tick = {
+        let mut t = json!({
+            "delegator_id": sovereign(&w.delegator), "delegator_public_key": hex_key(&w.delegator),
+            "delegate_id": me, "delegate_public_key": hex_key(&w.caller), "scope": "motebit_task",
+            "grant_id": "grant-7", "issued_at": now_ms() - 1000, "expires_at": now_ms() + 3_600_000,
+            "suite": motebit::SUITE});
+        motebit::encoding::sign(&w.delegator, &mut t).unwrap();
+        t
+    };
+    let revocation = |by: &Keypair| {
+        let mut r = json!({"grant_id": "grant-7", "delegator_id": sovereign(&w.delegator),
+            "delegator_public_key": hex_key(by), "revoked_at": now_ms(), "suite": motebit::SUITE});
+        motebit::encoding::sign(by, &mut r).unwrap();
+        r
+    };
+    let e =
+        w.gw.err("motebit/revoke", json!({"revocation": revocation(&key(7))}));
+    assert_eq!(e["data"]["type"], "untrusted_revoker", "{e}");
+    let r = w.gw.ok(
+        "motebit/revoke",
+        json!({"revocation": revocation(&w.delegator)}),
+    );
+    assert_eq!(r["newlyRecorded"], true);
+    assert_eq!(
+        try_with(bearer(&w.caller, &me, "b1", "task:submit"), &json!([tick])),
+        "revoked"
+    );
+    let e = w.gw.err("motebit/revoke", json!({"token": chain[0]}));
+    assert_eq!(e["data"]["type"], "admin_required", "{e}");
+    let r = w.admin("motebit/revoke", json!({"token": chain[0]}));
+    assert_eq!(r["result"]["newlyRecorded"], true, "{r}");
+    assert_eq!(
+        try_with(bearer(&w.caller, &me, "b2", "task:submit"), &chain),
+        "revoked"
+    );
+    let m = w.gw.metrics();
+    assert!(
+        m.contains(r#"dgw_denials_total{protocol="motebit",type="wrong_audience"} 1"#),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_key_mismatch_severs_until_an_admin_pins_again() {
+    let w = World::new(10_000, &["3"]);
+    let (first, second) = (w.caller.clone_for_test(), key(5));
+    let chain_for = |k: &Keypair| {
+        json!([delegation(
+            &w.delegator,
+            &sovereign(&w.delegator),
+            k,
+            "agent-c",
+            "motebit_task"
+        )])
+    };
+    let call = |k: &Keypair, jti: &str| {
+        let mut mcp =
+            McpHttp::connect_with(&w.gw.addr, Some(bearer(k, "agent-c", jti, "task:submit")));
+        mcp.request("tools/call", task(jti, &chain_for(k)), None)
+    };
+    assert!(call(&first, "k1")["result"].is_object());
+    assert_eq!(denied(&call(&second, "k2")), "key_mismatch");
+    // Severed: even the pinned key is refused now.
+    assert_eq!(denied(&call(&first, "k3")), "key_mismatch");
+    // Pinning needs the admin secret.
+    let rpc = format!("http://{}/rpc", w.gw.addr);
+    let out = run_env(
+        &[
+            "motebit",
+            "pin",
+            "--gateway",
+            &rpc,
+            "agent-c",
+            &hex_key(&first),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("admin"), "{}", stderr(&out));
+    let out = run_env(
+        &[
+            "motebit",
+            "pin",
+            "--gateway",
+            &rpc,
+            "agent-c",
+            &hex_key(&first),
+        ],
+        Some(ADMIN),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        json(&out)["previous"]["severed_by"],
+        json!(hex_key(&second))
+    );
+    assert!(call(&first, "k4")["result"].is_object());
+    assert_eq!(denied(&call(&second, "k5")), "key_mismatch");
+    // Unpinned, the next key seen is pinned.
+    let out = run_env(
+        &["motebit", "unpin", "--gateway", &rpc, "agent-c"],
+        Some(ADMIN),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(call(&second, "k6")["result"].is_object());
+    let events = w.events();
+    assert!(events.iter().any(|e| e["event"] == "pin"));
+    // An unreachable gateway: exit 2.
+    let out = run_env(
+        &[
+            "motebit",
+            "unpin",
+            "--gateway",
+            "http://127.0.0.1:1/rpc",
+            "x",
+        ],
+        Some(ADMIN),
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `dgw` with `DGW_ADMIN_TOKEN` set (or removed).
+fn run_env(args: &[&str], admin: Option<&str>) -> std::process::Output {
+    let mut c = dgw();
+    c.args(args);
+    match admin {
+        Some(a) => c.env("DGW_ADMIN_TOKEN", a),
+        None => c.env_remove("DGW_ADMIN_TOKEN"),
+    };
+    c.output().unwrap()
+}
+
+trait CloneForTest {
+    fn clone_for_test(&self) -> Keypair;
+}
+
+impl CloneForTest for Keypair {
+    fn clone_for_test(&self) -> Keypair {
+        Keypair::from_seed(self.seed())
+    }
+}

@@ -1,0 +1,254 @@
+//! Motebit's offline and method surfaces: `dgw motebit verify|verdict` on
+//! the reference's corpus and fixtures (vendored in adapters/motebit),
+//! `motebit/verify`, `motebit/verdict` and `motebit/receipt` over JSON-RPC
+//! and gRPC, and both directions against a JavaScript peer written from
+//! the texts (tests/interop/motebit-peer.mjs).
+
+mod support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+use support::*;
+
+fn interop(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("adapters/motebit/tests/interop")
+        .join(rel)
+}
+
+fn corpus() -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(interop("spec/conformance/verification-verdict/corpus.json"))
+            .unwrap();
+    serde_json::from_str::<Value>(&text).unwrap()["cases"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn write(dir: &Path, name: &str, value: &Value) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, value.to_string()).unwrap();
+    p.display().to_string()
+}
+
+/// Runs the JavaScript Motebit peer.
+fn peer(command: &str, input: &Value) -> Value {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    assert!(
+        dir.join("node_modules/@noble/ed25519").exists(),
+        "run tests/setup.sh first"
+    );
+    let mut child = Command::new("node")
+        .arg(dir.join("interop/motebit-peer.mjs"))
+        .arg(command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every corpus case through the CLI: the verdict printed deep-equals the
+/// expected one; exit 0 exactly when integrity is verified.
+#[test]
+fn cli_verdicts_match_the_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    for case in corpus() {
+        let file = write(dir.path(), "case.json", &case);
+        let out = run(&["motebit", "verdict", &file]);
+        let printed: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
+        assert_eq!(printed, case["expected"], "{}", case["name"]);
+        let verified = case["expected"]["integrity"] == "verified";
+        assert_eq!(
+            out.status.code(),
+            Some(if verified { 0 } else { 1 }),
+            "{}",
+            case["name"]
+        );
+    }
+    // A bare receipt gives the same verdict as its case.
+    let case = &corpus()[0];
+    let file = write(dir.path(), "receipt.json", &case["input"]["receipt"]);
+    assert_eq!(json(&run(&["motebit", "verdict", &file])), case["expected"]);
+    // Unreadable input: exit 2 and a message, never a verdict.
+    for (name, bad) in [
+        ("array.json", "[1, 2]"),
+        ("junk.json", "{not json"),
+        ("member.json", r#"{"task_id": "t"}"#),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bad).unwrap();
+        let out = run(&["motebit", "verdict", p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stdout(&out));
+        assert!(stderr(&out).starts_with("dgw:") || !stderr(&out).is_empty());
+    }
+}
+
+#[test]
+fn cli_verify_fixtures_tampering_and_known_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    for rel in [
+        "examples/python-receipt-verifier/fixtures/example-receipt.json",
+        "examples/python-receipt-verifier/fixtures/sovereign-receipt-payment-denied.json",
+        "examples/python-receipt-verifier/fixtures/sovereign-receipt-research-complete.json",
+        "examples/python-receipt-verifier/fixtures/sovereign-receipt.json",
+        "packages/verify/examples/sample-receipt.json",
+    ] {
+        let out = run(&["motebit", "verify", interop(rel).to_str().unwrap()]);
+        assert!(out.status.success(), "{rel}: {}", stdout(&out));
+        assert_eq!(json(&out)["report"]["keySource"], "embedded");
+    }
+    let fixture: Value = serde_json::from_str(
+        &std::fs::read_to_string(interop("packages/verify/examples/sample-receipt.json")).unwrap(),
+    )
+    .unwrap();
+    let mut tampered = fixture.clone();
+    tampered["result"] = json!("5");
+    let out = run(&["motebit", "verify", &write(dir.path(), "t.json", &tampered)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["report"]["error"]["type"], "bad_signature");
+    // A known key for its motebit_id that is not its embedded key.
+    let keys = json!({fixture["motebit_id"].as_str().unwrap(): "8a88e3dd7409f195fd52db2d3cba5d72ca6709bf1d94121bf3748801b40f6f5c"});
+    let out = run(&[
+        "motebit",
+        "verify",
+        &write(dir.path(), "f.json", &fixture),
+        "--known-keys",
+        &write(dir.path(), "k.json", &keys),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["report"]["keySource"], "external");
+    assert_eq!(json(&out)["report"]["error"]["type"], "key_mismatch");
+    let out = run(&[
+        "motebit",
+        "verify",
+        &write(dir.path(), "bad-keys.json", &json!({"x": "ABC"})),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Receipts signed by the JavaScript peer verify in dgw, and a receipt the
+/// gateway makes of a DelegateOS attestation verifies in the peer.
+#[test]
+fn receipts_cross_between_dgw_and_the_javascript_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = "42 words";
+    let theirs = peer(
+        "sign-receipt",
+        &json!({"seed": 6, "receipt": {
+        "task_id": "t-js", "motebit_id": "js-agent", "device_id": "d", "submitted_at": 1,
+        "completed_at": 2, "status": "completed", "result": result, "tools_used": [],
+        "memories_formed": 0, "prompt_hash": motebit::encoding::sha256_hex(b"p"),
+        "result_hash": motebit::encoding::sha256_hex(result.as_bytes())}}),
+    );
+    let out = run(&["motebit", "verify", &write(dir.path(), "js.json", &theirs)]);
+    assert!(out.status.success(), "{}", stdout(&out));
+
+    let gw_dir = tempfile::tempdir().unwrap();
+    let config = gateway_config(gw_dir.path(), &[("acme", seed(1).principal_id())], "");
+    let gw = Gateway::start(&config);
+    let att = attestation(&seed(3), 1, del(1), json!({"words": 42}), 500, true);
+    let ours = gw.ok("motebit/receipt", json!({"attestation": att}));
+    assert_eq!(peer("verify", &ours), json!({"valid": true, "errors": []}));
+    assert_eq!(ours["result"], json!(r#"{"words":42}"#));
+    let verdict = gw.ok("motebit/verdict", json!({"artifact": ours}));
+    assert_eq!(
+        (
+            verdict["integrity"].as_str(),
+            verdict["identityBinding"].as_str()
+        ),
+        (Some("verified"), Some("sovereign"))
+    );
+    // The peer catches what dgw catches.
+    let mut forged = ours.clone();
+    forged["status"] = json!("failed");
+    assert_eq!(peer("verify", &forged)["valid"], false);
+    let report = gw.ok("motebit/verify", json!({"artifact": forged}));
+    assert_eq!(report["verified"], false);
+    // An attestation whose signature fails is not vouched for.
+    let mut bad = att.clone();
+    bad["result"]["costMicrocents"] = json!(1);
+    let e = gw.err("motebit/receipt", json!({"attestation": bad}));
+    assert_eq!(e["data"]["type"], "signature_invalid", "{e}");
+    // Malformed params are typed errors.
+    let e = gw.err("motebit/verify", json!({"artifact": 7}));
+    assert_eq!(e["data"]["type"], "malformed", "{e}");
+    let e = gw.err("motebit/verify", json!({"receipt": {}}));
+    assert_eq!(e["data"]["type"], "invalid_params", "{e}");
+    let e = gw.err(
+        "motebit/pin",
+        json!({"motebit_id": "x", "public_key": "00"}),
+    );
+    assert_eq!(e["data"]["type"], "admin_required", "{e}");
+}
+
+/// The gRPC twins: `CallProtocol` serves the same methods, refusals typed
+/// with an ErrorInfo in Motebit's domain.
+#[tokio::test(flavor = "multi_thread")]
+async fn grpc_call_protocol_twins() {
+    use delegate_gateway::grpc::pb;
+    use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
+    use tonic_types::StatusExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = gateway_config(
+        dir.path(),
+        &[("acme", seed(1).principal_id())],
+        "grpc = \"127.0.0.1:0\"\n",
+    );
+    let gw = tokio::task::spawn_blocking(move || Gateway::start(&config))
+        .await
+        .unwrap();
+    let mut client =
+        DelegationGatewayClient::connect(format!("http://{}", gw.grpc.clone().unwrap()))
+            .await
+            .unwrap();
+    let call = |method: &str, params: Value| {
+        tonic::Request::new(pb::CallProtocolRequest {
+            method: method.into(),
+            params_json: params.to_string(),
+        })
+    };
+    for case in corpus() {
+        let r = client
+            .call_protocol(call("motebit/verdict", json!({"artifact": case})))
+            .await
+            .unwrap()
+            .into_inner();
+        let v: Value = serde_json::from_str(&r.result_json).unwrap();
+        assert_eq!(v, case["expected"], "{}", case["name"]);
+    }
+    let refused = client
+        .call_protocol(call(
+            "motebit/verify",
+            json!({"artifact": {"task_id": "t"}}),
+        ))
+        .await
+        .unwrap_err();
+    let info = refused
+        .get_error_details()
+        .error_info()
+        .cloned()
+        .expect("an ErrorInfo");
+    assert_eq!(
+        (info.reason.as_str(), info.domain.as_str()),
+        ("MALFORMED", "motebit"),
+        "{refused:?}"
+    );
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+    tokio::task::spawn_blocking(move || drop(gw)).await.unwrap();
+}
