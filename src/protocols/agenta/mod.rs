@@ -135,18 +135,7 @@ impl Agenta {
     /// Counts an event and appends it to the audit log; a failure to append
     /// is logged, never fatal to the call.
     async fn audit(&self, event: &'static str, fields: Value) {
-        crate::telemetry::record_protocol_event(ID.name, event);
-        let mut record = json!({
-            "protocol": ID.name,
-            "event": event,
-            "at": crate::gatekeeper::now().1,
-        });
-        if let (Some(r), Value::Object(f)) = (record.as_object_mut(), fields) {
-            r.extend(f);
-        }
-        if let Err(e) = self.audit.append(&record).await {
-            tracing::error!(error = %e, "appending an Agenta audit event failed");
-        }
+        crate::protocol::event::record(self.audit.as_ref(), ID, event, fields).await;
     }
 
     /// Counts a refusal under `protocol="agenta"`.

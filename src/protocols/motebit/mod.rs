@@ -133,15 +133,7 @@ impl Motebit {
 
     /// Appends an audit event and counts it.
     async fn audit(&self, event: &'static str, fields: Value) {
-        crate::telemetry::record_protocol_event(ID.name, event);
-        let mut record = json!({"protocol": ID.name, "event": event, "at": now_ms()});
-        if let (Some(r), Value::Object(f)) = (record.as_object_mut(), fields) {
-            r.extend(f);
-        }
-        tracing::info!(target: "dgw::audit", event = %record, "audit");
-        if let Err(e) = self.audit.append(&record).await {
-            tracing::error!(error = %e, "appending a Motebit audit event failed");
-        }
+        crate::protocol::event::record(self.audit.as_ref(), ID, event, fields).await;
     }
 
     /// Records a `jti` as used: once per MCP session (the reference client

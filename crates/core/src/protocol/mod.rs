@@ -14,6 +14,7 @@
 
 mod denial;
 pub mod endpoint;
+pub mod event;
 mod registry;
 
 /// Capability sets as an [`Authority`].
