@@ -6,13 +6,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use dgw_net::tls::HttpClient;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Request, Uri};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
 /// The most an answer may hold.
@@ -38,27 +35,16 @@ pub enum OutboundError {
 /// The HTTP(S) client other services are called with.
 #[derive(Clone)]
 pub struct JsonClient {
-    client: Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, String>,
+    client: Result<HttpClient, String>,
     timeout: Duration,
 }
 
 impl JsonClient {
     pub fn new(timeout: Duration) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(timeout));
-        connector.enforce_http(false);
-        let client = dgw_net::tls::client_config(None)
-            .map(|tls| {
-                let https = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_tls_config(tls)
-                    .https_or_http()
-                    .enable_http1()
-                    .wrap_connector(connector);
-                Client::builder(TokioExecutor::new()).build(https)
-            })
-            .map_err(|e| e.to_string());
-        Self { client, timeout }
+        Self {
+            client: dgw_net::tls::http_client(None, Some(timeout)),
+            timeout,
+        }
     }
 
     /// Whether `endpoint` is a URL a service can be called at.

@@ -10,10 +10,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Request, StatusCode, Uri};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
 use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
@@ -27,7 +23,7 @@ pub struct HttpLink {
     url: Uri,
     /// `Err` when the HTTPS configuration could not be built (an
     /// unreadable `ca_file`): every request then fails with why.
-    client: Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, String>,
+    client: Result<dgw_net::tls::HttpClient, String>,
     session: RwLock<Option<HeaderValue>>,
     protocol_version: RwLock<Option<HeaderValue>>,
     /// Never holds anything: answers on HTTP come back on their own POST.
@@ -44,19 +40,7 @@ impl HttpLink {
     /// `url` was validated by the config; an `https://` one is verified
     /// against `ca_file`, else the system's roots.
     pub fn new(url: String, ca_file: Option<&std::path::Path>) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.enforce_http(false);
-        let client = dgw_net::tls::client_config(ca_file)
-            .map(|tls| {
-                let https = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_tls_config(tls)
-                    .https_or_http()
-                    .enable_http1()
-                    .wrap_connector(connector);
-                Client::builder(TokioExecutor::new()).build(https)
-            })
-            .map_err(|e| e.to_string());
+        let client = dgw_net::tls::http_client(ca_file, None);
         Self {
             url: url.parse().unwrap_or_default(),
             client,

@@ -113,3 +113,32 @@ pub fn peer_subject(connection: &rustls::ServerConnection) -> Option<String> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
     Some(parsed.subject().to_string())
 }
+
+/// The HTTP/1.1 client dgw calls other services with: `http` and `https`
+/// URLs (servers verified against `ca_file`, else the system's roots),
+/// `TCP_NODELAY`, and `connect_timeout` when given.
+pub type HttpClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    http_body_util::Full<bytes::Bytes>,
+>;
+
+/// An [`HttpClient`]; the error says why TLS could not be set up.
+pub fn http_client(
+    ca_file: Option<&Path>,
+    connect_timeout: Option<std::time::Duration>,
+) -> Result<HttpClient, String> {
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(connect_timeout);
+    connector.enforce_http(false);
+    let tls = client_config(ca_file).map_err(|e| e.to_string())?;
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(https),
+    )
+}
