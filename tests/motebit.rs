@@ -428,30 +428,23 @@ fn a_key_mismatch_severs_until_an_admin_pins_again() {
     assert_eq!(denied(&call(&first, "k3")), "key_mismatch");
     // Pinning needs the admin secret.
     let rpc = format!("http://{}/rpc", w.gw.addr);
-    let out = run_env(
-        &[
-            "motebit",
-            "pin",
-            "--gateway",
-            &rpc,
-            "agent-c",
-            &hex_key(&first),
-        ],
-        None,
-    );
+    let pin = |admin| {
+        run_env(
+            &[
+                "motebit",
+                "pin",
+                "--gateway",
+                &rpc,
+                "agent-c",
+                &hex_key(&first),
+            ],
+            admin,
+        )
+    };
+    let out = pin(None);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("admin"), "{}", stderr(&out));
-    let out = run_env(
-        &[
-            "motebit",
-            "pin",
-            "--gateway",
-            &rpc,
-            "agent-c",
-            &hex_key(&first),
-        ],
-        Some(ADMIN),
-    );
+    let out = pin(Some(ADMIN));
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         json(&out)["previous"]["severed_by"],

@@ -6,9 +6,7 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 use support::*;
@@ -37,28 +35,7 @@ fn write(dir: &Path, name: &str, value: &Value) -> String {
 
 /// Runs the JavaScript Motebit peer.
 fn peer(command: &str, input: &Value) -> Value {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    assert!(
-        dir.join("node_modules/@noble/ed25519").exists(),
-        "run tests/setup.sh first"
-    );
-    let mut child = Command::new("node")
-        .arg(dir.join("interop/motebit-peer.mjs"))
-        .arg(command)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
+    node_script("interop/motebit-peer.mjs", command, input)
 }
 
 /// Every corpus case through the CLI: the verdict printed deep-equals the

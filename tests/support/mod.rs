@@ -81,13 +81,19 @@ pub fn seed_b64(seed: u8) -> String {
 /// Runs the Node DelegateOS peer (`tests/interop/delegateos-peer.mjs`).
 /// The tests need tests/setup.sh first, as the README says.
 pub fn node_peer(command: &str, input: &Value) -> Value {
+    node_script("interop/delegateos-peer.mjs", command, input)
+}
+
+/// Runs a Node script of `tests/` with `command`, `input` as JSON on its
+/// standard input; the JSON it prints.
+pub fn node_script(script: &str, command: &str, input: &Value) -> Value {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
     assert!(
         dir.join("node_modules/@noble/ed25519").exists(),
-        "the Node peer's packages are missing: run tests/setup.sh (the README's test command does)"
+        "the Node peers' packages are missing: run tests/setup.sh (the README's test command does)"
     );
     let mut child = Command::new("node")
-        .arg(dir.join("interop/delegateos-peer.mjs"))
+        .arg(dir.join(script))
         .arg(command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -101,7 +107,7 @@ pub fn node_peer(command: &str, input: &Value) -> Value {
         .write_all(input.to_string().as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "node peer failed: {}", stderr(&out));
+    assert!(out.status.success(), "{script} failed: {}", stderr(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
