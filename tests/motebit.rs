@@ -152,15 +152,43 @@ fn a_motebit_caller_is_allowed_charged_and_its_receipt_attested() {
     let auth = bearer(&w.caller, &sovereign(&w.caller), "jti-1", "task:submit");
     let mut mcp = McpHttp::connect_with(&w.gw.addr, Some(auth.clone()));
     let a = mcp.request("tools/call", task("find three papers", &chain), None);
+    // The caller gets the gateway's receipt (signed with the key
+    // motebit_identity gives), the service's nested in it.
     let text = text_of(&a);
-    let receipt: Value = serde_json::from_str(text.split('\n').next().unwrap()).unwrap();
+    let (body, tag) = text.split_once('\n').unwrap();
+    let ours: Value = serde_json::from_str(body).unwrap();
+    let identity = mcp.request(
+        "tools/call",
+        json!({"name": "motebit_identity", "arguments": {}}),
+        None,
+    );
+    let identity_text = text_of(&identity);
+    let identity: Value = serde_json::from_str(identity_text.split('\n').next().unwrap()).unwrap();
+    assert_eq!(ours["motebit_id"], identity["motebit_id"]);
+    assert_eq!(ours["public_key"], identity["public_key"]);
+    assert!(
+        tag.starts_with("[motebit:") && identity_text.ends_with(tag),
+        "{tag}"
+    );
+    let known = json!({identity["motebit_id"].as_str().unwrap(): identity["public_key"]});
+    let report = w.gw.ok(
+        "motebit/verify",
+        json!({"artifact": ours, "knownKeys": known}),
+    );
+    assert_eq!(report["verified"], true, "{report}");
+    assert_eq!(report["report"]["keySource"], "external");
+    let receipt = ours["delegation_receipts"][0].clone();
     assert_eq!(receipt["result"], "done: find three papers");
+    assert_eq!(receipt["motebit_id"], json!(sovereign(&key(3))));
+    assert_eq!(ours["result"], receipt["result"]);
+    assert_eq!(ours["tools_used"], json!(["motebit_task"]));
     // The receipt became gateway-signed attestations, named in _meta.
     let ids = a["result"]["_meta"]["dgw/attestation"]
         .as_array()
         .unwrap_or_else(|| panic!("{a}"))
         .clone();
     assert_eq!(ids.len(), 1);
+    assert_eq!(ours["task_id"], ids[0]);
     let att = w.gw.ok("motebit/attestation", json!({"id": ids[0]}));
     assert_eq!(att["principal"], json!(w.gateway_key().as_str()));
     assert_eq!(att["result"]["success"], true);
@@ -494,4 +522,101 @@ impl CloneForTest for Keypair {
     fn clone_for_test(&self) -> Keypair {
         Keypair::from_seed(self.seed())
     }
+}
+
+/// What a reference Motebit client does: `tools/list` shows dgw's
+/// `motebit_identity` (the upstream's own is not offered), and a session
+/// opened with the bearer token and the delegation in headers
+/// (`Motebit-Delegation`) calls with the bearer token alone.
+#[test]
+fn identity_and_delegation_in_headers() {
+    let w = World::new(1000, &["3"]);
+    let me = sovereign(&w.caller);
+    let auth = bearer(&w.caller, &me, "h1", "task:submit");
+    let delegation = motebit::encoding::b64url(w.chain("motebit_task").to_string().as_bytes());
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Motebit-Delegation", delegation.as_str()),
+    ];
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (status, h, body) = http_exchange(
+        &w.gw.addr,
+        "POST",
+        "/mcp",
+        &headers,
+        init.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let session = h
+        .iter()
+        .find(|(k, _)| k == "mcp-session-id")
+        .unwrap()
+        .1
+        .clone();
+    let post = |message: Value, extra: &[(&str, &str)]| {
+        let mut hs = vec![
+            ("Authorization", auth.as_str()),
+            ("Mcp-Session-Id", session.as_str()),
+        ];
+        hs.extend_from_slice(extra);
+        let (_, _, body) = http_exchange(
+            &w.gw.addr,
+            "POST",
+            "/mcp",
+            &hs,
+            message.to_string().as_bytes(),
+        );
+        serde_json::from_slice::<Value>(&body).unwrap()
+    };
+    let list = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        &[],
+    );
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| **n == "motebit_identity").count(),
+        1,
+        "{names:?}"
+    );
+    assert!(names.contains(&"motebit_task"), "{names:?}");
+    let id = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                         "params": {"name": "motebit_identity", "arguments": {}}}),
+        &[],
+    );
+    let identity: Value = serde_json::from_str(text_of(&id).split('\n').next().unwrap()).unwrap();
+    assert_ne!(
+        identity["motebit_id"],
+        json!(sovereign(&key(3))),
+        "dgw's identity, not the upstream's"
+    );
+    assert_eq!(identity["motebit_type"], "service");
+    // The session holds the delegation: the bearer token alone authorizes.
+    let a = post(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                        "params": {"name": "motebit_task", "arguments": {"prompt": "from the session"}}}),
+        &[],
+    );
+    assert!(a["result"].is_object(), "{a}");
+    // The header form per request too, and a malformed one is refused.
+    let a = post(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                        "params": {"name": "motebit_task", "arguments": {"prompt": "header"}}}),
+        &[("Motebit-Delegation", delegation.as_str())],
+    );
+    assert!(a["result"].is_object(), "{a}");
+    let a = post(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                        "params": {"name": "motebit_task", "arguments": {"prompt": "bad"}}}),
+        &[("Motebit-Delegation", "{not base64}")],
+    );
+    assert_eq!(denied(&a), "malformed");
+    let m = w.gw.metrics();
+    assert!(m.contains(r#"dgw_mcp_tool_calls_total{protocol="motebit",upstream="dgw",tool="motebit_identity",outcome="forwarded"} 1"#), "{m}");
 }

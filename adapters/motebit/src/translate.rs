@@ -194,3 +194,37 @@ pub fn attestation_to_receipt(attestation: &Attestation, key: &Keypair) -> Resul
     encoding::sign(key, &mut receipt)?;
     Ok(receipt)
 }
+
+/// The gateway's own receipt for work it brokered: a receipt signed by the
+/// gateway (its sovereign id and key) that nests the worker's receipt in
+/// `delegation_receipts` (delegation-v1 §5.5, the gateway as the middle
+/// hop), so a caller that pinned the gateway's key verifies what it gets
+/// and still holds the worker's own signature. Status, result, hashes and
+/// times are the worker's; `task_id` is `task_id` (the attestation of it),
+/// `tools_used` the tool called.
+pub fn countersign(
+    worker: &Receipt,
+    task_id: &str,
+    tool: &str,
+    key: &Keypair,
+) -> Result<Value, Failure> {
+    let (motebit_id, public_key) = gateway_identity(key);
+    let mut receipt = json!({
+        "task_id": task_id,
+        "motebit_id": motebit_id,
+        "device_id": "dgw",
+        "submitted_at": worker.raw.get("submitted_at"),
+        "completed_at": worker.raw.get("completed_at"),
+        "status": worker.status.as_str(),
+        "result": worker.result,
+        "tools_used": [tool],
+        "memories_formed": 0,
+        "prompt_hash": worker.prompt_hash,
+        "result_hash": worker.result_hash,
+        "delegation_receipts": [worker.raw],
+        "public_key": public_key,
+        "suite": SUITE,
+    });
+    encoding::sign(key, &mut receipt)?;
+    Ok(receipt)
+}

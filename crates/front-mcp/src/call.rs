@@ -138,16 +138,42 @@ impl McpProxy {
             upstream_time: None,
             outcome: CallOutcome::Cancelled,
         };
-        let result = self
-            .enforce_and_forward(
-                caller,
-                id,
-                params,
-                cancel,
-                &mut record.labels,
-                &mut record.upstream_time,
-            )
-            .await;
+        let served = params
+            .as_ref()
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str)
+            .and_then(|name| self.protocols.serving_tool(name).map(|p| (name, p.clone())));
+        let result = match served {
+            // A protocol's own tool: open, answered by dgw.
+            Some((name, protocol)) => {
+                record.labels = CallLabels {
+                    protocol: protocol.id().name,
+                    upstream: "dgw".to_owned(),
+                    tool: name.to_owned(),
+                };
+                let arguments = params
+                    .as_ref()
+                    .and_then(|p| p.get("arguments"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                protocol
+                    .call_tool(name, &arguments)
+                    .await
+                    .map(Reply::Result)
+                    .map_err(|e| invalid_params("invalid_params", e.to_string()))
+            }
+            None => {
+                self.enforce_and_forward(
+                    caller,
+                    id,
+                    params,
+                    cancel,
+                    &mut record.labels,
+                    &mut record.upstream_time,
+                )
+                .await
+            }
+        };
         record.outcome = match &result {
             Ok(_) => CallOutcome::Forwarded,
             Err(e) if e.code == DENIED => CallOutcome::Denied,
@@ -243,7 +269,10 @@ impl McpProxy {
         request.insert("id".into(), id.clone());
         request.insert("method".into(), json!("tools/call"));
         request.insert("params".into(), Value::Object(params));
-        let in_request = self.protocols.take_from_request(&mut request).await;
+        let in_request = match self.protocols.take_from_request(&mut request).await {
+            Ok(None) => self.named_header_credential(caller.headers).transpose(),
+            other => other,
+        };
         let params = match request.remove("params") {
             Some(Value::Object(p)) => p,
             _ => Map::new(),

@@ -69,11 +69,13 @@ impl Default for Session {
 
 /// Who is calling: the session, and the `Authorization` header the
 /// transport carried with this request (Streamable HTTP), for the protocol
-/// whose scheme it names.
+/// whose scheme it names, with the request's other headers (for a
+/// protocol's own credential header).
 #[derive(Clone, Copy)]
 pub struct Caller<'a> {
     pub session: &'a Session,
     pub authorization: Option<&'a str>,
+    pub headers: Option<&'a hyper::HeaderMap>,
 }
 
 /// A tool as offered downstream.
@@ -231,9 +233,10 @@ impl McpProxy {
     pub async fn initialize_credential(
         &self,
         authorization: Option<&str>,
+        headers: Option<&hyper::HeaderMap>,
         params: &mut Map<String, Value>,
     ) -> Result<Option<Found>, Denial> {
-        let in_params = self.take_credential(params).await?;
+        let in_params = self.carried(headers, params).await?;
         match self.header_credential(authorization).transpose()? {
             Some(header) => Ok(Some(
                 in_params
@@ -242,6 +245,29 @@ impl McpProxy {
             )),
             None => Ok(in_params),
         }
+    }
+
+    /// The credential a request carries: in its params (taken out), else in
+    /// a protocol's own request header (Motebit's `Motebit-Delegation`).
+    pub(super) async fn carried(
+        &self,
+        headers: Option<&hyper::HeaderMap>,
+        params: &mut Map<String, Value>,
+    ) -> Result<Option<Found>, Denial> {
+        match self.take_credential(params).await? {
+            Some(found) => Ok(Some(found)),
+            None => self.named_header_credential(headers).transpose(),
+        }
+    }
+
+    /// The credential a protocol's own request header carries.
+    pub(super) fn named_header_credential(
+        &self,
+        headers: Option<&hyper::HeaderMap>,
+    ) -> Option<Result<Found, Denial>> {
+        let headers = headers?;
+        self.protocols
+            .from_named_header(|name| headers.get(name)?.to_str().ok())
     }
 
     /// Takes every protocol's credential out of a request's params.
@@ -356,7 +382,7 @@ impl McpProxy {
     ) -> Result<Reply, RpcError> {
         let mut params = params.unwrap_or_default();
         let found = self
-            .take_credential(&mut params)
+            .carried(caller.headers, &mut params)
             .await
             .map_err(|d| denial_error(&d))?;
         if let Some(found) = found {
@@ -452,7 +478,7 @@ impl McpProxy {
     ) -> Result<Reply, RpcError> {
         let mut params = params.unwrap_or_default();
         let in_params = self
-            .take_credential(&mut params)
+            .carried(caller.headers, &mut params)
             .await
             .map_err(|d| denial_error(&d))?;
         let capabilities = match self
@@ -464,19 +490,23 @@ impl McpProxy {
         };
         self.refresh_catalog().await;
         let catalog = self.catalog();
-        let tools: Vec<Value> = catalog
-            .tools
-            .iter()
-            .filter(
-                |t| match self.upstreams[t.upstream].rules.policy_for(&t.original) {
-                    None => false,
-                    Some(policy) => capabilities
-                        .as_deref()
-                        .is_none_or(|caps| policy.offered_to(caps)),
-                },
-            )
-            .map(|t| Value::Object(t.definition.clone()))
-            .collect();
+        // The protocols' own tools (open), then the upstreams' they do not shadow.
+        let mut tools = self.protocols.tools();
+        tools.extend(
+            catalog
+                .tools
+                .iter()
+                .filter(|t| self.protocols.serving_tool(&t.exposed).is_none())
+                .filter(
+                    |t| match self.upstreams[t.upstream].rules.policy_for(&t.original) {
+                        None => false,
+                        Some(policy) => capabilities
+                            .as_deref()
+                            .is_none_or(|caps| policy.offered_to(caps)),
+                    },
+                )
+                .map(|t| Value::Object(t.definition.clone())),
+        );
         Ok(Reply::Result(json!({ "tools": tools })))
     }
 

@@ -69,6 +69,7 @@ pub async fn serve(proxy: Arc<McpProxy>, max_message_bytes: usize) -> std::io::R
             let caller = Caller {
                 session: &session,
                 authorization: None,
+                headers: None,
             };
             let answer = match value {
                 Value::Array(items) => {

@@ -334,7 +334,7 @@ impl StreamableHttp {
             };
             let credential = match self
                 .proxy
-                .initialize_credential(header_credential(headers), &mut params)
+                .initialize_credential(header_credential(headers), Some(headers), &mut params)
                 .await
             {
                 Ok(c) => c,
@@ -388,6 +388,7 @@ impl StreamableHttp {
         let caller = Caller {
             session: &session,
             authorization: header_credential(headers),
+            headers: Some(headers),
         };
         for message in messages {
             if let Some(answer) = self.proxy.handle(caller, message).await {

@@ -283,9 +283,39 @@ impl Motebit {
     }
 }
 
+/// The synthetic tool a Motebit service answers its identity with.
+pub const IDENTITY_TOOL: &str = "motebit_identity";
+
+/// `value` as a Motebit service writes a tool's text: its JSON, then the
+/// identity tag line (`[motebit:<id prefix> key:<key prefix>]`).
+fn identity_text(value: &Value, motebit_id: &str, public_key: &str) -> String {
+    let id: String = motebit_id.chars().take(8).collect();
+    let key: String = public_key.chars().take(16).collect();
+    format!("{value}\n[motebit:{id} key:{key}]")
+}
+
 /// The budget-key root of a delegator's delegations.
 fn budget_root(delegator: &str) -> String {
     format!("motebit:{delegator}")
+}
+
+/// The request header a delegation may travel in instead of `_meta`:
+/// base64url (no padding) of its JSON.
+pub const DELEGATION_HEADER: &str = "motebit-delegation";
+
+/// A delegation (a token or a chain, root first) as a credential's half.
+/// The delegation is the authority: reservations and sessions are bound to
+/// it, not to the short-lived bearer token.
+fn delegation_credential(value: &Value) -> Result<Credential, Denial> {
+    let chain = token::chain_from_value(value).map_err(|f| denial(&f))?;
+    let presented = motebit::encoding::canonical(value).map_err(|f| denial(&f))?;
+    Ok(Credential::new(
+        String::from_utf8_lossy(&presented).into_owned(),
+        Presented {
+            bearer: None,
+            chain: Some(Arc::new(chain)),
+        },
+    ))
 }
 
 /// The delegation a request's `params._meta` carries: a token, a chain,
@@ -338,19 +368,20 @@ impl Protocol for Motebit {
             Value::String(text) => token::parse_value(text.as_bytes()).map_err(|f| denial(&f))?,
             other => other,
         };
-        let chain = token::chain_from_value(&value).map_err(|f| denial(&f))?;
-        // The delegation is the authority: reservations and sessions are
-        // bound to it, not to the short-lived bearer token.
-        let presented =
-            String::from_utf8(motebit::encoding::canonical(&value).map_err(|f| denial(&f))?)
-                .unwrap_or_default();
-        Ok(Some(Credential::new(
-            presented,
-            Presented {
-                bearer: None,
-                chain: Some(Arc::new(chain)),
-            },
-        )))
+        delegation_credential(&value).map(Some)
+    }
+
+    fn credential_header(&self) -> Option<&'static str> {
+        Some(DELEGATION_HEADER)
+    }
+
+    fn read_named_header(&self, value: &str) -> Result<Credential, Denial> {
+        let bytes = motebit::encoding::from_b64url(value.trim()).ok_or_else(|| {
+            denial(&Failure::malformed(format!(
+                "{DELEGATION_HEADER} must be base64url (no padding) of the delegation's JSON"
+            )))
+        })?;
+        delegation_credential(&token::parse_value(&bytes).map_err(|f| denial(&f))?)
     }
 
     fn combine(&self, header: &Credential, carried: &Credential) -> Option<Credential> {
@@ -452,6 +483,43 @@ impl Protocol for Motebit {
 
     async fn call_method(&self, caller: &Caller, method: &str, params: Value) -> MethodResult {
         methods::call(self, caller, method, params).await
+    }
+
+    fn tools(&self) -> Vec<Value> {
+        // Served when Motebit callers are expected: the reference client
+        // calls it first and disconnects when it fails (fail-closed).
+        if self.config.delegators.is_empty() {
+            return Vec::new();
+        }
+        vec![json!({
+            "name": IDENTITY_TOOL,
+            "description": "Return this motebit's identity information",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": true},
+        })]
+    }
+
+    async fn call_tool(
+        &self,
+        name: &str,
+        _arguments: &Value,
+    ) -> Result<Value, crate::protocol::Translation> {
+        if name != IDENTITY_TOOL {
+            return Err(crate::protocol::Translation::Invalid {
+                reason: "unknown_tool",
+                detail: format!("{name} is not served"),
+            });
+        }
+        let (motebit_id, public_key) = motebit::translate::gateway_identity(&self.key);
+        let identity = json!({
+            "motebit_id": motebit_id,
+            "public_key": public_key,
+            "did": motebit::identity::did_key(&self.key.public_key()),
+            "motebit_type": "service",
+        });
+        Ok(
+            json!({"content": [{"type": "text", "text": identity_text(&identity, &motebit_id, &public_key)}]}),
+        )
     }
 
     fn budget_roots(&self) -> Vec<(String, String)> {

@@ -38,16 +38,17 @@ fn receipt_in(text: &str) -> Option<Value> {
         .then_some(value)
 }
 
-/// The receipts an MCP result carries (in its text content).
-fn receipts_in(result: &Value) -> Vec<Value> {
+/// The receipts an MCP result carries (in its text content), with the
+/// index of the content item each is in.
+fn receipts_in(result: &Value) -> Vec<(usize, Value)> {
     result
         .get("content")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
-        .filter_map(|c| c.get("text").and_then(Value::as_str))
-        .filter_map(receipt_in)
+        .enumerate()
+        .filter(|(_, c)| c.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|(i, c)| Some((i, receipt_in(c.get("text")?.as_str()?)?)))
         .collect()
 }
 
@@ -70,9 +71,15 @@ impl Motebit {
             return Review::Pass;
         }
         let mut attested = Vec::new();
-        for raw in found {
+        for (index, raw) in found {
             match self.check_receipt(&raw, call).await {
-                Ok(id) => attested.push(id),
+                Ok((id, ours)) => {
+                    attested.push(id);
+                    // The caller gets the gateway's receipt, the worker's nested in it.
+                    if let Some(item) = result.pointer_mut(&format!("/content/{index}")) {
+                        item["text"] = json!(ours);
+                    }
+                }
                 Err(f) => {
                     self.audit(
                         "receipt_withheld",
@@ -98,8 +105,13 @@ impl Motebit {
     }
 
     /// One receipt: verified (the pinned key first), its signers pinned,
-    /// attested and stored; the root attestation's ID.
-    async fn check_receipt(&self, raw: &Value, call: &Call<'_>) -> Result<String, Failure> {
+    /// attested and stored; the root attestation's ID, and the text of the
+    /// gateway's receipt nesting it.
+    async fn check_receipt(
+        &self,
+        raw: &Value,
+        call: &Call<'_>,
+    ) -> Result<(String, String), Failure> {
         let parsed = Receipt::from_value(raw)?;
         let mut ids = Vec::new();
         super::inspect::receipt_signers(&parsed, &mut ids);
@@ -149,7 +161,9 @@ impl Motebit {
             "receipt_digest": digest, "attestation": root, "at_ms": now_ms()}),
         )
         .await;
-        Ok(root)
+        let ours = translate::countersign(&parsed, &root, call.tool, &self.key)?;
+        let (id, key) = translate::gateway_identity(&self.key);
+        Ok((root, super::identity_text(&ours, &id, &key)))
     }
 }
 
@@ -189,6 +203,6 @@ mod tests {
         assert_eq!(receipt_in("plain text"), None);
         assert_eq!(receipt_in(r#"{"signature": 1}"#), None);
         let result = json!({"content": [{"type": "text", "text": "hello"}, {"type": "text", "text": tagged}]});
-        assert_eq!(receipts_in(&result), vec![r]);
+        assert_eq!(receipts_in(&result), vec![(1, r)]);
     }
 }

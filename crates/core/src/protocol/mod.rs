@@ -282,6 +282,22 @@ pub trait Protocol: Send + Sync {
         Ok(None)
     }
 
+    /// A request header of its own its credential (or a half of it) may
+    /// travel in on HTTP fronts (Motebit's `Motebit-Delegation`), read by
+    /// [`Protocol::read_named_header`] as if the request carried it.
+    fn credential_header(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Reads [`Protocol::credential_header`]'s value.
+    fn read_named_header(&self, _value: &str) -> Result<Credential, Denial> {
+        Err(Denial::protocol(
+            self.id(),
+            "unsupported_header",
+            "this protocol takes no header of its own",
+        ))
+    }
+
     /// One credential from the two parts of a credential that comes in two
     /// (Motebit: the bearer token in the header, the delegation in the
     /// request's `_meta` or the session's): `header` as the transport
@@ -385,6 +401,22 @@ pub trait Protocol: Send + Sync {
     /// Serves a request to one of [`Protocol::http_paths`].
     async fn serve_http(&self, _request: HttpRequest<'_>) -> HttpAnswer {
         HttpAnswer::not_found()
+    }
+
+    /// MCP tools it serves itself beside the upstreams' (Motebit's
+    /// `motebit_identity`), as `tools/list` gives them. They are open:
+    /// anyone may call them, so they reveal only what is public. An
+    /// upstream's tool of the same name is not offered.
+    fn tools(&self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// Calls one of [`Protocol::tools`]: the MCP `tools/call` result.
+    async fn call_tool(&self, name: &str, _arguments: &Value) -> Result<Value, Translation> {
+        Err(Translation::Invalid {
+            reason: "unknown_tool",
+            detail: format!("{name} is not served"),
+        })
     }
 
     /// The budget-key roots of its grants, with their tenants (for gauges).

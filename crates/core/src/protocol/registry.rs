@@ -11,6 +11,9 @@ use super::{Credential, Denial, Protocol, ProtocolId, ProtocolInfo};
 #[derive(Default, Clone)]
 pub struct Registry {
     protocols: Vec<Arc<dyn Protocol>>,
+    /// The MCP tools protocols serve themselves, by name (read once, at
+    /// registration: a `tools/call` looks here before any upstream).
+    tools: Vec<(String, Arc<dyn Protocol>)>,
 }
 
 /// A credential found in a request, with the protocol that reads it.
@@ -33,6 +36,15 @@ const GATEWAY: ProtocolId = ProtocolId::new(&ProtocolInfo {
     denial_message: None,
 });
 
+/// The names of the tools `protocol` serves.
+fn tool_names(protocol: &dyn Protocol) -> Vec<String> {
+    protocol
+        .tools()
+        .iter()
+        .filter_map(|t| t.get("name")?.as_str().map(str::to_owned))
+        .collect()
+}
+
 impl Registry {
     /// Adds a protocol. Two protocols may not share a name, a scheme or an
     /// envelope prefix: which one a request carries must be unambiguous.
@@ -47,6 +59,9 @@ impl Registry {
                     && other.bearer_prefix() == protocol.bearer_prefix())
                 || (protocol.envelope_prefix().is_some()
                     && other.envelope_prefix() == protocol.envelope_prefix())
+                || tool_names(protocol.as_ref())
+                    .iter()
+                    .any(|t| tool_names(other.as_ref()).contains(t))
                 || protocol.http_paths().iter().any(|p| {
                     super::endpoint::under(p, other.http_paths())
                         || other
@@ -57,9 +72,12 @@ impl Registry {
         };
         if let Some(other) = self.protocols.iter().find(|p| clash(p)) {
             return Err(format!(
-                "protocol {id} clashes with {} (name, scheme, bearer prefix, envelope prefix or HTTP path)",
+                "protocol {id} clashes with {} (name, scheme, bearer prefix, envelope prefix, tool or HTTP path)",
                 other.id()
             ));
+        }
+        for name in tool_names(protocol.as_ref()) {
+            self.tools.push((name, protocol.clone()));
         }
         self.protocols.push(protocol);
         Ok(())
@@ -82,6 +100,16 @@ impl Registry {
             .find(|p| p.methods().contains(&method))
     }
 
+    /// The MCP tools the protocols serve themselves.
+    pub fn tools(&self) -> Vec<Value> {
+        self.protocols.iter().flat_map(|p| p.tools()).collect()
+    }
+
+    /// The protocol serving the MCP tool `name` itself.
+    pub fn serving_tool(&self, name: &str) -> Option<&Arc<dyn Protocol>> {
+        self.tools.iter().find(|(t, _)| t == name).map(|(_, p)| p)
+    }
+
     /// The protocol serving an HTTP path of its own.
     pub fn serving_path(&self, path: &str) -> Option<&Arc<dyn Protocol>> {
         self.protocols
@@ -100,6 +128,21 @@ impl Registry {
             .iter()
             .filter_map(|p| p.bearer_prefix())
             .collect()
+    }
+
+    /// The credential a protocol's own request header carries, read with
+    /// `header` (a header's value by name), if a request has one.
+    pub fn from_named_header<'h>(
+        &self,
+        header: impl Fn(&str) -> Option<&'h str>,
+    ) -> Option<Result<Found, Denial>> {
+        self.protocols.iter().find_map(|p| {
+            let value = header(p.credential_header()?)?;
+            Some(p.read_named_header(value).map(|credential| Found {
+                protocol: p.clone(),
+                credential,
+            }))
+        })
     }
 
     /// The one credential a header's and a request's (or session's) make
