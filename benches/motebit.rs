@@ -1,6 +1,7 @@
 //! What verifying Motebit artifacts costs per call: a Motebit caller's
 //! bearer token and delegation chain (every call), an upstream's receipt
-//! (every answer that carries one), and a verdict.
+//! (every answer that carries one), a verdict, and a Motebit caller's whole
+//! authorize + settle through the gateway's pipeline in process.
 //!   cargo bench --bench motebit
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -88,5 +89,126 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+/// A Motebit caller's call through the one pipeline (memory backend): the
+/// protocol's grant (chain, bearer token, trust, revocations, pins, jti)
+/// then the match and the reservation, then the settle. The same session
+/// and token each time, as the reference client sends them.
+fn pipeline(c: &mut Criterion) {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use delegate_gateway::budget::{LeasePolicy, OnExpiry};
+    use delegate_gateway::caller::Caller;
+    use delegate_gateway::gatekeeper::Gatekeeper;
+    use delegate_gateway::protocol::{Call, Registry};
+    use delegate_gateway::protocols::motebit::{Delegator, Motebit, MotebitConfig, MotebitState};
+    use delegate_gateway::revocations::Revocations;
+    use delegate_gateway::state::{self, BudgetSettings};
+    use delegateos::CapabilityRequest;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let now = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as u64;
+    let (d, caller) = (key(1), key(2));
+    let (gate, registry) = rt.block_on(async {
+        let settings = BudgetSettings {
+            reservation_ttl: Duration::from_secs(60),
+            lease: LeasePolicy::OFF,
+            max_open: usize::MAX,
+        };
+        let stores = state::open(state::Backend::Ephemeral, settings).unwrap();
+        let revocations = Arc::new(Revocations::load(stores.revocations.clone()).await.unwrap());
+        let gate = Arc::new(Gatekeeper::new(
+            vec![("bench".into(), key(9).principal_id().clone())],
+            stores.budgets.clone(),
+            revocations.clone(),
+            stores.delegations.clone(),
+        ));
+        let config = MotebitConfig {
+            audience: "task:submit".into(),
+            delegators: vec![Delegator {
+                motebit_id: "delegator".into(),
+                key: d.public_key(),
+                tenant: "bench".into(),
+                budget_microcents: u64::MAX >> 12,
+            }],
+        };
+        let motebit = Motebit::new(
+            config,
+            MotebitState {
+                revocations,
+                replay: stores.replay.clone(),
+                records: stores.records.clone(),
+                delegations: stores.delegations.clone(),
+                audit: stores.audit.clone(),
+                key: Arc::new(key(42)),
+            },
+        )
+        .await
+        .unwrap();
+        let mut registry = Registry::default();
+        registry.register(Arc::new(motebit)).unwrap();
+        (gate, registry)
+    });
+    let mut t = json!({
+        "delegator_id": "delegator", "delegator_public_key": hex(&d), "delegate_id": "caller",
+        "delegate_public_key": hex(&caller), "scope": "web_search", "issued_at": now,
+        "expires_at": now + 3_600_000, "suite": motebit::SUITE,
+    });
+    motebit::encoding::sign(&d, &mut t).unwrap();
+    let claims = json!({"mid": "caller", "did": "d", "iat": now, "exp": now + 300_000, "jti": "j",
+                        "aud": "task:submit", "suite": motebit::BEARER_SUITE});
+    let header = format!("Bearer motebit:{}", motebit::bearer::mint(&claims, &caller));
+    let found = rt.block_on(async {
+        let h = registry.from_header(&header).unwrap().unwrap();
+        let mut request = serde_json::Map::new();
+        request.insert(
+            "params".into(),
+            json!({"_meta": {"motebit/delegation": [t]}}),
+        );
+        let carried = registry
+            .take_from_request(&mut request)
+            .await
+            .unwrap()
+            .unwrap();
+        registry.combine(&h, &carried).unwrap()
+    });
+    assert_eq!(found.protocol.id().name, "motebit");
+    let requests = [CapabilityRequest {
+        namespace: "web_search".into(),
+        action: "query".into(),
+        resource: "/".into(),
+    }];
+    let call = Call {
+        tool: "web_search",
+        action: "query",
+        requests: &requests,
+        cost_microcents: 1,
+        session: "bench-session",
+        in_session: true,
+    };
+    c.bench_function(
+        "motebit/caller: authorize+settle through the pipeline (memory)",
+        |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let (a, _) = gate
+                        .authorize_with(&found, &call, OnExpiry::Release)
+                        .await
+                        .unwrap()
+                        .into_result()
+                        .unwrap();
+                    let r = a.reservation.expect("a costly call holds a reservation");
+                    gate.settle(&Caller::gateway(), &r.reservation_id, 1)
+                        .await
+                        .unwrap();
+                })
+            })
+        },
+    );
+}
+
+criterion_group!(benches, bench, pipeline);
 criterion_main!(benches);

@@ -77,8 +77,14 @@ impl SignedToken {
     /// [`SKEW_MS`]), `iat` not in the future, a lifetime of at most
     /// [`MAX_LIFETIME_MS`], a non-empty `jti`, the audience.
     pub fn verify(&self, key: &VerifyingKey, audience: &str, now: f64) -> Result<&Claims, Failure> {
-        let c = &self.claims;
-        if c.suite != BEARER_SUITE {
+        self.verify_signature(key)?;
+        self.check_claims(audience, now)
+    }
+
+    /// The suite and the signature: what holds at any instant (and so may
+    /// be remembered, by [`SignedToken::digest`]).
+    pub fn verify_signature(&self, key: &VerifyingKey) -> Result<(), Failure> {
+        if self.claims.suite != BEARER_SUITE {
             return Err(Failure::new(
                 Reason::WrongSuite,
                 format!("a bearer token's suite must be {BEARER_SUITE}"),
@@ -90,6 +96,23 @@ impl SignedToken {
                 "the bearer token's signature does not verify",
             ));
         }
+        Ok(())
+    }
+
+    /// `SHA-256` of the token's payload and signature with `key`: what a
+    /// verified signature may be remembered by.
+    pub fn digest(&self, key: &VerifyingKey) -> String {
+        let mut bytes = self.payload.clone();
+        bytes.push(b'.');
+        bytes.extend_from_slice(self.signature.as_bytes());
+        bytes.push(b'.');
+        bytes.extend_from_slice(key.as_bytes());
+        encoding::sha256_hex(&bytes)
+    }
+
+    /// The claims at `now`, for `audience`: everything but the signature.
+    pub fn check_claims(&self, audience: &str, now: f64) -> Result<&Claims, Failure> {
+        let c = &self.claims;
         if c.jti.is_empty() || c.jti.len() > 256 {
             return Err(Failure::malformed(
                 "the bearer token's jti must be 1 to 256 bytes",
@@ -187,6 +210,24 @@ mod tests {
         let mut c = claims();
         c.as_object_mut().unwrap().remove("aud");
         assert_eq!(reason(c, NOW), Reason::Malformed);
+        // A signature verified once stays verified; the claims are judged
+        // at each instant.
+        let t = SignedToken::read(&good).unwrap();
+        t.verify_signature(&pk).unwrap();
+        assert_eq!(
+            t.check_claims("task:submit", NOW + 360_001.0)
+                .unwrap_err()
+                .reason,
+            Reason::Expired
+        );
+        assert_eq!(
+            t.check_claims("sync", NOW).unwrap_err().reason,
+            Reason::WrongAudience
+        );
+        assert_ne!(
+            t.digest(&pk),
+            t.digest(&delegateos::Keypair::from_seed([9; 32]).public_key())
+        );
         // Another key's signature.
         let other = delegateos::Keypair::from_seed([8; 32]);
         let forged = mint(&claims(), &other);

@@ -17,7 +17,8 @@ mod methods;
 pub mod pins;
 mod receipts;
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use delegateos::Keypair;
@@ -38,7 +39,7 @@ use crate::protocol::{
 use crate::revocations::Revocations;
 use crate::state::{AuditSink, DelegationStore, RecordStore, ReplayStore, StorageError};
 
-pub use config::{MotebitConfig, RawMotebit};
+pub use config::{Delegator, MotebitConfig, RawMotebit};
 use pins::{PinError, Pins};
 
 /// Motebit's name in metrics, audit and `data.protocol`.
@@ -86,7 +87,16 @@ pub struct Motebit {
     audit: Arc<dyn AuditSink>,
     key: Arc<Keypair>,
     pins: Pins,
+    /// Digests of delegation chains and bearer tokens whose signatures,
+    /// keys, linkage and narrowing verified: true at any instant, so a
+    /// client sending the same ones again (the reference client sends one
+    /// token per connection) skips the Ed25519 work. Windows, trust,
+    /// revocations, pins and replay are checked on every call.
+    verified: Mutex<HashSet<String>>,
 }
+
+/// At most this many digests are remembered (then all are forgotten).
+const MAX_REMEMBERED: usize = 65_536;
 
 /// What a request presented: the bearer token (header), the delegation
 /// chain (request or session), or both once combined.
@@ -128,6 +138,7 @@ impl Motebit {
             audit: state.audit,
             key: state.key,
             pins: Pins::new(state.records),
+            verified: Mutex::new(HashSet::new()),
         })
     }
 
@@ -164,11 +175,32 @@ impl Motebit {
             .await
     }
 
+    /// Whether `digest` verified before; else runs `verify` and remembers
+    /// a success.
+    fn verified_once<E>(
+        &self,
+        digest: String,
+        verify: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
+        let lock = || self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        if lock().contains(&digest) {
+            return Ok(());
+        }
+        verify()?;
+        let mut set = lock();
+        if set.len() >= MAX_REMEMBERED {
+            set.clear();
+        }
+        set.insert(digest);
+        Ok(())
+    }
+
     /// The chain, bearer token, trust, revocations, pins and replay of a
-    /// call: the grant, or why not.
+    /// call: the grant, or why not. `presented`: the chain's canonical JSON.
     async fn check(
         &self,
         p: &Presented,
+        presented: &str,
         call: &Call<'_>,
     ) -> Result<Result<Grant, Failure>, GateError> {
         let Some(bearer) = &p.bearer else {
@@ -184,7 +216,11 @@ impl Motebit {
             )));
         };
         let now = now_ms();
-        if let Err((i, f)) = token::verify_chain(chain, now as f64) {
+        let chain_digest = format!("c{}", motebit::encoding::sha256_hex(presented.as_bytes()));
+        let checked = self
+            .verified_once(chain_digest, || token::verify_chain_signed(chain))
+            .and_then(|()| token::chain_windows(chain, now as f64));
+        if let Err((i, f)) = checked {
             return Ok(Err(Failure::new(
                 f.reason,
                 format!("delegation {i}: {}", f.detail),
@@ -219,7 +255,15 @@ impl Motebit {
             Ok(k) => k,
             Err(f) => return Ok(Err(f)),
         };
-        if let Err(f) = bearer.verify(&delegate_key, &self.config.audience, now as f64) {
+        let bearer_digest = format!("b{}", bearer.digest(&delegate_key));
+        let checked = self
+            .verified_once(bearer_digest, || bearer.verify_signature(&delegate_key))
+            .and_then(|()| {
+                bearer
+                    .check_claims(&self.config.audience, now as f64)
+                    .map(drop)
+            });
+        if let Err(f) = checked {
             return Ok(Err(f));
         }
         for t in chain.iter() {
@@ -407,7 +451,7 @@ impl Protocol for Motebit {
                 "not a Motebit credential",
             )));
         };
-        match self.check(presented, call).await? {
+        match self.check(presented, credential.presented(), call).await? {
             Ok(grant) => Ok(Decision::Allowed(grant)),
             Err(f) => {
                 let caller = presented.bearer.as_ref().map(|b| b.claims.mid.clone());
