@@ -116,6 +116,61 @@ fn cli_verify_fixtures_tampering_and_known_keys() {
         &write(dir.path(), "bad-keys.json", &json!({"x": "ABC"})),
     ]);
     assert_eq!(out.status.code(), Some(2));
+
+    // A delegation chain and a receipt sequence.
+    let now = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as u64;
+    let hex = |n: u8| motebit::encoding::key_hex(&seed(n).public_key());
+    let token = |from: u8, to: u8, scope: &str| {
+        let mut v = json!({
+            "delegator_id": format!("agent-{from}"), "delegator_public_key": hex(from),
+            "delegate_id": format!("agent-{to}"), "delegate_public_key": hex(to),
+            "scope": scope, "issued_at": now, "expires_at": now + 60_000, "suite": motebit::SUITE});
+        motebit::encoding::sign(&seed(from), &mut v).unwrap();
+        v
+    };
+    let chain = json!([token(1, 2, "a,b"), token(2, 3, "a")]);
+    let out = run(&[
+        "motebit",
+        "verify",
+        &write(dir.path(), "chain.json", &chain),
+    ]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert_eq!(json(&out)["kind"], "delegation_chain");
+    let widened = json!([token(1, 2, "a"), token(2, 3, "a,b")]);
+    let out = run(&[
+        "motebit",
+        "verify",
+        &write(dir.path(), "wide.json", &widened),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["report"]["error"]["type"], "scope_widened");
+    let receipt = |n: u8, submitted: u64, completed: u64| {
+        let mut r = json!({
+            "task_id": format!("t{submitted}"), "motebit_id": "m", "device_id": "d",
+            "submitted_at": submitted, "completed_at": completed, "status": "completed",
+            "result": "", "tools_used": [], "memories_formed": 0,
+            "prompt_hash": motebit::encoding::sha256_hex(b""), "result_hash": motebit::encoding::sha256_hex(b""),
+            "public_key": hex(n), "suite": motebit::SUITE});
+        motebit::encoding::sign(&seed(n), &mut r).unwrap();
+        r
+    };
+    let ordered = json!([receipt(1, 0, 10), receipt(2, 10, 20)]);
+    let out = run(&[
+        "motebit",
+        "verify",
+        &write(dir.path(), "seq.json", &ordered),
+    ]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert_eq!(json(&out)["kind"], "receipt_sequence");
+    let overlapping = json!([receipt(1, 0, 10), receipt(2, 5, 20)]);
+    let out = run(&[
+        "motebit",
+        "verify",
+        &write(dir.path(), "seq2.json", &overlapping),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["report"]["error"]["type"], "out_of_order");
+    assert_eq!(json(&out)["report"]["index"], 1);
 }
 
 /// Receipts signed by the JavaScript peer verify in dgw, and a receipt the
