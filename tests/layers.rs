@@ -177,6 +177,7 @@ fn no_module_depends_on_itself() {
         "src",
         "adapters/agenta/src",
         "adapters/delegateos/src",
+        "adapters/ldp/src",
         "adapters/motebit/src",
         "adapters/talos/src",
         "crates/core/src",
@@ -231,6 +232,7 @@ fn dependencies_point_down_the_layers() {
             "talos",
             "agenta",
             "motebit",
+            "ldp",
             "dgw-state-sled",
             "dgw-state-memory",
             "sled",
@@ -268,7 +270,7 @@ fn the_core_depends_on_no_transport_backend_or_protocol_but_delegateos() {
     let core = dependencies("crates/core/Cargo.toml");
     assert!(core.contains(&"delegateos".to_owned()), "{core:?}");
     for banned in [
-        "sled", "redis", "hyper", "tonic", "talos", "agenta", "motebit", "rustls", "clap",
+        "sled", "redis", "hyper", "tonic", "talos", "agenta", "motebit", "ldp", "rustls", "clap",
     ] {
         assert!(
             !core.iter().any(|d| d == banned),
@@ -335,7 +337,11 @@ fn sled_and_talos_are_named_in_their_own_modules_only() {
 /// nowhere else; the crates under the binary never.
 #[test]
 fn each_protocol_is_named_in_its_own_modules_only() {
-    for (word, own) in [("agenta::", "agenta"), ("motebit::", "motebit")] {
+    for (word, own) in [
+        ("agenta::", "agenta"),
+        ("motebit::", "motebit"),
+        ("ldp::", "ldp"),
+    ] {
         let in_binary: Vec<String> = naming("src", word)
             .into_iter()
             .filter(|m| {
