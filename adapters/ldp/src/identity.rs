@@ -116,6 +116,8 @@ impl IdentityCard {
     /// The spec's rules: an `ldp:delegate:<name>` ID, names present, a
     /// trust domain with a name, hints within their ranges, Text among the
     /// modes (every delegate MUST support it), capability names unique.
+    /// The endpoint may be empty (the reference's in-process server leaves
+    /// it so; dgw writes its own into the cards it serves).
     pub fn validate(&self) -> Result<(), Refusal> {
         let bad = |what: String| {
             Err(Refusal::new(
@@ -132,7 +134,6 @@ impl IdentityCard {
             ("model_family", &self.model_family),
             ("model_version", &self.model_version),
             ("trust_domain.name", &self.trust_domain.name),
-            ("endpoint", &self.endpoint),
         ] {
             if v.is_empty() {
                 return bad(format!("{field} is empty"));

@@ -180,23 +180,40 @@ impl Body {
     }
 }
 
-/// SESSION_PROPOSE's configuration (spec "Session Configuration").
+/// SESSION_PROPOSE's configuration: the spec's members ("Session
+/// Configuration") and the ones the reference's client sends instead
+/// (`payload_mode`, and its own `trust_domain`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionConfig {
-    /// Preference list, highest first.
-    #[serde(default = "default_modes")]
-    pub preferred_payload_modes: Vec<PayloadMode>,
+    /// Preference list, highest first (the spec's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_payload_modes: Option<Vec<PayloadMode>>,
+    /// The one mode asked (the reference client's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_mode: Option<PayloadMode>,
     /// Seconds of inactivity before the session expires.
     #[serde(default = "default_ttl")]
     pub ttl_secs: u64,
     /// The trust domain the responder must be in.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_trust_domain: Option<String>,
+    /// The initiator's own trust domain (the reference client's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_domain: Option<String>,
 }
 
-fn default_modes() -> Vec<PayloadMode> {
-    vec![PayloadMode::SemanticFrame, PayloadMode::Text]
+impl SessionConfig {
+    /// The initiator's preferences, highest first: the spec's list, else
+    /// the one mode asked then Text (as the reference server reads it),
+    /// else the spec's default `[semantic_frame, text]`.
+    pub fn preferences(&self) -> Vec<PayloadMode> {
+        match (&self.preferred_payload_modes, self.payload_mode) {
+            (Some(list), _) => list.clone(),
+            (None, Some(mode)) => vec![mode, PayloadMode::Text],
+            (None, None) => vec![PayloadMode::SemanticFrame, PayloadMode::Text],
+        }
+    }
 }
 
 fn default_ttl() -> u64 {

@@ -176,3 +176,56 @@ fn walk(d: &Path) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// The crate's own server answers a whole session, its client's requests
+/// shaped as its session manager sends them: every request and answer
+/// parses here, each signature verifies, and the session machine follows.
+#[tokio::test]
+async fn the_crate_server_speaks_what_we_parse() {
+    use ldp_protocol::types::messages::{LdpEnvelope, LdpMessageBody};
+    use ldp_protocol::types::payload::PayloadMode as Theirs;
+    let server = ldp_protocol::LdpServer::echo_server("ldp:delegate:echo", "Echo")
+        .with_signing_secret("s3cret");
+    let card = IdentityCard::from_value(server.handle_identity_request()).unwrap();
+    assert!(card.has_skill("echo"), "{card:?}");
+    let me = "ldp:delegate:router";
+    let session_id = "6f1c8a3e-0000-4000-8000-000000000001";
+    let requests = [
+        LdpMessageBody::Hello {
+            delegate_id: me.into(),
+            supported_modes: vec![Theirs::SemanticFrame, Theirs::Text],
+        },
+        LdpMessageBody::SessionPropose {
+            config: json!({"payload_mode": "semantic_frame", "ttl_secs": 600, "trust_domain": card.trust_domain.name}),
+        },
+        LdpMessageBody::TaskSubmit {
+            task_id: "t-1".into(),
+            skill: "echo".into(),
+            input: json!({"text": "hi"}),
+            contract: None,
+        },
+        LdpMessageBody::SessionClose {
+            reason: Some("done".into()),
+        },
+    ];
+    let mut session = Session::new(0);
+    for body in requests {
+        let mut request = LdpEnvelope::new(session_id, me, &card.delegate_id, body, Theirs::Text);
+        request.nonce = Some("00112233445566778899aabbccddeeff".into());
+        ldp_protocol::apply_signature(&mut request, "s3cret");
+        let ours = Envelope::from_value(serde_json::to_value(&request).unwrap()).unwrap();
+        signing::verify(&ours, b"s3cret", false).unwrap();
+        session.apply(Side::Initiator, &ours.body, 1).unwrap();
+        let answer = server.handle_message(request).await.unwrap();
+        let v = serde_json::to_value(&answer).unwrap();
+        let answer = Envelope::from_value(v.clone()).unwrap_or_else(|e| panic!("{e}: {v}"));
+        signing::verify(&answer, b"s3cret", false).unwrap();
+        if session.state != State::Closed {
+            session
+                .apply(Side::Responder, &answer.body, 1)
+                .unwrap_or_else(|e| panic!("{e}: {v}"));
+        }
+    }
+    assert_eq!(session.state, State::Closed);
+    assert_eq!(session.task_count, 1);
+}
