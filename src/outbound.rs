@@ -82,10 +82,26 @@ impl JsonClient {
         });
     }
 
+    /// GETs `endpoint`; the JSON the service answered with.
+    pub async fn get(&self, endpoint: &str) -> Result<Value, OutboundError> {
+        let body = self.exchange(endpoint, None, None).await?;
+        serde_json::from_slice(&body).map_err(|e| OutboundError::Unreadable(e.to_string()))
+    }
+
     async fn send(
         &self,
         endpoint: &str,
         message: &Value,
+        bearer: Option<&str>,
+    ) -> Result<Bytes, OutboundError> {
+        self.exchange(endpoint, Some(message), bearer).await
+    }
+
+    /// A POST of `message`, or a GET without one.
+    async fn exchange(
+        &self,
+        endpoint: &str,
+        message: Option<&Value>,
         bearer: Option<&str>,
     ) -> Result<Bytes, OutboundError> {
         let uri = Self::check_endpoint(endpoint)?;
@@ -93,8 +109,14 @@ impl JsonClient {
             .client
             .as_ref()
             .map_err(|e| OutboundError::Tls(e.clone()))?;
-        let mut request = Request::post(uri)
-            .body(Full::new(Bytes::from(message.to_string())))
+        let builder = match message {
+            Some(_) => Request::post(uri),
+            None => Request::get(uri),
+        };
+        let mut request = builder
+            .body(Full::new(
+                message.map_or_else(Bytes::new, |m| Bytes::from(m.to_string())),
+            ))
             .map_err(|e| OutboundError::Unreachable(e.to_string()))?;
         request
             .headers_mut()

@@ -22,6 +22,7 @@ use crate::mcp::{McpProxy, Upstream};
 use crate::protocol::Registry;
 use crate::protocols::agenta::{Agenta, AgentaState};
 use crate::protocols::delegateos::DelegateOs;
+use crate::protocols::ldp::{Ldp, LdpState};
 use crate::protocols::motebit::{Motebit, MotebitState};
 use crate::protocols::talos::Talos;
 use crate::revocations::{Revocations, RevokeError};
@@ -79,6 +80,7 @@ struct State {
     gateway_key: Arc<Keypair>,
     /// Told where the HTTP listener is (sellers call back there).
     agenta: Option<Arc<Agenta>>,
+    ldp: Option<Arc<Ldp>>,
 }
 
 /// Opens the data directory, the keys and every store (the embedded backend
@@ -192,6 +194,24 @@ async fn open_state(
         }
         None => None,
     };
+    let ldp = config.ldp.clone().map(|section| {
+        Arc::new(Ldp::new(
+            section,
+            LdpState {
+                gate: gate.clone(),
+                records: stores.records.clone(),
+                replay: stores.replay.clone(),
+                delegations: stores.delegations.clone(),
+                audit: audit.clone(),
+                key: gateway_key.clone(),
+            },
+        ))
+    });
+    if let Some(ldp) = &ldp {
+        protocols
+            .register(ldp.clone())
+            .map_err(ServeError::Protocol)?;
+    }
     for p in extra_protocols {
         protocols.register(p).map_err(ServeError::Protocol)?;
     }
@@ -209,6 +229,7 @@ async fn open_state(
         stores,
         gateway_key,
         agenta,
+        ldp,
     })
 }
 
@@ -344,6 +365,9 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         addr: config.server.http,
         source,
     })?;
+    if let Some(ldp) = &state.ldp {
+        ldp.listening_at(http_addr, http_tls.is_some());
+    }
     if let Some(agenta) = &state.agenta {
         agenta.listening_at(http_addr, http_tls.is_some());
     }

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use crate::caller::AdminToken;
 use crate::mcp::UpstreamSpec;
 use crate::protocols::agenta::{AgentaConfig, RawAgenta};
+use crate::protocols::ldp::{LdpConfig, RawLdp};
 use crate::protocols::motebit::{MotebitConfig, RawMotebit};
 use crate::protocols::talos::{TalosIssuer, TalosSection};
 
@@ -60,6 +61,8 @@ pub struct Config {
     pub agenta: Option<AgentaConfig>,
     /// Motebit's trusted delegators and audience (`[motebit]`).
     pub motebit: MotebitConfig,
+    /// LDP, when `[ldp]` is present.
+    pub ldp: Option<LdpConfig>,
     /// Administrators' tokens (`[[admin.tokens]]`); none: callers on a
     /// loopback listener may use the admin methods that read.
     pub admin_tokens: Vec<AdminToken>,
@@ -89,6 +92,7 @@ struct RawConfig {
     agenta: Option<RawAgenta>,
     #[serde(default)]
     motebit: RawMotebit,
+    ldp: Option<RawLdp>,
     #[serde(default)]
     admin: admin::RawAdmin,
 }
@@ -176,6 +180,19 @@ impl Config {
                 ));
             }
         }
+        let ldp = raw
+            .ldp
+            .map(RawLdp::validate)
+            .transpose()
+            .map_err(|(key, problem)| check.invalid(&key, problem))?;
+        for (i, d) in ldp.iter().flat_map(|l| l.delegates.iter()).enumerate() {
+            if !tenants.iter().any(|t| t.name == d.tenant) {
+                return Err(check.invalid(
+                    &format!("ldp.delegates[{i}].tenant"),
+                    format!("{:?} is not a configured tenant", d.tenant),
+                ));
+            }
+        }
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
         Ok(Config {
             server,
@@ -188,6 +205,7 @@ impl Config {
             talos,
             agenta,
             motebit,
+            ldp,
             admin_tokens,
             admin_certs,
             ephemeral: false,
@@ -228,6 +246,43 @@ root_key_file = "data/demo-root.key"
         assert_eq!(c.budget.reservation_ttl, Duration::from_secs(60));
         assert_eq!(c.budget.lease, LeasePolicy::new(0.01).unwrap());
         assert_eq!(c.tenants.len(), 2);
+    }
+
+    #[test]
+    fn the_ldp_section_is_checked_key_by_key() {
+        let ldp = "[ldp]\n[[ldp.delegates]]\nname = \"qwen\"\nurl = \"http://127.0.0.1:9\"\n\
+                   secret = \"0123456789abcdef0123\"\ntrust_domain = \"r\"\ntenant = \"acme\"\n\
+                   cost_microcents = 7\n[ldp.delegates.skill_costs]\nreasoning = 9\n";
+        let c = Config::parse(&format!("{GOOD}{ldp}"), Path::new("t.toml")).unwrap();
+        let d = &c.ldp.as_ref().unwrap().delegates[0];
+        assert_eq!((d.cost("reasoning"), d.cost("other")), (9, 7));
+        assert!(
+            !format!("{d:?}").contains("0123456789"),
+            "the secret is never printed"
+        );
+        assert!(Config::parse(GOOD, Path::new("t.toml"))
+            .unwrap()
+            .ldp
+            .is_none());
+        for (from, to, at) in [
+            ("\"qwen\"", "\"Qwen/x\"", "`ldp.delegates[0].name`"),
+            (
+                "\"http://127.0.0.1:9\"",
+                "\"ftp://x\"",
+                "`ldp.delegates[0].url`",
+            ),
+            (
+                "\"0123456789abcdef0123\"",
+                "\"short\"",
+                "`ldp.delegates[0].secret`",
+            ),
+            ("\"acme\"", "\"nobody\"", "`ldp.delegates[0].tenant`"),
+        ] {
+            assert!(
+                err(&format!("{GOOD}{}", ldp.replace(from, to))).contains(at),
+                "{at}"
+            );
+        }
     }
 
     #[test]

@@ -3,5 +3,6 @@
 
 pub mod agenta;
 pub mod delegateos;
+pub mod ldp;
 pub mod motebit;
 pub mod talos;

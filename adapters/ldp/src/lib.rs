@@ -22,6 +22,7 @@ pub mod message;
 pub mod mode;
 pub mod session;
 pub mod signing;
+pub mod translate;
 pub mod trust;
 
 pub use refusal::{Reason, Refusal};

@@ -1,0 +1,180 @@
+//! `[ldp]`: the LDP delegates dgw stands in front of, their shared
+//! secrets and trust domains, whose DCTs pay, and what a task costs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The section as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLdp {
+    /// Where routers reach dgw (the `endpoint` of the cards it serves);
+    /// default: its HTTP listener.
+    #[serde(default)]
+    public_url: Option<String>,
+    /// How far a message's timestamp may be from now, seconds.
+    #[serde(default = "default_window")]
+    freshness_secs: i64,
+    /// A delegate's time to answer, e.g. `30s`.
+    #[serde(default = "default_timeout")]
+    delegate_timeout: String,
+    #[serde(default)]
+    delegates: Vec<RawDelegate>,
+}
+
+fn default_window() -> i64 {
+    ldp::freshness::WINDOW_SECS
+}
+
+fn default_timeout() -> String {
+    "30s".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDelegate {
+    name: String,
+    url: String,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    secret_file: Option<PathBuf>,
+    trust_domain: String,
+    #[serde(default)]
+    trusted_peers: Vec<String>,
+    tenant: String,
+    cost_microcents: u64,
+    #[serde(default)]
+    skill_costs: BTreeMap<String, u64>,
+    #[serde(default)]
+    nonce: bool,
+}
+
+/// A delegate behind dgw.
+#[derive(Clone)]
+pub struct Delegate {
+    /// Its path segment: `/ldp/{name}/…`.
+    pub name: String,
+    /// The real delegate's base URL.
+    pub url: String,
+    /// The secret routers, dgw and the delegate share.
+    pub secret: Vec<u8>,
+    /// Its trust domain (cross-domain peers listed allow cross-domain sessions).
+    pub trust_domain: ldp::trust::TrustDomain,
+    /// Whose DCTs pay its tasks.
+    pub tenant: String,
+    /// What one TASK_SUBMIT reserves.
+    pub cost_microcents: u64,
+    /// Per skill, instead.
+    pub skill_costs: BTreeMap<String, u64>,
+    /// Whether dgw signs toward it with a nonce.
+    pub nonce: bool,
+}
+
+impl std::fmt::Debug for Delegate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("Delegate")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+impl Delegate {
+    /// What a task of `skill` reserves.
+    pub fn cost(&self, skill: &str) -> u64 {
+        self.skill_costs
+            .get(skill)
+            .copied()
+            .unwrap_or(self.cost_microcents)
+    }
+}
+
+/// The section, validated.
+#[derive(Debug, Clone)]
+pub struct LdpConfig {
+    /// Where routers reach dgw.
+    pub public_url: Option<String>,
+    /// The freshness window, seconds.
+    pub freshness_secs: i64,
+    /// A delegate's time to answer.
+    pub delegate_timeout: Duration,
+    /// The delegates.
+    pub delegates: Vec<Delegate>,
+}
+
+impl RawLdp {
+    /// Validated (secret files read); an error names the key.
+    pub fn validate(self) -> Result<LdpConfig, (String, String)> {
+        let delegate_timeout = humantime::parse_duration(&self.delegate_timeout)
+            .map_err(|e| ("ldp.delegate_timeout".to_owned(), e.to_string()))?;
+        if !(1..=3600).contains(&self.freshness_secs) {
+            return Err(("ldp.freshness_secs".into(), "must be 1 to 3600".into()));
+        }
+        let mut delegates: Vec<Delegate> = Vec::new();
+        for (i, d) in self.delegates.into_iter().enumerate() {
+            let key = |field: &str| format!("ldp.delegates[{i}].{field}");
+            let name_ok = !d.name.is_empty()
+                && d.name.len() <= 64
+                && d.name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            if !name_ok {
+                return Err((key("name"), "must be 1 to 64 of a-z, 0-9 and -".into()));
+            }
+            if delegates.iter().any(|x| x.name == d.name) {
+                return Err((key("name"), format!("{:?} is listed twice", d.name)));
+            }
+            if !(d.url.starts_with("http://") || d.url.starts_with("https://")) {
+                return Err((key("url"), "must be an http(s) URL".into()));
+            }
+            let secret = match (d.secret, d.secret_file) {
+                (Some(s), None) => s.into_bytes(),
+                (None, Some(path)) => std::fs::read_to_string(&path)
+                    .map_err(|e| (key("secret_file"), format!("{}: {e}", path.display())))?
+                    .trim_end()
+                    .as_bytes()
+                    .to_vec(),
+                _ => {
+                    return Err((
+                        key("secret"),
+                        "give exactly one of secret or secret_file".into(),
+                    ))
+                }
+            };
+            if secret.len() < 16 {
+                return Err((key("secret"), "must be at least 16 bytes".into()));
+            }
+            if d.trust_domain.is_empty() || d.tenant.is_empty() {
+                return Err((
+                    key("trust_domain"),
+                    "trust_domain and tenant must be named".into(),
+                ));
+            }
+            delegates.push(Delegate {
+                name: d.name,
+                url: d.url.trim_end_matches('/').to_owned(),
+                secret,
+                trust_domain: ldp::trust::TrustDomain {
+                    name: d.trust_domain,
+                    allow_cross_domain: !d.trusted_peers.is_empty(),
+                    trusted_peers: d.trusted_peers,
+                },
+                tenant: d.tenant,
+                cost_microcents: d.cost_microcents,
+                skill_costs: d.skill_costs,
+                nonce: d.nonce,
+            });
+        }
+        Ok(LdpConfig {
+            public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
+            freshness_secs: self.freshness_secs,
+            delegate_timeout,
+            delegates,
+        })
+    }
+}

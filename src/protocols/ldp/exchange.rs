@@ -1,0 +1,355 @@
+//! `POST /ldp/{name}/messages`: one message from a router, checked,
+//! forwarded to the delegate, and the delegate's answer checked and
+//! passed back (docs/adapters/ldp.md, "What dgw does with each message").
+
+use ldp::identity::IdentityCard;
+use ldp::message::{Body, Envelope, LdpError};
+use ldp::session::{Session, Side};
+use ldp::{freshness, signing, Reason, Refusal};
+use serde_json::{json, Value};
+use time::OffsetDateTime;
+
+use super::config::Delegate;
+use super::sessions::{Change, Record};
+use super::{Ldp, ID};
+use crate::protocol::{HttpAnswer, HttpRequest};
+
+/// The replay namespace of routers' message IDs.
+const REPLAY: &str = "ldp_messages";
+
+/// A refusal as the router gets it.
+#[derive(Debug)]
+pub(super) struct Refused {
+    status: u16,
+    reason: &'static str,
+    detail: String,
+}
+
+impl Refused {
+    pub(super) fn new(status: u16, reason: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            reason,
+            detail: detail.into(),
+        }
+    }
+
+    fn answer(&self) -> HttpAnswer {
+        HttpAnswer::new(
+            self.status,
+            json!({"error": {"type": self.reason, "message": self.detail}}),
+        )
+    }
+}
+
+impl From<Refusal> for Refused {
+    fn from(r: Refusal) -> Self {
+        let status = match r.reason {
+            Reason::BadSignature | Reason::UnsupportedAlgorithm => 401,
+            Reason::TrustDomain => 403,
+            Reason::Replayed | Reason::IllegalInState => 409,
+            Reason::SessionExpired => 410,
+            _ => 400,
+        };
+        Self::new(status, r.reason.as_str(), r.detail)
+    }
+}
+
+impl From<crate::state::StorageError> for Refused {
+    fn from(e: crate::state::StorageError) -> Self {
+        Self::new(503, "state_unavailable", e.to_string())
+    }
+}
+
+impl<E: Into<Refused>> From<Change<E>> for Refused {
+    fn from(c: Change<E>) -> Self {
+        match c {
+            Change::Refused(e) => e.into(),
+            Change::Storage(e) => e.into(),
+        }
+    }
+}
+
+impl Ldp {
+    pub(super) async fn exchange(
+        &self,
+        delegate: &Delegate,
+        request: &HttpRequest<'_>,
+    ) -> HttpAnswer {
+        match self.handle(delegate, request).await {
+            Ok(answer) => answer,
+            Err(r) => {
+                crate::telemetry::record_denial(ID.name, r.reason);
+                self.audit(
+                    "refuse",
+                    json!({"delegate": delegate.name, "reason": r.reason, "detail": r.detail}),
+                )
+                .await;
+                r.answer()
+            }
+        }
+    }
+
+    async fn handle(&self, d: &Delegate, request: &HttpRequest<'_>) -> Result<HttpAnswer, Refused> {
+        let now = OffsetDateTime::now_utc();
+        let message = Envelope::parse(request.body)?;
+        let card = self
+            .cards
+            .get(d)
+            .await
+            .map_err(|e| Refused::new(502, "delegate_unavailable", e))?;
+        if message.to != card.delegate_id {
+            return Err(Refused::new(
+                400,
+                "wrong_recipient",
+                format!(
+                    "this endpoint is {:?}'s, not {:?}'s",
+                    card.delegate_id, message.to
+                ),
+            ));
+        }
+        freshness::check(&message.timestamp, now, self.config.freshness_secs)?;
+        signing::verify(&message, &d.secret, false)?;
+        let window = self.config.freshness_secs;
+        let key = format!("{}\0{}\0{}", d.name, message.from, message.message_id);
+        let seconds = now.unix_timestamp();
+        if !self
+            .replay
+            .insert_new(REPLAY, key.as_bytes(), seconds, seconds + 2 * window)
+            .await?
+        {
+            return Err(Refusal::new(
+                Reason::Replayed,
+                format!("message {:?} was seen before", message.message_id),
+            )
+            .into());
+        }
+        let answer = match &message.body {
+            Body::Hello { .. } => self.forward(d, &card, &message, now).await?,
+            Body::SessionPropose { .. } => self.propose(d, &card, &message, now).await?,
+            Body::TaskSubmit { .. } => {
+                self.submit(d, &card, &message, request.authorization, now)
+                    .await?
+            }
+            Body::TaskCancel { task_id }
+            | Body::TaskUpdate { task_id, .. }
+            | Body::TaskResult { task_id, .. }
+            | Body::TaskFailed { task_id, .. } => {
+                let task_id = task_id.clone();
+                let reservation = self
+                    .step(d, &message, Side::Initiator, now)
+                    .await?
+                    .reservations
+                    .get(&task_id)
+                    .cloned();
+                self.end_task(d, &message.session_id, &task_id, reservation, None)
+                    .await;
+                self.forward(d, &card, &message, now).await?
+            }
+            Body::Attestation { .. } => {
+                self.step(d, &message, Side::Initiator, now).await?;
+                self.forward(d, &card, &message, now).await?
+            }
+            Body::SessionClose { .. } => {
+                let record = self.step(d, &message, Side::Initiator, now).await?;
+                for (task, reservation) in &record.reservations {
+                    self.end_task(
+                        d,
+                        &message.session_id,
+                        task,
+                        Some(reservation.clone()),
+                        None,
+                    )
+                    .await;
+                }
+                self.forward(d, &card, &message, now).await?
+            }
+            Body::CapabilityManifest { .. }
+            | Body::SessionAccept { .. }
+            | Body::SessionReject { .. } => {
+                return Err(Refusal::new(
+                    Reason::IllegalInState,
+                    format!("{} is the delegate's to send", message.body.kind()),
+                )
+                .into())
+            }
+        };
+        Ok(HttpAnswer::new(
+            200,
+            serde_json::to_value(&answer).unwrap_or(Value::Null),
+        ))
+    }
+
+    /// Applies `message` from `side` to its session.
+    async fn step(
+        &self,
+        d: &Delegate,
+        message: &Envelope,
+        side: Side,
+        now: OffsetDateTime,
+    ) -> Result<Record, Refused> {
+        let at = now.unix_timestamp();
+        match self
+            .sessions
+            .update(&d.name, &message.session_id, |r| {
+                r.session.apply(side, &message.body, at).map(drop)
+            })
+            .await?
+        {
+            Some((record, ())) => Ok(record),
+            None => Err(Refusal::new(
+                Reason::IllegalInState,
+                format!("no session {:?} with this delegate", message.session_id),
+            )
+            .into()),
+        }
+    }
+
+    /// Re-signs `message` toward the delegate (its nonce as configured),
+    /// posts it, and checks the answer: from the delegate, fresh, signed.
+    pub(super) async fn forward(
+        &self,
+        d: &Delegate,
+        card: &IdentityCard,
+        message: &Envelope,
+        now: OffsetDateTime,
+    ) -> Result<Envelope, Refused> {
+        let mut out = message.clone();
+        out.nonce = d
+            .nonce
+            .then(|| crate::random::session_id().unwrap_or_default());
+        out.payload_digest = None;
+        signing::apply(&mut out, &d.secret, false);
+        let body = serde_json::to_value(&out)
+            .map_err(|e| Refused::new(500, "internal_error", e.to_string()))?;
+        let answer = self
+            .client
+            .post(&format!("{}/ldp/messages", d.url), &body, None)
+            .await
+            .map_err(|e| Refused::new(502, "delegate_unavailable", e.to_string()))?;
+        let answer = Envelope::from_value(answer)
+            .map_err(|r| Refused::new(502, "delegate_answer_invalid", r.to_string()))?;
+        let invalid = |why: String| Refused::new(502, "delegate_answer_invalid", why);
+        if answer.from != card.delegate_id {
+            return Err(invalid(format!("the answer is from {:?}", answer.from)));
+        }
+        freshness::check(&answer.timestamp, now, self.config.freshness_secs)
+            .map_err(|r| invalid(r.to_string()))?;
+        signing::verify(&answer, &d.secret, false).map_err(|r| invalid(r.to_string()))?;
+        Ok(answer)
+    }
+
+    /// SESSION_PROPOSE: the trust domains first (dgw rejects itself), then
+    /// the delegate's answer opens (or fails) the session.
+    async fn propose(
+        &self,
+        d: &Delegate,
+        card: &IdentityCard,
+        message: &Envelope,
+        now: OffsetDateTime,
+    ) -> Result<Envelope, Refused> {
+        let Body::SessionPropose { config } = &message.body else {
+            return Err(Refused::new(500, "internal_error", "not a proposal"));
+        };
+        // The router holds this delegate's secret: without a domain of its
+        // own it is in the delegate's (decision 110).
+        let initiator = ldp::trust::TrustDomain {
+            name: config
+                .trust_domain
+                .clone()
+                .unwrap_or_else(|| d.trust_domain.name.clone()),
+            allow_cross_domain: true,
+            trusted_peers: vec![d.trust_domain.name.clone()],
+        };
+        if let Err(r) = ldp::trust::check_session(
+            &initiator,
+            &d.trust_domain,
+            config.required_trust_domain.as_deref(),
+        ) {
+            self.audit(
+                "session_reject",
+                json!({"delegate": d.name, "router": message.from, "reason": r.detail}),
+            )
+            .await;
+            let mut reject = Envelope {
+                message_id: crate::random::session_id().unwrap_or_default(),
+                session_id: message.session_id.clone(),
+                from: card.delegate_id.clone(),
+                to: message.from.clone(),
+                body: Body::SessionReject {
+                    reason: r.detail.clone(),
+                    error: Some(LdpError {
+                        code: "TRUST_VIOLATION".into(),
+                        category: "policy".into(),
+                        message: r.detail,
+                        severity: "fatal".into(),
+                        retryable: false,
+                        partial_output: None,
+                    }),
+                },
+                payload_mode: ldp::mode::PayloadMode::Text,
+                timestamp: now
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default(),
+                provenance: None,
+                signature: None,
+                signature_algorithm: None,
+                nonce: None,
+                payload_digest: None,
+            };
+            signing::apply(&mut reject, &d.secret, false);
+            return Ok(reject);
+        }
+        let at = now.unix_timestamp();
+        let new_record = || -> Result<Record, Refusal> {
+            let mut session = Session::new(at);
+            session.apply(Side::Initiator, &message.body, at)?;
+            Ok(Record {
+                delegate: d.name.clone(),
+                router: message.from.clone(),
+                session,
+                reservations: Default::default(),
+                attestations: Default::default(),
+            })
+        };
+        if !message.session_id.is_empty()
+            && !self
+                .sessions
+                .create(&message.session_id, &new_record()?)
+                .await?
+        {
+            return Err(Refusal::new(
+                Reason::IllegalInState,
+                format!("session {:?} exists", message.session_id),
+            )
+            .into());
+        }
+        let answer = self.forward(d, card, message, now).await?;
+        let session_id = match &answer.body {
+            Body::SessionAccept { session_id, .. } => session_id.clone(),
+            _ => message.session_id.clone(),
+        };
+        if message.session_id.is_empty() && !session_id.is_empty() {
+            self.sessions.create(&session_id, &new_record()?).await?;
+        }
+        self.sessions
+            .update(&d.name, &session_id, |r| {
+                r.session.apply(Side::Responder, &answer.body, at).map(drop)
+            })
+            .await
+            .map_err(Refused::from)?;
+        self.audit(
+            "session",
+            json!({"delegate": d.name, "router": message.from, "session_id": session_id,
+            "answer": answer.body.kind()}),
+        )
+        .await;
+        Ok(answer)
+    }
+}
+
+impl From<()> for Refused {
+    fn from(_: ()) -> Self {
+        Refused::new(409, "conflict", "the session changed")
+    }
+}

@@ -1,0 +1,236 @@
+//! LDP in the gateway: dgw stands in front of LDP delegates the way it
+//! stands in front of MCP servers. Routers talk to dgw as if it were the
+//! delegate (`/ldp/{name}/…`, the reference's routes under it); every
+//! message is parsed, checked fresh, unreplayed and signed (the shared
+//! secret), and legal in its session; a TASK_SUBMIT is authorized and
+//! reserved through the one pipeline with the router's DCT; the delegate's
+//! answer is verified the same way; a TASK_RESULT settles the reservation
+//! and becomes a gateway-signed attestation, a TASK_FAILED or TASK_CANCEL
+//! releases it, and so does a session's expiry. Sessions live in the
+//! record store. Pure logic is in `adapters/ldp`; `docs/adapters/ldp.md`
+//! maps each message to what dgw does.
+
+mod cards;
+mod config;
+mod exchange;
+mod sessions;
+mod tasks;
+
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use delegateos::Keypair;
+use serde_json::{json, Value};
+
+use crate::caller::Caller;
+use crate::gatekeeper::{Forbidden, GateError, Gatekeeper};
+use crate::outbound::JsonClient;
+use crate::protocol::{
+    Call, Credential, Decision, Grant, HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId,
+    ProtocolInfo,
+};
+use crate::state::{AuditSink, DelegationStore, RecordStore, ReplayStore};
+
+pub use config::{Delegate, LdpConfig, RawLdp};
+use sessions::Sessions;
+
+/// LDP's name in metrics, audit and `data.protocol`.
+pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
+    name: "ldp",
+    title: "LDP",
+    denial_message: None,
+});
+
+const PATHS: &[&str] = &["/ldp", "/.well-known/ldp-identity"];
+
+const METHODS: &[&str] = &["ldp/session", "ldp/sessions"];
+
+/// The state LDP works on.
+pub struct LdpState {
+    pub gate: Arc<Gatekeeper>,
+    pub records: Arc<dyn RecordStore>,
+    pub replay: Arc<dyn ReplayStore>,
+    pub delegations: Arc<dyn DelegationStore>,
+    pub audit: Arc<dyn AuditSink>,
+    pub key: Arc<Keypair>,
+}
+
+/// The LDP protocol.
+pub struct Ldp {
+    config: LdpConfig,
+    gate: Arc<Gatekeeper>,
+    replay: Arc<dyn ReplayStore>,
+    delegations: Arc<dyn DelegationStore>,
+    audit: Arc<dyn AuditSink>,
+    key: Arc<Keypair>,
+    sessions: Sessions,
+    client: JsonClient,
+    cards: cards::Cards,
+    /// dgw's own URL, once the listener is bound.
+    base_url: OnceLock<String>,
+}
+
+impl Ldp {
+    /// The protocol over its delegates.
+    pub fn new(config: LdpConfig, state: LdpState) -> Self {
+        let client = JsonClient::new(config.delegate_timeout);
+        Self {
+            cards: cards::Cards::new(client.clone()),
+            client,
+            config,
+            gate: state.gate,
+            replay: state.replay,
+            delegations: state.delegations,
+            audit: state.audit,
+            key: state.key,
+            sessions: Sessions::new(state.records),
+            base_url: OnceLock::new(),
+        }
+    }
+
+    /// Tells it where routers reach dgw (the HTTP listener), unless the
+    /// config says.
+    pub fn listening_at(&self, addr: std::net::SocketAddr, tls: bool) {
+        let url = match &self.config.public_url {
+            Some(u) => u.clone(),
+            None => format!("{}://{addr}", if tls { "https" } else { "http" }),
+        };
+        let _ = self.base_url.set(url);
+    }
+
+    fn delegate(&self, name: &str) -> Option<&Delegate> {
+        self.config.delegates.iter().find(|d| d.name == name)
+    }
+
+    /// Where routers reach `delegate` through dgw.
+    fn endpoint(&self, delegate: &Delegate) -> String {
+        let base = self.base_url.get().cloned().unwrap_or_default();
+        format!("{base}/ldp/{}", delegate.name)
+    }
+
+    async fn audit(&self, event: &'static str, fields: Value) {
+        crate::protocol::event::record(self.audit.as_ref(), ID, event, fields).await;
+    }
+
+    async fn route(&self, request: &HttpRequest<'_>) -> HttpAnswer {
+        if request.path == "/.well-known/ldp-identity" && request.method == "GET" {
+            return self.directory().await;
+        }
+        let rest = request.path.strip_prefix("/ldp/").unwrap_or_default();
+        let (name, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        let Some(delegate) = self.delegate(name) else {
+            return HttpAnswer::not_found();
+        };
+        match (request.method, tail) {
+            ("GET", ".well-known/ldp-identity" | "ldp/identity") => self.card(delegate).await,
+            ("POST", "messages" | "ldp/messages") => self.exchange(delegate, request).await,
+            _ => HttpAnswer::not_found(),
+        }
+    }
+
+    /// `GET /ldp/{name}/.well-known/ldp-identity`: the delegate's card,
+    /// its endpoint dgw's.
+    async fn card(&self, delegate: &Delegate) -> HttpAnswer {
+        match self.cards.get(delegate).await {
+            Ok(card) => {
+                let mut card = serde_json::to_value(card).unwrap_or(Value::Null);
+                card["endpoint"] = json!(self.endpoint(delegate));
+                HttpAnswer::new(200, card)
+            }
+            Err(e) => HttpAnswer::new(
+                502,
+                json!({"error": {"type": "delegate_unavailable", "message": e}}),
+            ),
+        }
+    }
+
+    /// `GET /.well-known/ldp-identity`: the delegates dgw fronts.
+    async fn directory(&self) -> HttpAnswer {
+        let mut delegates = Vec::new();
+        for d in &self.config.delegates {
+            let card = self.cards.get(d).await.ok();
+            delegates.push(json!({
+                "name": d.name,
+                "endpoint": self.endpoint(d),
+                "delegate_id": card.as_ref().map(|c| c.delegate_id.clone()),
+                "trust_domain": d.trust_domain.name,
+            }));
+        }
+        HttpAnswer::new(200, json!({"delegates": delegates}))
+    }
+}
+
+#[async_trait]
+impl Protocol for Ldp {
+    fn id(&self) -> ProtocolId {
+        ID
+    }
+
+    async fn grant(
+        &self,
+        _credential: &Credential,
+        _call: &Call<'_>,
+    ) -> Result<Decision<Grant>, GateError> {
+        Err(GateError::InvalidParams(
+            "LDP carries no credential of its own: routers present a DCT".into(),
+        ))
+    }
+
+    fn http_paths(&self) -> &'static [&'static str] {
+        PATHS
+    }
+
+    async fn serve_http(&self, request: HttpRequest<'_>) -> HttpAnswer {
+        self.route(&request).await
+    }
+
+    fn methods(&self) -> &'static [&'static str] {
+        METHODS
+    }
+
+    /// `ldp/session` (`delegate`, `session_id`) and `ldp/sessions`: what
+    /// dgw holds of sessions, for administrators.
+    async fn call_method(&self, caller: &Caller, method: &str, params: Value) -> MethodResult {
+        if !caller.is_admin() {
+            return Err(GateError::Forbidden {
+                kind: Forbidden::AdminRequired,
+                detail: format!("{method} is for administrators"),
+            });
+        }
+        match method {
+            "ldp/session" => {
+                let field = |f: &str| {
+                    params
+                        .get(f)
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .ok_or_else(|| GateError::InvalidParams(format!("params.{f} is required")))
+                };
+                let (delegate, id) = (field("delegate")?, field("session_id")?);
+                match self.sessions.get(&delegate, &id).await? {
+                    Some(r) => Ok(serde_json::to_value(r).unwrap_or(Value::Null)),
+                    None => Err(GateError::InvalidParams(format!(
+                        "no session {id:?} with {delegate:?}"
+                    ))),
+                }
+            }
+            "ldp/sessions" => {
+                let all = self.sessions.all().await?;
+                Ok(json!({"sessions": all.into_iter().map(|(id, r)| json!({
+                    "session_id": id, "delegate": r.delegate, "router": r.router,
+                    "state": r.session.state, "open_tasks": r.session.open_tasks,
+                    "task_count": r.session.task_count,
+                })).collect::<Vec<_>>()}))
+            }
+            _ => Err(GateError::InvalidParams(format!("{method} is not served"))),
+        }
+    }
+
+    fn budget_roots(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    async fn sweep(&self) {
+        self.expire_sessions().await;
+    }
+}

@@ -1,0 +1,120 @@
+//! LDP sessions as dgw keeps them, in the gateway's record store (so a
+//! restart or another replica loses nothing): the session machine's
+//! state, the reservation of each open task, the router. Changed only by
+//! compare-and-swap.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ldp::session::Session;
+use serde::{Deserialize, Serialize};
+
+use crate::state::{RecordStore, StorageError};
+
+/// The record space of sessions, keyed `{delegate}/{session_id}`.
+pub const SPACE: &str = "ldp_sessions";
+
+/// A session's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The delegate it is with (its name in the config).
+    pub delegate: String,
+    /// The router that opened it.
+    pub router: String,
+    /// The machine.
+    pub session: Session,
+    /// Open tasks' reservations.
+    pub reservations: BTreeMap<String, String>,
+    /// Attestations of its results, by task.
+    pub attestations: BTreeMap<String, String>,
+}
+
+/// The sessions.
+#[derive(Clone)]
+pub struct Sessions {
+    records: Arc<dyn RecordStore>,
+}
+
+fn key(delegate: &str, session_id: &str) -> String {
+    format!("{delegate}/{session_id}")
+}
+
+/// Why a session change did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum Change<E> {
+    /// The change refused (nothing written).
+    #[error("{0}")]
+    Refused(E),
+    /// The store failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl Sessions {
+    /// Sessions in `records`.
+    pub fn new(records: Arc<dyn RecordStore>) -> Self {
+        Self { records }
+    }
+
+    /// The session `session_id` with `delegate`.
+    pub async fn get(
+        &self,
+        delegate: &str,
+        session_id: &str,
+    ) -> Result<Option<Record>, StorageError> {
+        match self.records.get(SPACE, &key(delegate, session_id)).await? {
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
+                StorageError::Backend(format!("an LDP session record is unreadable: {e}"))
+            }),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores a new session; `false` if the ID is taken.
+    pub async fn create(&self, session_id: &str, record: &Record) -> Result<bool, StorageError> {
+        let value =
+            serde_json::to_value(record).map_err(|e| StorageError::Backend(e.to_string()))?;
+        self.records
+            .insert_new(SPACE, &key(&record.delegate, session_id), &value)
+            .await
+    }
+
+    /// Changes a session by `change` (retried on a concurrent change): the
+    /// record as changed, with what `change` returned.
+    pub async fn update<T, E>(
+        &self,
+        delegate: &str,
+        session_id: &str,
+        mut change: impl FnMut(&mut Record) -> Result<T, E>,
+    ) -> Result<Option<(Record, T)>, Change<E>> {
+        let k = key(delegate, session_id);
+        loop {
+            let Some(old) = self.records.get(SPACE, &k).await? else {
+                return Ok(None);
+            };
+            let mut record: Record = serde_json::from_value(old.clone()).map_err(|e| {
+                StorageError::Backend(format!("an LDP session record is unreadable: {e}"))
+            })?;
+            let out = change(&mut record).map_err(Change::Refused)?;
+            let new =
+                serde_json::to_value(&record).map_err(|e| StorageError::Backend(e.to_string()))?;
+            if self.records.replace(SPACE, &k, &old, &new).await? {
+                return Ok(Some((record, out)));
+            }
+        }
+    }
+
+    /// Every session, with its ID.
+    pub async fn all(&self) -> Result<Vec<(String, Record)>, StorageError> {
+        Ok(self
+            .records
+            .scan(SPACE)
+            .await?
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let id = k.split_once('/')?.1.to_owned();
+                Some((id, serde_json::from_value(v).ok()?))
+            })
+            .collect())
+    }
+}

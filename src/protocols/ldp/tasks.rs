@@ -1,0 +1,343 @@
+//! Tasks in a session: a TASK_SUBMIT reserved through the pipeline with
+//! the router's DCT, the delegate's answer settling (with an attestation)
+//! or releasing it, and sessions idle past their TTL closed with their
+//! tasks released.
+
+use ldp::identity::IdentityCard;
+use ldp::message::{Body, Envelope, LdpError};
+use ldp::session::{Side, State};
+use ldp::{signing, Reason, Refusal};
+use serde_json::{json, Value};
+use time::OffsetDateTime;
+
+use super::config::Delegate;
+use super::exchange::Refused;
+use super::{Ldp, ID};
+use crate::budget::Hold;
+use crate::caller::Caller;
+use crate::protocol::Decision;
+
+fn unix_ms(t: OffsetDateTime) -> u64 {
+    (t.unix_timestamp_nanos() / 1_000_000).max(0) as u64
+}
+
+impl Ldp {
+    /// TASK_SUBMIT: the router's DCT reserves the task's cost through the
+    /// pipeline (a refusal is a TASK_FAILED, nothing forwarded); the task
+    /// opens in the session; the delegate's answer settles or releases it.
+    pub(super) async fn submit(
+        &self,
+        d: &Delegate,
+        card: &IdentityCard,
+        message: &Envelope,
+        authorization: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<Envelope, Refused> {
+        let Body::TaskSubmit { task_id, skill, .. } = &message.body else {
+            return Err(Refused::new(500, "internal_error", "not a task"));
+        };
+        let Some(record) = self.sessions.get(&d.name, &message.session_id).await? else {
+            return Err(Refusal::new(
+                Reason::IllegalInState,
+                format!("no session {:?} with this delegate", message.session_id),
+            )
+            .into());
+        };
+        if record.session.state != State::Active || record.session.is_expired(now.unix_timestamp())
+        {
+            // The machine says why (expired, suspended, closed…).
+            let mut probe = record.session.clone();
+            probe.apply(Side::Initiator, &message.body, now.unix_timestamp())?;
+        }
+        let token = authorization
+            .and_then(|a| a.trim().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("DCT"))
+            .map(|(_, t)| t.trim())
+            .ok_or_else(|| {
+                Refused::new(
+                    401,
+                    "credential_required",
+                    "a TASK_SUBMIT needs `Authorization: DCT <token>`",
+                )
+            })?;
+        let cost = d.cost(skill);
+        let expires = unix_ms(now) + record.session.ttl_secs.saturating_mul(1000);
+        let decision = match self.gate.dct_grant(token) {
+            Err(denial) => Err(denial.message()),
+            Ok(grant) if grant.tenant != d.tenant => Err(format!(
+                "tasks of {:?} are paid by tenant {:?}'s DCTs",
+                d.name, d.tenant
+            )),
+            Ok(grant) => match self
+                .gate
+                .authorize_grant(
+                    &grant,
+                    token,
+                    &[ldp::translate::task_request(skill, &d.name)],
+                    cost,
+                    Hold::brokered_until(expires),
+                )
+                .await
+            {
+                Ok(Decision::Allowed(a)) => Ok(a.reservation.map(|r| r.reservation_id)),
+                Ok(Decision::Denied(d)) => Err(d.message()),
+                Err(e) => return Err(Refused::new(503, "state_unavailable", e.to_string())),
+            },
+        };
+        let reservation = match decision {
+            Ok(r) => r,
+            Err(why) => {
+                self.audit(
+                    "deny",
+                    json!({"delegate": d.name, "task_id": task_id, "skill": skill, "detail": why}),
+                )
+                .await;
+                return Ok(self.failed(d, card, message, "DENIED", "policy", &why, now));
+            }
+        };
+        let at = now.unix_timestamp();
+        let opened = self
+            .sessions
+            .update(&d.name, &message.session_id, |r| {
+                r.session.apply(Side::Initiator, &message.body, at)?;
+                if let Some(id) = &reservation {
+                    r.reservations.insert(task_id.clone(), id.clone());
+                }
+                Ok::<(), Refusal>(())
+            })
+            .await;
+        if let Err(e) = opened {
+            self.release(reservation.as_deref()).await;
+            return Err(e.into());
+        }
+        self.audit("task", json!({"delegate": d.name, "task_id": task_id, "skill": skill, "cost_microcents": cost})).await;
+        let answer = match self.forward(d, card, message, now).await {
+            Ok(a) => a,
+            Err(r) => {
+                self.end_task(d, &message.session_id, task_id, reservation, None)
+                    .await;
+                let _ = self
+                    .sessions
+                    .update(&d.name, &message.session_id, |r| {
+                        r.session.open_tasks.remove(task_id);
+                        Ok::<(), Refusal>(())
+                    })
+                    .await;
+                return Err(r);
+            }
+        };
+        let done = self
+            .sessions
+            .update(&d.name, &message.session_id, |r| {
+                r.session.apply(Side::Responder, &answer.body, at).map(drop)
+            })
+            .await;
+        match (&answer.body, done) {
+            (
+                Body::TaskResult {
+                    output, provenance, ..
+                },
+                Ok(_),
+            ) => {
+                let attestation = self
+                    .attest(
+                        d,
+                        card,
+                        &message.session_id,
+                        task_id,
+                        output,
+                        provenance,
+                        cost,
+                    )
+                    .await;
+                self.end_task(
+                    d,
+                    &message.session_id,
+                    task_id,
+                    reservation,
+                    Some((cost, attestation)),
+                )
+                .await;
+            }
+            (Body::TaskFailed { .. }, _) | (_, Err(_)) => {
+                self.end_task(d, &message.session_id, task_id, reservation, None)
+                    .await;
+            }
+            _ => {} // an update: the task stays open and reserved
+        }
+        Ok(answer)
+    }
+
+    /// A TASK_FAILED of dgw's own (a refused authorization).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn failed(
+        &self,
+        d: &Delegate,
+        card: &IdentityCard,
+        message: &Envelope,
+        code: &str,
+        category: &str,
+        why: &str,
+        now: OffsetDateTime,
+    ) -> Envelope {
+        let task_id = match &message.body {
+            Body::TaskSubmit { task_id, .. } => task_id.clone(),
+            _ => String::new(),
+        };
+        let mut e = Envelope {
+            message_id: crate::random::session_id().unwrap_or_default(),
+            session_id: message.session_id.clone(),
+            from: card.delegate_id.clone(),
+            to: message.from.clone(),
+            body: Body::TaskFailed {
+                task_id,
+                error: LdpError {
+                    code: code.into(),
+                    category: category.into(),
+                    message: why.into(),
+                    severity: "error".into(),
+                    retryable: false,
+                    partial_output: None,
+                },
+            },
+            payload_mode: message.payload_mode,
+            timestamp: now
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default(),
+            provenance: None,
+            signature: None,
+            signature_algorithm: None,
+            nonce: None,
+            payload_digest: None,
+        };
+        signing::apply(&mut e, &d.secret, false);
+        e
+    }
+
+    /// A result as a gateway-signed attestation, stored; its ID.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn attest(
+        &self,
+        d: &Delegate,
+        card: &IdentityCard,
+        session_id: &str,
+        task_id: &str,
+        output: &Value,
+        provenance: &ldp::message::Provenance,
+        cost: u64,
+    ) -> Option<String> {
+        let seed = format!("{}\0{session_id}\0{task_id}", d.name);
+        let ids = |salt: &str| {
+            let h = delegateos::signing::blake2b256(format!("{salt}\0{seed}").as_bytes());
+            let mut b = [0u8; 6];
+            b.copy_from_slice(&h[..6]);
+            b
+        };
+        let (contract_id, delegation_id) = (
+            delegateos::ContractId::from_bytes(ids("contract")),
+            delegateos::DelegationId::from_bytes(ids("delegation")),
+        );
+        let context = ldp::translate::ResultContext {
+            session_id,
+            task_id,
+            delegate_id: &card.delegate_id,
+            cost_microcents: cost,
+            contract_id: &contract_id,
+            delegation_id: &delegation_id,
+        };
+        let draft = ldp::translate::result_to_attestation(output, provenance, &context).ok()?;
+        let signed = draft
+            .sign(
+                &self.key,
+                crate::random::attestation_id().ok()?,
+                crate::gatekeeper::now().0,
+            )
+            .ok()?;
+        if let Err(e) = self.delegations.put_attestation(&signed).await {
+            tracing::error!(error = %e, "storing an LDP attestation failed");
+            return None;
+        }
+        Some(signed.id.to_string())
+    }
+
+    /// Ends a task's reservation: settled at `cost` with its attestation
+    /// recorded, or released; the session forgets the reservation.
+    pub(super) async fn end_task(
+        &self,
+        d: &Delegate,
+        session_id: &str,
+        task_id: &str,
+        reservation: Option<String>,
+        settled: Option<(u64, Option<String>)>,
+    ) {
+        if let Some(id) = &reservation {
+            let ended = match settled {
+                Some((cost, _)) => self
+                    .gate
+                    .settle(&Caller::gateway(), id, cost)
+                    .await
+                    .map(|_| crate::telemetry::record_protocol_settled(ID.name, cost)),
+                None => self.gate.release(&Caller::gateway(), id).await.map(drop),
+            };
+            if let Err(e) = ended {
+                tracing::warn!(reservation_id = %id, error = %e, "ending an LDP task's reservation failed");
+            }
+        }
+        let attestation = settled.and_then(|(_, a)| a);
+        let _ = self
+            .sessions
+            .update(&d.name, session_id, |r| {
+                r.reservations.remove(task_id);
+                if let Some(a) = &attestation {
+                    r.attestations.insert(task_id.to_owned(), a.clone());
+                }
+                Ok::<(), Refusal>(())
+            })
+            .await;
+        self.audit(if attestation.is_some() { "result" } else { "task_ended" },
+            json!({"delegate": d.name, "session_id": session_id, "task_id": task_id, "attestation": attestation})).await;
+    }
+
+    pub(super) async fn release(&self, reservation: Option<&str>) {
+        if let Some(id) = reservation {
+            let _ = self.gate.release(&Caller::gateway(), id).await;
+        }
+    }
+
+    /// Closes sessions idle past their TTL and releases their tasks.
+    pub(super) async fn expire_sessions(&self) {
+        let now = OffsetDateTime::now_utc().unix_timestamp();
+        let Ok(all) = self.sessions.all().await else {
+            return;
+        };
+        for (id, record) in all {
+            if !record.session.is_expired(now) {
+                continue;
+            }
+            let Some(d) = self.delegate(&record.delegate) else {
+                continue;
+            };
+            let closed = self
+                .sessions
+                .update(&d.name, &id, |r| {
+                    if r.session.is_expired(now) {
+                        r.session.state = State::Closed;
+                        Ok(std::mem::take(&mut r.reservations))
+                    } else {
+                        Err(())
+                    }
+                })
+                .await;
+            if let Ok(Some((_, reservations))) = closed {
+                for reservation in reservations.values() {
+                    self.release(Some(reservation)).await;
+                }
+                self.audit(
+                    "session_expired",
+                    json!({"delegate": d.name, "session_id": id, "released": reservations.len()}),
+                )
+                .await;
+            }
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! LDP through the gateway, with the reference crate at both ends: its
+//! `LdpClient` (a router) talks to dgw as if dgw were the delegate, and its
+//! `LdpServer` (the echo delegate, behind a small HTTP listener here) is
+//! the delegate. Every task is authorized and reserved with the router's
+//! DCT, charged when its result comes back, and attested.
+
+mod support;
+
+use std::sync::Arc;
+
+use ldp_protocol::types::messages::{LdpEnvelope, LdpMessageBody};
+use ldp_protocol::types::payload::PayloadMode;
+use serde_json::{json, Value};
+use support::*;
+
+const SECRET: &str = "a-shared-secret-of-32-bytes-0123";
+const ECHO: &str = "ldp:delegate:echo";
+const ROUTER: &str = "ldp:delegate:router";
+
+/// The crate's echo delegate behind an HTTP/1.1 listener: its routes
+/// `GET /ldp/identity` and `POST /ldp/messages`.
+fn echo_delegate(rt: &tokio::runtime::Runtime) -> String {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::{Bytes, Incoming};
+    use hyper::{Request, Response};
+    let server =
+        Arc::new(ldp_protocol::LdpServer::echo_server(ECHO, "Echo").with_signing_secret(SECRET));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let server = server.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let server = server.clone();
+                    async move {
+                        let path = req.uri().path().to_owned();
+                        let body = req.into_body().collect().await.unwrap().to_bytes();
+                        let answer: Value = match path.as_str() {
+                            "/ldp/identity" => server.handle_identity_request(),
+                            _ => {
+                                let envelope: LdpEnvelope = serde_json::from_slice(&body).unwrap();
+                                match server.handle_message(envelope).await {
+                                    Ok(a) => serde_json::to_value(a).unwrap(),
+                                    Err(e) => {
+                                        return Ok::<_, std::convert::Infallible>(
+                                            Response::builder()
+                                                .status(400)
+                                                .body(Full::new(Bytes::from(e)))
+                                                .unwrap(),
+                                        )
+                                    }
+                                }
+                            }
+                        };
+                        Ok(Response::new(Full::new(Bytes::from(answer.to_string()))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+struct World {
+    rt: tokio::runtime::Runtime,
+    _tmp: tempfile::TempDir,
+    config: std::path::PathBuf,
+    gw: Option<Gateway>,
+    client: ldp_protocol::LdpClient,
+    url: String,
+}
+
+impl World {
+    /// dgw in front of the echo delegate; the router's DCT pays
+    /// `budget` for tasks of `cost` each.
+    fn new(budget: u64, cost: u64) -> World {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let delegate = echo_delegate(&rt);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = seed(1);
+        let extra = format!(
+            "[ldp]\n[[ldp.delegates]]\nname = \"echo\"\nurl = {delegate:?}\nsecret = {SECRET:?}\n\
+             trust_domain = \"test-domain\"\ntenant = \"acme\"\ncost_microcents = {cost}\nnonce = true\n"
+        );
+        let config = gateway_config(tmp.path(), &[("acme", root.principal_id())], &extra);
+        let gw = Gateway::start(&config);
+        let token = root_token(&root, &seed(2), &["ldp:echo:echo"], budget, 3600).encode();
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("authorization", format!("DCT {token}").parse().unwrap());
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap();
+        let url = format!("http://{}/ldp/echo", gw.addr);
+        World {
+            rt,
+            _tmp: tmp,
+            config,
+            gw: Some(gw),
+            client: ldp_protocol::LdpClient::with_http_client(http),
+            url,
+        }
+    }
+
+    fn gw(&self) -> &Gateway {
+        self.gw.as_ref().unwrap()
+    }
+
+    /// A signed envelope from the router.
+    fn message(&self, session: &str, body: LdpMessageBody) -> LdpEnvelope {
+        let mut e = LdpEnvelope::new(session, ROUTER, ECHO, body, PayloadMode::Text);
+        e.nonce = Some(delegate_gateway::random::session_id().unwrap());
+        ldp_protocol::apply_signature(&mut e, SECRET);
+        e
+    }
+
+    fn send(&self, e: &LdpEnvelope) -> Result<LdpEnvelope, String> {
+        self.rt.block_on(self.client.send_message(&self.url, e))
+    }
+
+    fn open(&self, session: &str) {
+        let hello = LdpMessageBody::Hello {
+            delegate_id: ROUTER.into(),
+            supported_modes: vec![PayloadMode::Text],
+        };
+        let a = self.send(&self.message("", hello)).unwrap();
+        assert!(
+            matches!(a.body, LdpMessageBody::CapabilityManifest { .. }),
+            "{a:?}"
+        );
+        let propose = LdpMessageBody::SessionPropose {
+            config: json!({"payload_mode": "text", "ttl_secs": 600, "trust_domain": "test-domain"}),
+        };
+        let a = self.send(&self.message(session, propose)).unwrap();
+        assert!(
+            matches!(a.body, LdpMessageBody::SessionAccept { .. }),
+            "{a:?}"
+        );
+    }
+
+    fn submit(&self, session: &str, task: &str) -> Result<LdpEnvelope, String> {
+        self.send(&self.message(
+            session,
+            LdpMessageBody::TaskSubmit {
+                task_id: task.into(),
+                skill: "echo".into(),
+                input: json!({"text": task}),
+                contract: None,
+            },
+        ))
+    }
+}
+
+#[test]
+fn a_router_runs_a_session_through_dgw_charged_and_attested() {
+    let w = World::new(1000, 100);
+    // dgw serves the delegate's card as its own endpoint.
+    let (status, card) = w
+        .gw()
+        .http("GET", "/ldp/echo/.well-known/ldp-identity", b"");
+    let card: Value = serde_json::from_slice(&card).unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(card["delegate_id"], ECHO);
+    assert_eq!(card["endpoint"], json!(w.url));
+    let fetched = w.rt.block_on(w.client.fetch_identity_card(&w.url)).unwrap();
+    assert_eq!(fetched.delegate_id, ECHO);
+
+    let session = "11111111-2222-4333-8444-555555555555";
+    w.open(session);
+    let a = w.submit(session, "t-1").unwrap();
+    let LdpMessageBody::TaskResult {
+        output, provenance, ..
+    } = &a.body
+    else {
+        panic!("{a:?}")
+    };
+    assert_eq!(output["echo"]["text"], "t-1");
+    assert_eq!(provenance.produced_by, ECHO);
+    // The answer is the delegate's, still verifiable by the router.
+    assert!(ldp_protocol::verify_envelope(
+        &a,
+        SECRET,
+        a.signature.as_deref().unwrap()
+    ));
+    let a = w.send(&w.message(
+        session,
+        LdpMessageBody::SessionClose {
+            reason: Some("done".into()),
+        },
+    ));
+    assert!(a.is_ok(), "{a:?}");
+
+    let m = w.gw().metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 100"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"dgw_protocol_settled_microcents_total{protocol="ldp"} 100"#),
+        "{m}"
+    );
+    let record = w.gw().ok(
+        "ldp/session",
+        json!({"delegate": "echo", "session_id": session}),
+    );
+    assert_eq!(record["session"]["state"], "CLOSED", "{record}");
+    assert_eq!(record["session"]["task_count"], 1);
+    let attestation = record["attestations"]["t-1"].as_str().unwrap().to_owned();
+    let events = w.gw().ok("dgw/audit", json!({}))["events"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let result = events.iter().find(|e| e["event"] == "result").unwrap();
+    assert_eq!(result["attestation"], json!(attestation));
+}
+
+#[test]
+fn breaches_are_refused_and_nothing_is_charged() {
+    let w = World::new(1000, 100);
+    let session = "21111111-2222-4333-8444-555555555555";
+    // A task before any session.
+    let e = w.submit(session, "t-0").unwrap_err();
+    assert!(e.contains("409") && e.contains("illegal_in_state"), "{e}");
+    w.open(session);
+    // A replayed message.
+    let m = w.message(
+        session,
+        LdpMessageBody::TaskSubmit {
+            task_id: "t-1".into(),
+            skill: "echo".into(),
+            input: json!({}),
+            contract: None,
+        },
+    );
+    w.send(&m).unwrap();
+    let e = w.send(&m).unwrap_err();
+    assert!(e.contains("409") && e.contains("replay"), "{e}");
+    // Signed with another secret.
+    let mut forged = LdpEnvelope::new(
+        session,
+        ROUTER,
+        ECHO,
+        LdpMessageBody::TaskCancel {
+            task_id: "t-1".into(),
+        },
+        PayloadMode::Text,
+    );
+    ldp_protocol::apply_signature(&mut forged, "not-the-shared-secret-at-all-000");
+    let e = w.send(&forged).unwrap_err();
+    assert!(e.contains("401") && e.contains("bad_signature"), "{e}");
+    // A stale timestamp.
+    let mut stale = LdpEnvelope::new(
+        session,
+        ROUTER,
+        ECHO,
+        LdpMessageBody::TaskCancel {
+            task_id: "t-1".into(),
+        },
+        PayloadMode::Text,
+    );
+    stale.timestamp = "2026-01-01T00:00:00Z".into();
+    ldp_protocol::apply_signature(&mut stale, SECRET);
+    let e = w.send(&stale).unwrap_err();
+    assert!(e.contains("stale_timestamp"), "{e}");
+    // An unsigned HELLO (the reference server would take it).
+    let hello = LdpEnvelope::new(
+        "",
+        ROUTER,
+        ECHO,
+        LdpMessageBody::Hello {
+            delegate_id: ROUTER.into(),
+            supported_modes: vec![PayloadMode::Text],
+        },
+        PayloadMode::Text,
+    );
+    let e = w.send(&hello).unwrap_err();
+    assert!(e.contains("401") && e.contains("bad_signature"), "{e}");
+    // A message for another delegate.
+    let mut misaddressed = LdpEnvelope::new(
+        session,
+        ROUTER,
+        "ldp:delegate:other",
+        LdpMessageBody::TaskCancel {
+            task_id: "t-1".into(),
+        },
+        PayloadMode::Text,
+    );
+    ldp_protocol::apply_signature(&mut misaddressed, SECRET);
+    assert!(w
+        .send(&misaddressed)
+        .unwrap_err()
+        .contains("wrong_recipient"));
+    // A session outside the delegate's trust domain: dgw rejects it itself.
+    let propose = LdpMessageBody::SessionPropose {
+        config: json!({"payload_mode": "text", "ttl_secs": 60, "trust_domain": "elsewhere"}),
+    };
+    let a = w
+        .send(&w.message("31111111-2222-4333-8444-555555555555", propose))
+        .unwrap();
+    assert!(
+        matches!(a.body, LdpMessageBody::SessionReject { .. }),
+        "{a:?}"
+    );
+    // Only t-1 was charged.
+    let m = w.gw().metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 100"#),
+        "{m}"
+    );
+}
+
+/// Exactly N tasks of cost c pass on a budget of N·c, under 50
+/// concurrent submits; the others get a TASK_FAILED and nothing forwarded.
+#[test]
+fn fifty_concurrent_tasks_on_a_budget_for_ten() {
+    let w = World::new(1000, 100);
+    let session = "41111111-2222-4333-8444-555555555555";
+    w.open(session);
+    let messages: Vec<LdpEnvelope> = (0..50)
+        .map(|i| {
+            w.message(
+                session,
+                LdpMessageBody::TaskSubmit {
+                    task_id: format!("t-{i}"),
+                    skill: "echo".into(),
+                    input: json!({"i": i}),
+                    contract: None,
+                },
+            )
+        })
+        .collect();
+    let answers = w.rt.block_on(async {
+        let tasks: Vec<_> = messages
+            .into_iter()
+            .map(|m| {
+                let (client, url) = (w.client.clone(), w.url.clone());
+                tokio::spawn(async move { client.send_message(&url, &m).await })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap().unwrap());
+        }
+        out
+    });
+    let results = answers
+        .iter()
+        .filter(|a| matches!(a.body, LdpMessageBody::TaskResult { .. }))
+        .count();
+    let failed = answers
+        .iter()
+        .filter(|a| matches!(a.body, LdpMessageBody::TaskFailed { .. }))
+        .count();
+    assert_eq!((results, failed), (10, 40));
+    let m = w.gw().metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 1000"#),
+        "{m}"
+    );
+}
+
+/// A restart between two tasks of one session loses nothing; an idle
+/// session expires.
+#[test]
+fn sessions_survive_a_restart_and_expire() {
+    let mut w = World::new(1000, 100);
+    let session = "51111111-2222-4333-8444-555555555555";
+    w.open(session);
+    w.submit(session, "t-1").unwrap();
+    assert!(w.gw.as_mut().unwrap().terminate().success());
+    w.gw = Some(Gateway::start(&w.config));
+    w.url = format!("http://{}/ldp/echo", w.gw().addr);
+    let a = w.submit(session, "t-2").unwrap();
+    assert!(matches!(a.body, LdpMessageBody::TaskResult { .. }), "{a:?}");
+    let record = w.gw().ok(
+        "ldp/session",
+        json!({"delegate": "echo", "session_id": session}),
+    );
+    assert_eq!(record["session"]["task_count"], 2, "{record}");
+    // A session of one second, idle for two.
+    let short = "61111111-2222-4333-8444-555555555555";
+    let propose = LdpMessageBody::SessionPropose {
+        config: json!({"payload_mode": "text", "ttl_secs": 1, "trust_domain": "test-domain"}),
+    };
+    w.send(&w.message(short, propose)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let e = w.submit(short, "t-3").unwrap_err();
+    assert!(e.contains("410") && e.contains("session_expired"), "{e}");
+}
