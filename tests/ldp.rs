@@ -218,6 +218,20 @@ fn a_router_runs_a_session_through_dgw_charged_and_attested() {
     assert_eq!(record["session"]["state"], "CLOSED", "{record}");
     assert_eq!(record["session"]["task_count"], 1);
     let attestation = record["attestations"]["t-1"].as_str().unwrap().to_owned();
+    // The attestation as an LDP ATTESTATION body, which verifies.
+    let body = w.gw().ok(
+        "ldp/attestation",
+        json!({"delegate": "echo", "session_id": session, "task_id": "t-1"}),
+    );
+    assert_eq!(body["type"], "ATTESTATION");
+    assert_eq!(body["claim"]["attestation_id"], json!(attestation));
+    let key_file = std::fs::read(w._tmp.path().join("data/gateway.key")).unwrap();
+    let gateway = delegateos::KeyFile::parse(&key_file).unwrap().public_key();
+    assert_eq!(
+        body["evidence"]["principal"],
+        json!(delegateos::PrincipalId::from_key(&gateway).as_str())
+    );
+    assert_eq!(body["evidence"]["result"]["costMicrocents"], 100);
     let events = w.gw().ok("dgw/audit", json!({}))["events"]
         .as_array()
         .unwrap()
@@ -313,6 +327,29 @@ fn breaches_are_refused_and_nothing_is_charged() {
         matches!(a.body, LdpMessageBody::SessionReject { .. }),
         "{a:?}"
     );
+    // A task in a payload mode the session did not negotiate (text).
+    let mut framed = LdpEnvelope::new(
+        session,
+        ROUTER,
+        ECHO,
+        LdpMessageBody::TaskSubmit {
+            task_id: "t-9".into(),
+            skill: "echo".into(),
+            input: json!({}),
+            contract: None,
+        },
+        PayloadMode::SemanticFrame,
+    );
+    ldp_protocol::apply_signature(&mut framed, SECRET);
+    let e = w.send(&framed).unwrap_err();
+    assert!(e.contains("409") && e.contains("no_fallback_mode"), "{e}");
+    // An ATTESTATION carrying a forged DelegateOS attestation.
+    let forged = LdpMessageBody::Attestation {
+        claim: json!({"type": "delegateos.attestation"}),
+        evidence: json!({"id": "att_000000000001"}),
+    };
+    let e = w.send(&w.message(session, forged)).unwrap_err();
+    assert!(e.contains("400") && e.contains("malformed"), "{e}");
     // Only t-1 was charged.
     let m = w.gw().metrics();
     assert!(

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::message::{Body, SessionConfig};
-use crate::mode::Negotiated;
+use crate::mode::{negotiate, Negotiated, PayloadMode};
 use crate::{Reason, Refusal};
 
 /// Most tasks open at once in one session.
@@ -124,7 +124,41 @@ impl Session {
                 self.config = Some(config.clone());
                 State::Proposed
             }
-            (State::Proposed, Side::Responder, Body::SessionAccept { .. }) => State::Active,
+            (
+                State::Proposed,
+                Side::Responder,
+                Body::SessionAccept {
+                    negotiated_mode,
+                    fallback_chain,
+                    ..
+                },
+            ) => {
+                // The chain the responder gave, else the initiator's
+                // implemented preferences below the negotiated mode.
+                let preferences = self
+                    .config
+                    .as_ref()
+                    .map(SessionConfig::preferences)
+                    .unwrap_or_default();
+                let chain = fallback_chain.clone().unwrap_or_else(|| {
+                    negotiate(&preferences, &preferences)
+                        .fallback_chain
+                        .into_iter()
+                        .chain(std::iter::once(PayloadMode::Text))
+                        .filter(|m| m.number() < negotiated_mode.number())
+                        .fold(Vec::new(), |mut v, m| {
+                            if !v.contains(&m) {
+                                v.push(m);
+                            }
+                            v
+                        })
+                });
+                self.payload = Some(Negotiated {
+                    mode: *negotiated_mode,
+                    fallback_chain: chain,
+                });
+                State::Active
+            }
             (State::Proposed, Side::Responder, Body::SessionReject { .. }) => State::Failed,
             (State::Active, Side::Initiator, Body::TaskSubmit { task_id, .. }) => {
                 if self.open_tasks.contains(task_id) {
@@ -179,6 +213,32 @@ impl Session {
         self.state = next;
         self.last_used = now;
         Ok(next)
+    }
+
+    /// A task in `mode`: the session's mode, or one of its fallback chain,
+    /// which the session then falls back to (spec "Mid-session fallback":
+    /// down the chain, never back up). Nothing changes on a refusal.
+    pub fn use_mode(&mut self, mode: PayloadMode) -> Result<(), Refusal> {
+        let Some(payload) = &mut self.payload else {
+            return Ok(());
+        };
+        if payload.mode == mode {
+            return Ok(());
+        }
+        if !payload.fallback_chain.contains(&mode) {
+            return Err(Refusal::new(
+                Reason::NoFallback,
+                format!(
+                    "payload mode {} is neither the session's ({}) nor in its fallback chain",
+                    mode.as_str(),
+                    payload.mode.as_str()
+                ),
+            ));
+        }
+        while payload.mode != mode {
+            payload.fall_back();
+        }
+        Ok(())
     }
 
     /// The gateway holds an active session (no new task).

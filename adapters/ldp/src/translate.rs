@@ -68,3 +68,105 @@ pub fn result_to_attestation(
     serde_json::from_value(draft)
         .map_err(|e| Refusal::new(Reason::Malformed, format!("attestation draft: {e}")))
 }
+
+/// The `claim.type` of an ATTESTATION carrying a DelegateOS attestation.
+pub const DELEGATEOS_CLAIM: &str = "delegateos.attestation";
+
+/// A DelegateOS attestation as an LDP ATTESTATION body: the claim names
+/// it and its outcome, the evidence is the signed attestation itself (so
+/// any party verifies it with the attester's key).
+pub fn attestation_body(attestation: &delegateos::Attestation) -> crate::message::Body {
+    crate::message::Body::Attestation {
+        claim: json!({
+            "type": DELEGATEOS_CLAIM,
+            "attestation_id": attestation.id,
+            "principal": attestation.principal,
+            "success": attestation.result.success,
+            "output_hash": attestation.result.output_hash,
+        }),
+        evidence: serde_json::to_value(attestation).unwrap_or(Value::Null),
+    }
+}
+
+/// The DelegateOS attestation an ATTESTATION body carries, if its claim
+/// says it carries one: `Some(Err)` when it does not parse or its
+/// signature does not verify (then the message is refused).
+pub fn attestation_of(
+    claim: &Value,
+    evidence: &Value,
+) -> Option<Result<delegateos::Attestation, Refusal>> {
+    if claim.get("type").and_then(Value::as_str) != Some(DELEGATEOS_CLAIM) {
+        return None;
+    }
+    let parsed = serde_json::from_value::<delegateos::Attestation>(evidence.clone())
+        .map_err(|e| {
+            Refusal::new(
+                Reason::Malformed,
+                format!("the evidence is not a DelegateOS attestation: {e}"),
+            )
+        })
+        .and_then(|a| {
+            let body = delegateos::signing::without_signature(&a)
+                .map_err(|e| Refusal::new(Reason::Malformed, e.to_string()))?;
+            delegateos::signing::verify(&a.principal, &body, &a.signature).map_err(|_| {
+                Refusal::new(
+                    Reason::BadSignature,
+                    "the attestation's signature does not verify",
+                )
+            })?;
+            Ok(a)
+        });
+    Some(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attestations_travel_as_attestation_messages_and_back() {
+        let key = delegateos::Keypair::from_seed([3; 32]);
+        let draft = result_to_attestation(
+            &json!({"a": 1}),
+            &serde_json::from_value(
+                json!({"produced_by": "ldp:delegate:x", "model_version": "m",
+                "payload_mode_used": "text"}),
+            )
+            .unwrap(),
+            &ResultContext {
+                session_id: "s",
+                task_id: "t",
+                delegate_id: "ldp:delegate:x",
+                cost_microcents: 5,
+                contract_id: &ContractId::from_bytes([1; 6]),
+                delegation_id: &DelegationId::from_bytes([2; 6]),
+            },
+        )
+        .unwrap();
+        let att = draft
+            .sign(
+                &key,
+                delegateos::AttestationId::from_bytes([9; 6]),
+                delegateos::Timestamp::parse("2026-03-09T10:00:00Z").unwrap(),
+            )
+            .unwrap();
+        let crate::message::Body::Attestation { claim, evidence } = attestation_body(&att) else {
+            panic!()
+        };
+        assert_eq!(attestation_of(&claim, &evidence).unwrap().unwrap(), att);
+        let mut forged = evidence.clone();
+        forged["result"]["costMicrocents"] = json!(1);
+        assert_eq!(
+            attestation_of(&claim, &forged).unwrap().unwrap_err().reason,
+            Reason::BadSignature
+        );
+        assert!(attestation_of(&json!({"type": "other"}), &evidence).is_none());
+        assert_eq!(
+            attestation_of(&claim, &json!([]))
+                .unwrap()
+                .unwrap_err()
+                .reason,
+            Reason::Malformed
+        );
+    }
+}

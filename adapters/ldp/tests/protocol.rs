@@ -315,3 +315,40 @@ fn tasks_ttl_and_suspension() {
     );
     assert!(s.resume(68).is_err());
 }
+
+/// The spec's fallback example in a session: semantic_frame negotiated
+/// with [text] to fall back to; a task in text falls back; no way back up.
+#[test]
+fn a_session_falls_back_down_its_chain() {
+    use ldp::mode::PayloadMode::{SemanticFrame, SemanticGraph, Text};
+    let propose = Envelope::from_value(envelope(json!({"type": "SESSION_PROPOSE", "config": {
+        "preferred_payload_modes": ["semantic_graph", "semantic_frame", "text"]}})))
+    .unwrap()
+    .body;
+    let accept = Envelope::from_value(envelope(
+        json!({"type": "SESSION_ACCEPT", "session_id": "s",
+        "negotiated_mode": "semantic_frame"}),
+    ))
+    .unwrap()
+    .body;
+    let mut s = Session::new(0);
+    s.apply(Side::Initiator, &propose, 0).unwrap();
+    s.apply(Side::Responder, &accept, 0).unwrap();
+    let payload = s.payload.clone().unwrap();
+    assert_eq!(
+        (payload.mode, payload.fallback_chain.clone()),
+        (SemanticFrame, vec![Text])
+    );
+    s.use_mode(SemanticFrame).unwrap();
+    assert_eq!(
+        s.use_mode(SemanticGraph).unwrap_err().reason,
+        Reason::NoFallback
+    );
+    s.use_mode(Text).unwrap();
+    assert_eq!(s.payload.as_ref().unwrap().mode, Text);
+    assert_eq!(
+        s.use_mode(SemanticFrame).unwrap_err().reason,
+        Reason::NoFallback
+    );
+    s.use_mode(Text).unwrap();
+}

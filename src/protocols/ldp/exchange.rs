@@ -47,7 +47,7 @@ impl From<Refusal> for Refused {
         let status = match r.reason {
             Reason::BadSignature | Reason::UnsupportedAlgorithm => 401,
             Reason::TrustDomain => 403,
-            Reason::Replayed | Reason::IllegalInState => 409,
+            Reason::Replayed | Reason::IllegalInState | Reason::NoFallback => 409,
             Reason::SessionExpired => 410,
             _ => 400,
         };
@@ -146,7 +146,11 @@ impl Ldp {
                     .await;
                 self.forward(d, &card, &message, now).await?
             }
-            Body::Attestation { .. } => {
+            Body::Attestation { claim, evidence } => {
+                // A DelegateOS attestation carried along must verify.
+                if let Some(Err(r)) = ldp::translate::attestation_of(claim, evidence) {
+                    return Err(r.into());
+                }
                 self.step(d, &message, Side::Initiator, now).await?;
                 self.forward(d, &card, &message, now).await?
             }

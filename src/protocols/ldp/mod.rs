@@ -43,7 +43,7 @@ pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
 
 const PATHS: &[&str] = &["/ldp", "/.well-known/ldp-identity"];
 
-const METHODS: &[&str] = &["ldp/session", "ldp/sessions"];
+const METHODS: &[&str] = &["ldp/session", "ldp/sessions", "ldp/attestation"];
 
 /// The state LDP works on.
 pub struct LdpState {
@@ -213,6 +213,40 @@ impl Protocol for Ldp {
                         "no session {id:?} with {delegate:?}"
                     ))),
                 }
+            }
+            "ldp/attestation" => {
+                // A task's attestation as an LDP ATTESTATION body, for a
+                // router to hand on.
+                let field = |f: &str| {
+                    params
+                        .get(f)
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .ok_or_else(|| GateError::InvalidParams(format!("params.{f} is required")))
+                };
+                let (delegate, id, task) =
+                    (field("delegate")?, field("session_id")?, field("task_id")?);
+                let record = self.sessions.get(&delegate, &id).await?.ok_or_else(|| {
+                    GateError::InvalidParams(format!("no session {id:?} with {delegate:?}"))
+                })?;
+                let attestation = record
+                    .attestations
+                    .get(&task)
+                    .and_then(|a| delegateos::AttestationId::parse(a).ok())
+                    .ok_or_else(|| {
+                        GateError::InvalidParams(format!("task {task:?} has no attestation"))
+                    })?;
+                let signed = self
+                    .delegations
+                    .attestation(&attestation)
+                    .await?
+                    .ok_or_else(|| {
+                        GateError::InvalidParams(format!("attestation {attestation} is not stored"))
+                    })?;
+                Ok(
+                    serde_json::to_value(ldp::translate::attestation_body(&signed))
+                        .unwrap_or(Value::Null),
+                )
             }
             "ldp/sessions" => {
                 let all = self.sessions.all().await?;

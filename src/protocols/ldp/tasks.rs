@@ -99,6 +99,7 @@ impl Ldp {
         let opened = self
             .sessions
             .update(&d.name, &message.session_id, |r| {
+                r.session.use_mode(message.payload_mode)?;
                 r.session.apply(Side::Initiator, &message.body, at)?;
                 if let Some(id) = &reservation {
                     r.reservations.insert(task_id.clone(), id.clone());
