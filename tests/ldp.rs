@@ -46,7 +46,19 @@ fn echo_delegate(rt: &tokio::runtime::Runtime) -> String {
                             _ => {
                                 let envelope: LdpEnvelope = serde_json::from_slice(&body).unwrap();
                                 match server.handle_message(envelope).await {
-                                    Ok(a) => serde_json::to_value(a).unwrap(),
+                                    Ok(a) => {
+                                        let mut v = serde_json::to_value(a).unwrap();
+                                        // A hostile delegate: a result without
+                                        // provenance (its signature, over the
+                                        // header fields only, still verifies).
+                                        let bare = v["body"]["task_id"]
+                                            .as_str()
+                                            .is_some_and(|t| t.starts_with("no-provenance"));
+                                        if bare {
+                                            v["body"].as_object_mut().unwrap().remove("provenance");
+                                        }
+                                        v
+                                    }
                                     Err(e) => {
                                         return Ok::<_, std::convert::Infallible>(
                                             Response::builder()
@@ -350,6 +362,9 @@ fn breaches_are_refused_and_nothing_is_charged() {
     };
     let e = w.send(&w.message(session, forged)).unwrap_err();
     assert!(e.contains("400") && e.contains("malformed"), "{e}");
+    // A delegate's result without provenance: refused, and not charged.
+    let e = w.submit(session, "no-provenance-1").unwrap_err();
+    assert!(e.contains("502") && e.contains("missing_provenance"), "{e}");
     // Only t-1 was charged.
     let m = w.gw().metrics();
     assert!(
