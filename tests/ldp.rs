@@ -95,6 +95,11 @@ impl World {
     /// dgw in front of the echo delegate; the router's DCT pays
     /// `budget` for tasks of `cost` each.
     fn new(budget: u64, cost: u64) -> World {
+        Self::with(budget, cost, "")
+    }
+
+    /// [`World::new`] with `extra` config.
+    fn with(budget: u64, cost: u64, extra_config: &str) -> World {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -104,11 +109,13 @@ impl World {
         let root = seed(1);
         let extra = format!(
             "[ldp]\n[[ldp.delegates]]\nname = \"echo\"\nurl = {delegate:?}\nsecret = {SECRET:?}\n\
-             trust_domain = \"test-domain\"\ntenant = \"acme\"\ncost_microcents = {cost}\nnonce = true\n"
+             trust_domain = \"test-domain\"\ntenant = \"acme\"\ncost_microcents = {cost}\nnonce = true\n\
+             {extra_config}"
         );
         let config = gateway_config(tmp.path(), &[("acme", root.principal_id())], &extra);
         let gw = Gateway::start(&config);
         let token = root_token(&root, &seed(2), &["ldp:echo:echo"], budget, 3600).encode();
+        let _ = std::fs::write(tmp.path().join("router.dct"), &token);
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert("authorization", format!("DCT {token}").parse().unwrap());
         let http = reqwest::Client::builder()
@@ -450,4 +457,44 @@ fn sessions_survive_a_restart_and_expire() {
     std::thread::sleep(std::time::Duration::from_millis(2100));
     let e = w.submit(short, "t-3").unwrap_err();
     assert!(e.contains("410") && e.contains("session_expired"), "{e}");
+}
+
+/// With admin tokens configured, a router reads the sessions its DCT paid
+/// in, and no others.
+#[test]
+fn routers_read_their_own_sessions() {
+    use sha2::Digest;
+    let admin = "ldp-test-admin-secret-0123456789abcdef";
+    let digest = hex::encode(sha2::Sha256::digest(admin.as_bytes()));
+    let w = World::with(
+        1000,
+        100,
+        &format!("[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n"),
+    );
+    let session = "71111111-2222-4333-8444-555555555555";
+    w.open(session);
+    w.submit(session, "t-1").unwrap();
+    let mine = format!(
+        "DCT {}",
+        std::fs::read_to_string(w._tmp.path().join("router.dct")).unwrap()
+    );
+    let params = json!({"delegate": "echo", "session_id": session});
+    let (_, r) = w.gw().call_as(&mine, "ldp/session", params.clone());
+    assert_eq!(r["result"]["session"]["task_count"], 1, "{r}");
+    let (_, r) = w.gw().call_as(&mine, "ldp/sessions", json!({}));
+    assert_eq!(r["result"]["sessions"].as_array().unwrap().len(), 1, "{r}");
+    let theirs = format!(
+        "DCT {}",
+        root_token_for(&seed(1), &seed(3), &["ldp:echo:echo"], 10, 3600, del(2)).encode()
+    );
+    let (_, r) = w.gw().call_as(&theirs, "ldp/session", params.clone());
+    assert_eq!(r["error"]["data"]["type"], "invalid_params", "{r}");
+    let (_, r) = w.gw().call_as(&theirs, "ldp/sessions", json!({}));
+    assert_eq!(r["result"]["sessions"], json!([]), "{r}");
+    let r = w.gw().call("ldp/session", params.clone());
+    assert_eq!(r["error"]["data"]["type"], "admin_required", "{r}");
+    let (_, r) = w
+        .gw()
+        .call_as(&format!("Bearer {admin}"), "ldp/session", params);
+    assert_eq!(r["result"]["session"]["task_count"], 1, "{r}");
 }

@@ -314,6 +314,7 @@ impl Ldp {
                 session,
                 reservations: Default::default(),
                 attestations: Default::default(),
+                payers: Default::default(),
             })
         };
         if !message.session_id.is_empty()

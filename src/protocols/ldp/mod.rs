@@ -13,6 +13,7 @@
 mod cards;
 mod config;
 mod exchange;
+mod methods;
 mod sessions;
 mod tasks;
 
@@ -23,7 +24,7 @@ use delegateos::Keypair;
 use serde_json::{json, Value};
 
 use crate::caller::Caller;
-use crate::gatekeeper::{Forbidden, GateError, Gatekeeper};
+use crate::gatekeeper::{GateError, Gatekeeper};
 use crate::outbound::JsonClient;
 use crate::protocol::{
     Call, Credential, Decision, Grant, HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId,
@@ -188,76 +189,8 @@ impl Protocol for Ldp {
         METHODS
     }
 
-    /// `ldp/session` (`delegate`, `session_id`) and `ldp/sessions`: what
-    /// dgw holds of sessions, for administrators.
     async fn call_method(&self, caller: &Caller, method: &str, params: Value) -> MethodResult {
-        if !caller.is_admin() {
-            return Err(GateError::Forbidden {
-                kind: Forbidden::AdminRequired,
-                detail: format!("{method} is for administrators"),
-            });
-        }
-        match method {
-            "ldp/session" => {
-                let field = |f: &str| {
-                    params
-                        .get(f)
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .ok_or_else(|| GateError::InvalidParams(format!("params.{f} is required")))
-                };
-                let (delegate, id) = (field("delegate")?, field("session_id")?);
-                match self.sessions.get(&delegate, &id).await? {
-                    Some(r) => Ok(serde_json::to_value(r).unwrap_or(Value::Null)),
-                    None => Err(GateError::InvalidParams(format!(
-                        "no session {id:?} with {delegate:?}"
-                    ))),
-                }
-            }
-            "ldp/attestation" => {
-                // A task's attestation as an LDP ATTESTATION body, for a
-                // router to hand on.
-                let field = |f: &str| {
-                    params
-                        .get(f)
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .ok_or_else(|| GateError::InvalidParams(format!("params.{f} is required")))
-                };
-                let (delegate, id, task) =
-                    (field("delegate")?, field("session_id")?, field("task_id")?);
-                let record = self.sessions.get(&delegate, &id).await?.ok_or_else(|| {
-                    GateError::InvalidParams(format!("no session {id:?} with {delegate:?}"))
-                })?;
-                let attestation = record
-                    .attestations
-                    .get(&task)
-                    .and_then(|a| delegateos::AttestationId::parse(a).ok())
-                    .ok_or_else(|| {
-                        GateError::InvalidParams(format!("task {task:?} has no attestation"))
-                    })?;
-                let signed = self
-                    .delegations
-                    .attestation(&attestation)
-                    .await?
-                    .ok_or_else(|| {
-                        GateError::InvalidParams(format!("attestation {attestation} is not stored"))
-                    })?;
-                Ok(
-                    serde_json::to_value(ldp::translate::attestation_body(&signed))
-                        .unwrap_or(Value::Null),
-                )
-            }
-            "ldp/sessions" => {
-                let all = self.sessions.all().await?;
-                Ok(json!({"sessions": all.into_iter().map(|(id, r)| json!({
-                    "session_id": id, "delegate": r.delegate, "router": r.router,
-                    "state": r.session.state, "open_tasks": r.session.open_tasks,
-                    "task_count": r.session.task_count,
-                })).collect::<Vec<_>>()}))
-            }
-            _ => Err(GateError::InvalidParams(format!("{method} is not served"))),
-        }
+        methods::call(self, caller, method, params).await
     }
 
     fn budget_roots(&self) -> Vec<(String, String)> {

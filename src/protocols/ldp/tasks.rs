@@ -79,12 +79,15 @@ impl Ldp {
                 )
                 .await
             {
-                Ok(Decision::Allowed(a)) => Ok(a.reservation.map(|r| r.reservation_id)),
+                Ok(Decision::Allowed(a)) => Ok((
+                    a.reservation.map(|r| r.reservation_id),
+                    grant.chain.last().map(ToString::to_string),
+                )),
                 Ok(Decision::Denied(d)) => Err(d.message()),
                 Err(e) => return Err(Refused::new(503, "state_unavailable", e.to_string())),
             },
         };
-        let reservation = match decision {
+        let (reservation, payer) = match decision {
             Ok(r) => r,
             Err(why) => {
                 self.audit(
@@ -101,6 +104,9 @@ impl Ldp {
             .update(&d.name, &message.session_id, |r| {
                 r.session.use_mode(message.payload_mode)?;
                 r.session.apply(Side::Initiator, &message.body, at)?;
+                if let Some(p) = &payer {
+                    r.payers.insert(p.clone());
+                }
                 if let Some(id) = &reservation {
                     r.reservations.insert(task_id.clone(), id.clone());
                 }

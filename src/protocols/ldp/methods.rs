@@ -1,0 +1,95 @@
+//! `ldp/session`, `ldp/sessions`, `ldp/attestation` (JSON-RPC, and gRPC's
+//! `CallProtocol`): what dgw holds of sessions, for administrators, and
+//! for a router presenting a DCT whose delegation paid in the session.
+
+use serde_json::{json, Value};
+
+use super::sessions::Record;
+use super::Ldp;
+use crate::caller::Caller;
+use crate::gatekeeper::{Forbidden, GateError};
+use crate::protocol::MethodResult;
+
+fn field(params: &Value, f: &str) -> Result<String, GateError> {
+    params
+        .get(f)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| GateError::InvalidParams(format!("params.{f} is required")))
+}
+
+pub(super) async fn call(l: &Ldp, caller: &Caller, method: &str, params: Value) -> MethodResult {
+    // Whose sessions the caller may read: all (admin), or those its DCT's
+    // delegation paid in.
+    let payer = if caller.is_admin() {
+        None
+    } else {
+        let leaf = caller
+            .presented()
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("DCT"))
+            .and_then(|(_, token)| l.gate.dct_grant(token).ok())
+            .and_then(|g| g.chain.last().map(ToString::to_string));
+        match leaf {
+            Some(leaf) => Some(leaf),
+            None => {
+                return Err(GateError::Forbidden {
+                    kind: Forbidden::AdminRequired,
+                    detail: format!(
+                        "{method} needs an admin token or the DCT that paid in the session"
+                    ),
+                })
+            }
+        }
+    };
+    let readable = |r: &Record| payer.as_ref().is_none_or(|p| r.payers.contains(p));
+    let session = |delegate: String, id: String| async move {
+        match l.sessions.get(&delegate, &id).await? {
+            Some(r) if readable(&r) => Ok(r),
+            _ => Err(GateError::InvalidParams(format!(
+                "no session {id:?} with {delegate:?} that you may read"
+            ))),
+        }
+    };
+    match method {
+        "ldp/session" => {
+            let r = session(field(&params, "delegate")?, field(&params, "session_id")?).await?;
+            Ok(serde_json::to_value(r).unwrap_or(Value::Null))
+        }
+        "ldp/attestation" => {
+            // A task's attestation as an LDP ATTESTATION body, for a router
+            // to hand on.
+            let task = field(&params, "task_id")?;
+            let r = session(field(&params, "delegate")?, field(&params, "session_id")?).await?;
+            let id = r
+                .attestations
+                .get(&task)
+                .and_then(|a| delegateos::AttestationId::parse(a).ok())
+                .ok_or_else(|| {
+                    GateError::InvalidParams(format!("task {task:?} has no attestation"))
+                })?;
+            let signed = l.delegations.attestation(&id).await?.ok_or_else(|| {
+                GateError::InvalidParams(format!("attestation {id} is not stored"))
+            })?;
+            Ok(
+                serde_json::to_value(ldp::translate::attestation_body(&signed))
+                    .unwrap_or(Value::Null),
+            )
+        }
+        "ldp/sessions" => {
+            let all = l.sessions.all().await?;
+            let sessions: Vec<Value> = all
+                .into_iter()
+                .filter(|(_, r)| readable(r))
+                .map(|(id, r)| {
+                    json!({
+                        "session_id": id, "delegate": r.delegate, "router": r.router,
+                        "state": r.session.state, "open_tasks": r.session.open_tasks,
+                        "task_count": r.session.task_count,
+                    })
+                })
+                .collect();
+            Ok(json!({ "sessions": sessions }))
+        }
+        _ => Err(GateError::InvalidParams(format!("{method} is not served"))),
+    }
+}
