@@ -275,34 +275,19 @@ impl Ldp {
                 json!({"delegate": d.name, "router": message.from, "reason": r.detail}),
             )
             .await;
-            let mut reject = Envelope {
-                message_id: crate::random::session_id().unwrap_or_default(),
-                session_id: message.session_id.clone(),
-                from: card.delegate_id.clone(),
-                to: message.from.clone(),
-                body: Body::SessionReject {
-                    reason: r.detail.clone(),
-                    error: Some(LdpError {
-                        code: "TRUST_VIOLATION".into(),
-                        category: "policy".into(),
-                        message: r.detail,
-                        severity: "fatal".into(),
-                        retryable: false,
-                        partial_output: None,
-                    }),
-                },
-                payload_mode: ldp::mode::PayloadMode::Text,
-                timestamp: now
-                    .format(&time::format_description::well_known::Rfc3339)
-                    .unwrap_or_default(),
-                provenance: None,
-                signature: None,
-                signature_algorithm: None,
-                nonce: None,
-                payload_digest: None,
+            let error = policy_error("TRUST_VIOLATION", "fatal", &r.detail);
+            let body = Body::SessionReject {
+                reason: r.detail,
+                error: Some(error),
             };
-            signing::apply(&mut reject, &d.secret, false);
-            return Ok(reject);
+            return Ok(reply(
+                d,
+                card,
+                message,
+                body,
+                ldp::mode::PayloadMode::Text,
+                now,
+            ));
         }
         let at = now.unix_timestamp();
         let new_record = || -> Result<Record, Refusal> {
@@ -351,6 +336,49 @@ impl Ldp {
         .await;
         Ok(answer)
     }
+}
+
+/// An LDP error of category `policy` (a decision of dgw's).
+pub(super) fn policy_error(code: &str, severity: &str, message: &str) -> LdpError {
+    LdpError {
+        code: code.into(),
+        category: "policy".into(),
+        message: message.into(),
+        severity: severity.into(),
+        retryable: false,
+        partial_output: None,
+    }
+}
+
+/// A message of dgw's own to the router that sent `to`, in the delegate's
+/// name (a SESSION_REJECT or TASK_FAILED dgw decided), signed with the
+/// shared secret.
+pub(super) fn reply(
+    d: &Delegate,
+    card: &IdentityCard,
+    to: &Envelope,
+    body: Body,
+    payload_mode: ldp::mode::PayloadMode,
+    now: OffsetDateTime,
+) -> Envelope {
+    let mut e = Envelope {
+        message_id: crate::random::session_id().unwrap_or_default(),
+        session_id: to.session_id.clone(),
+        from: card.delegate_id.clone(),
+        to: to.from.clone(),
+        body,
+        payload_mode,
+        timestamp: now
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default(),
+        provenance: None,
+        signature: None,
+        signature_algorithm: None,
+        nonce: None,
+        payload_digest: None,
+    };
+    signing::apply(&mut e, &d.secret, false);
+    e
 }
 
 impl From<()> for Refused {

@@ -4,9 +4,9 @@
 //! tasks released.
 
 use ldp::identity::IdentityCard;
-use ldp::message::{Body, Envelope, LdpError};
+use ldp::message::{Body, Envelope};
 use ldp::session::{Side, State};
-use ldp::{signing, Reason, Refusal};
+use ldp::{Reason, Refusal};
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
@@ -191,34 +191,10 @@ impl Ldp {
             Body::TaskSubmit { task_id, .. } => task_id.clone(),
             _ => String::new(),
         };
-        let mut e = Envelope {
-            message_id: crate::random::session_id().unwrap_or_default(),
-            session_id: message.session_id.clone(),
-            from: card.delegate_id.clone(),
-            to: message.from.clone(),
-            body: Body::TaskFailed {
-                task_id,
-                error: LdpError {
-                    code: code.into(),
-                    category: category.into(),
-                    message: why.into(),
-                    severity: "error".into(),
-                    retryable: false,
-                    partial_output: None,
-                },
-            },
-            payload_mode: message.payload_mode,
-            timestamp: now
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default(),
-            provenance: None,
-            signature: None,
-            signature_algorithm: None,
-            nonce: None,
-            payload_digest: None,
-        };
-        signing::apply(&mut e, &d.secret, false);
-        e
+        let mut error = super::exchange::policy_error(code, "error", why);
+        error.category = category.into();
+        let body = Body::TaskFailed { task_id, error };
+        super::exchange::reply(d, card, message, body, message.payload_mode, now)
     }
 
     /// A result as a gateway-signed attestation, stored; its ID.
