@@ -498,3 +498,47 @@ fn routers_read_their_own_sessions() {
         .call_as(&format!("Bearer {admin}"), "ldp/session", params);
     assert_eq!(r["result"]["session"]["task_count"], 1, "{r}");
 }
+
+/// A router without a DCT, in a trust domain a tenant pays for
+/// (`[[ldp.domains]]`): its tasks are reserved against the domain's
+/// budget, exactly as many as it holds.
+#[test]
+fn a_paying_trust_domain_stands_in_for_a_dct() {
+    let mut w = World::with(
+        1000,
+        100,
+        "[[ldp.domains]]\nname = \"test-domain\"\ntenant = \"acme\"\nbudget_microcents = 300\n",
+    );
+    w.client = ldp_protocol::LdpClient::new();
+    let session = "81111111-2222-4333-8444-555555555555";
+    w.open(session);
+    let kinds: Vec<&str> = (0..4)
+        .map(
+            |i| match w.submit(session, &format!("t-{i}")).unwrap().body {
+                LdpMessageBody::TaskResult { .. } => "result",
+                LdpMessageBody::TaskFailed { .. } => "failed",
+                _ => "other",
+            },
+        )
+        .collect();
+    assert_eq!(kinds, ["result", "result", "result", "failed"]);
+    let m = w.gw().metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 300"#),
+        "{m}"
+    );
+}
+
+/// Without a DCT and outside any paying domain: no task.
+#[test]
+fn no_dct_and_no_paying_domain_is_no_task() {
+    let mut w = World::new(1000, 100);
+    w.client = ldp_protocol::LdpClient::new();
+    let session = "91111111-2222-4333-8444-555555555555";
+    w.open(session);
+    let e = w.submit(session, "t-1").unwrap_err();
+    assert!(
+        e.contains("401") && e.contains("credential_required"),
+        "{e}"
+    );
+}

@@ -185,6 +185,14 @@ impl Config {
             .map(RawLdp::validate)
             .transpose()
             .map_err(|(key, problem)| check.invalid(&key, problem))?;
+        for (i, d) in ldp.iter().flat_map(|l| l.domains.iter()).enumerate() {
+            if !tenants.iter().any(|t| t.name == d.tenant) {
+                return Err(check.invalid(
+                    &format!("ldp.domains[{i}].tenant"),
+                    format!("{:?} is not a configured tenant", d.tenant),
+                ));
+            }
+        }
         for (i, d) in ldp.iter().flat_map(|l| l.delegates.iter()).enumerate() {
             if !tenants.iter().any(|t| t.name == d.tenant) {
                 return Err(check.invalid(
@@ -264,6 +272,11 @@ root_key_file = "data/demo-root.key"
             .unwrap()
             .ldp
             .is_none());
+        let paying = "[[ldp.domains]]\nname = \"r\"\ntenant = \"nobody\"\nbudget_microcents = 5\n";
+        assert!(err(&format!("{GOOD}{ldp}{paying}")).contains("`ldp.domains[0].tenant`"));
+        let ok = paying.replace("nobody", "acme");
+        let c = Config::parse(&format!("{GOOD}{ldp}{ok}"), Path::new("t.toml")).unwrap();
+        assert_eq!(c.ldp.unwrap().domains[0].budget_microcents, 5);
         for (from, to, at) in [
             ("\"qwen\"", "\"Qwen/x\"", "`ldp.delegates[0].name`"),
             (

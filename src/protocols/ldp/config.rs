@@ -23,6 +23,27 @@ pub struct RawLdp {
     delegate_timeout: String,
     #[serde(default)]
     delegates: Vec<RawDelegate>,
+    #[serde(default)]
+    domains: Vec<RawDomain>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDomain {
+    name: String,
+    tenant: String,
+    budget_microcents: u64,
+}
+
+/// A trust domain whose routers' tasks a tenant pays without a DCT.
+#[derive(Debug, Clone)]
+pub struct PayingDomain {
+    /// The routers' trust domain (SESSION_PROPOSE's `trust_domain`).
+    pub name: String,
+    /// The tenant that pays.
+    pub tenant: String,
+    /// Its budget, over all its routers' tasks.
+    pub budget_microcents: u64,
 }
 
 fn default_window() -> i64 {
@@ -105,6 +126,8 @@ pub struct LdpConfig {
     pub delegate_timeout: Duration,
     /// The delegates.
     pub delegates: Vec<Delegate>,
+    /// Trust domains whose routers a tenant pays for.
+    pub domains: Vec<PayingDomain>,
 }
 
 impl RawLdp {
@@ -170,7 +193,22 @@ impl RawLdp {
                 nonce: d.nonce,
             });
         }
+        let mut domains: Vec<PayingDomain> = Vec::new();
+        for (i, d) in self.domains.into_iter().enumerate() {
+            if d.name.is_empty() || domains.iter().any(|x| x.name == d.name) {
+                return Err((
+                    format!("ldp.domains[{i}].name"),
+                    "must be named, once".into(),
+                ));
+            }
+            domains.push(PayingDomain {
+                name: d.name,
+                tenant: d.tenant,
+                budget_microcents: d.budget_microcents,
+            });
+        }
         Ok(LdpConfig {
+            domains,
             public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
             freshness_secs: self.freshness_secs,
             delegate_timeout,

@@ -296,6 +296,7 @@ impl Ldp {
             Ok(Record {
                 delegate: d.name.clone(),
                 router: message.from.clone(),
+                domain: initiator.name.clone(),
                 session,
                 reservations: Default::default(),
                 attestations: Default::default(),

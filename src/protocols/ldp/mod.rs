@@ -32,7 +32,7 @@ use crate::protocol::{
 };
 use crate::state::{AuditSink, DelegationStore, RecordStore, ReplayStore};
 
-pub use config::{Delegate, LdpConfig, RawLdp};
+pub use config::{Delegate, LdpConfig, PayingDomain, RawLdp};
 use sessions::Sessions;
 
 /// LDP's name in metrics, audit and `data.protocol`.
@@ -194,7 +194,11 @@ impl Protocol for Ldp {
     }
 
     fn budget_roots(&self) -> Vec<(String, String)> {
-        Vec::new()
+        self.config
+            .domains
+            .iter()
+            .map(|d| (tasks::domain_root(&d.name), d.tenant.clone()))
+            .collect()
     }
 
     async fn sweep(&self) {

@@ -21,6 +21,10 @@ pub struct Record {
     pub delegate: String,
     /// The router that opened it.
     pub router: String,
+    /// The router's trust domain, as its proposal named it (else the
+    /// delegate's).
+    #[serde(default)]
+    pub domain: String,
     /// The machine.
     pub session: Session,
     /// Open tasks' reservations.

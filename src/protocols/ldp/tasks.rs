@@ -52,28 +52,39 @@ impl Ldp {
         let token = authorization
             .and_then(|a| a.trim().split_once(' '))
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("DCT"))
-            .map(|(_, t)| t.trim())
-            .ok_or_else(|| {
-                Refused::new(
-                    401,
-                    "credential_required",
-                    "a TASK_SUBMIT needs `Authorization: DCT <token>`",
-                )
-            })?;
+            .map(|(_, t)| t.trim().to_owned());
         let cost = d.cost(skill);
         let expires = unix_ms(now) + record.session.ttl_secs.saturating_mul(1000);
-        let decision = match self.gate.dct_grant(token) {
-            Err(denial) => Err(denial.message()),
-            Ok(grant) if grant.tenant != d.tenant => Err(format!(
-                "tasks of {:?} are paid by tenant {:?}'s DCTs",
-                d.name, d.tenant
-            )),
+        let asked = [ldp::translate::task_request(skill, &d.name)];
+        // Who pays: the router's DCT, else its trust domain's tenant.
+        let (grant, presented) = match &token {
+            Some(token) => match self.gate.dct_grant(token) {
+                Err(denial) => (Err(denial.message()), token.clone()),
+                Ok(grant) if grant.tenant != d.tenant => (
+                    Err(format!("tasks of {:?} are paid by tenant {:?}'s DCTs", d.name, d.tenant)),
+                    token.clone(),
+                ),
+                Ok(grant) => (Ok(grant), token.clone()),
+            },
+            None => match self.config.domains.iter().find(|x| x.name == record.domain) {
+                Some(domain) => (Ok(domain_grant(domain)), format!("ldp-domain:{}", domain.name)),
+                None => {
+                    return Err(Refused::new(
+                        401,
+                        "credential_required",
+                        "a TASK_SUBMIT needs `Authorization: DCT <token>`, or a router in a paying trust domain ([[ldp.domains]])",
+                    ))
+                }
+            },
+        };
+        let decision = match grant {
+            Err(why) => Err(why),
             Ok(grant) => match self
                 .gate
                 .authorize_grant(
                     &grant,
-                    token,
-                    &[ldp::translate::task_request(skill, &d.name)],
+                    &presented,
+                    &asked,
                     cost,
                     Hold::brokered_until(expires),
                 )
@@ -322,5 +333,33 @@ impl Ldp {
                 .await;
             }
         }
+    }
+}
+
+/// The budget-key root of a paying trust domain.
+pub(super) fn domain_root(domain: &str) -> String {
+    format!("ldp:{domain}")
+}
+
+/// The grant of a paying trust domain: its tenant, its one budget level,
+/// every LDP task (`ldp:*:*`).
+fn domain_grant(domain: &super::config::PayingDomain) -> crate::protocol::Grant {
+    crate::protocol::Grant {
+        protocol: ID,
+        tenant: domain.tenant.clone(),
+        levels: crate::budget::BudgetKey::for_path(
+            &domain_root(&domain.name),
+            &["tasks".to_owned()],
+            domain.budget_microcents,
+        ),
+        chain: Vec::new(),
+        authority: Box::new(crate::protocol::capabilities::Capabilities(
+            delegateos::Capability::new("ldp", "*", "*")
+                .into_iter()
+                .collect(),
+        )),
+        requests: None,
+        scope: None,
+        context: Box::new(()),
     }
 }
