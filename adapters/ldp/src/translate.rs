@@ -20,6 +20,47 @@ pub fn task_request(skill: &str, delegate: &str) -> CapabilityRequest {
     }
 }
 
+/// The output every LDP result attestation has (its `ldp` reference and
+/// its `evidence`), which the task's contract checks.
+fn result_schema() -> Value {
+    json!({"type": "object", "required": ["ldp", "evidence"]})
+}
+
+/// A TASK_SUBMIT as the DelegateOS contract it is done under: the skill at
+/// the delegate (the input by digest, not copied), the task's cost as the
+/// budget, the session's end as the deadline, no further delegation, the
+/// capability `ldp:<skill>:<delegate name>` required; verified by the
+/// shape of the result attestation's output.
+#[allow(clippy::too_many_arguments)]
+pub fn task_contract(
+    skill: &str,
+    delegate_id: &str,
+    session_id: &str,
+    task_id: &str,
+    input: &Value,
+    cost_microcents: u64,
+    deadline: &delegateos::Timestamp,
+) -> Result<delegateos::contract::ContractDraft, Refusal> {
+    let draft = json!({
+        "task": {
+            "title": format!("LDP {skill} at {delegate_id}"),
+            "description": format!("Task {task_id} of LDP session {session_id}"),
+            "inputs": {"ldpSkill": skill, "ldpDelegate": delegate_id, "ldpSession": session_id,
+                       "ldpTask": task_id, "inputDigest": digest(input)},
+            "outputSchema": result_schema(),
+        },
+        "verification": {"method": "schema_match", "schema": result_schema()},
+        "constraints": {
+            "maxBudgetMicrocents": cost_microcents,
+            "deadline": deadline,
+            "maxChainDepth": 0,
+            "requiredCapabilities": [format!("ldp:{skill}")],
+        },
+    });
+    serde_json::from_value(draft)
+        .map_err(|e| Refusal::new(Reason::Malformed, format!("contract draft: {e}")))
+}
+
 /// `hex(SHA-256(JCS(value)))`.
 pub fn digest(value: &Value) -> String {
     hex::encode(Sha256::digest(serde_jcs::to_vec(value).unwrap_or_default()))

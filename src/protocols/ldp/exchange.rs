@@ -300,6 +300,7 @@ impl Ldp {
                 session,
                 reservations: Default::default(),
                 attestations: Default::default(),
+                contracts: Default::default(),
                 payers: Default::default(),
             })
         };

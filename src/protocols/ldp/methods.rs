@@ -1,4 +1,4 @@
-//! `ldp/session`, `ldp/sessions`, `ldp/attestation` (JSON-RPC, and gRPC's
+//! `ldp/session`, `ldp/sessions`, `ldp/attestation`, `ldp/contract` (JSON-RPC, and gRPC's
 //! `CallProtocol`): what dgw holds of sessions, for administrators, and
 //! for a router presenting a DCT whose delegation paid in the session.
 
@@ -74,6 +74,23 @@ pub(super) async fn call(l: &Ldp, caller: &Caller, method: &str, params: Value) 
                 serde_json::to_value(ldp::translate::attestation_body(&signed))
                     .unwrap_or(Value::Null),
             )
+        }
+        "ldp/contract" => {
+            // The DelegateOS contract a task was done under.
+            let task = field(&params, "task_id")?;
+            let r = session(field(&params, "delegate")?, field(&params, "session_id")?).await?;
+            let id = r
+                .contracts
+                .get(&task)
+                .and_then(|c| delegateos::ContractId::parse(c).ok())
+                .ok_or_else(|| {
+                    GateError::InvalidParams(format!("task {task:?} has no contract"))
+                })?;
+            let contract =
+                l.delegations.contract(&id).await?.ok_or_else(|| {
+                    GateError::InvalidParams(format!("contract {id} is not stored"))
+                })?;
+            Ok(serde_json::to_value(contract).unwrap_or(Value::Null))
         }
         "ldp/sessions" => {
             let all = l.sessions.all().await?;

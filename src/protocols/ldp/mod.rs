@@ -44,7 +44,12 @@ pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
 
 const PATHS: &[&str] = &["/ldp", "/.well-known/ldp-identity"];
 
-const METHODS: &[&str] = &["ldp/session", "ldp/sessions", "ldp/attestation"];
+const METHODS: &[&str] = &[
+    "ldp/session",
+    "ldp/sessions",
+    "ldp/attestation",
+    "ldp/contract",
+];
 
 /// The state LDP works on.
 pub struct LdpState {

@@ -31,6 +31,9 @@ pub struct Record {
     pub reservations: BTreeMap<String, String>,
     /// Attestations of its results, by task.
     pub attestations: BTreeMap<String, String>,
+    /// The DelegateOS contract of each task, by task.
+    #[serde(default)]
+    pub contracts: BTreeMap<String, String>,
     /// The delegations whose DCTs paid its tasks (they may read it).
     #[serde(default)]
     pub payers: std::collections::BTreeSet<String>,

@@ -109,6 +109,13 @@ impl Ldp {
                 return Ok(self.failed(d, card, message, "DENIED", "policy", &why, now));
             }
         };
+        let contract = match self.task_contract_signed(d, card, message, expires).await {
+            Ok(c) => c,
+            Err(r) => {
+                self.release(reservation.as_deref()).await;
+                return Err(r);
+            }
+        };
         let at = now.unix_timestamp();
         let opened = self
             .sessions
@@ -118,6 +125,7 @@ impl Ldp {
                 if let Some(p) = &payer {
                     r.payers.insert(p.clone());
                 }
+                r.contracts.insert(task_id.clone(), contract.id.to_string());
                 if let Some(id) = &reservation {
                     r.reservations.insert(task_id.clone(), id.clone());
                 }
@@ -166,6 +174,8 @@ impl Ldp {
                         output,
                         provenance,
                         cost,
+                        &contract.id,
+                        payer.as_deref(),
                     )
                     .await;
                 self.end_task(
@@ -219,24 +229,26 @@ impl Ldp {
         output: &Value,
         provenance: &ldp::message::Provenance,
         cost: u64,
+        contract_id: &delegateos::ContractId,
+        payer: Option<&str>,
     ) -> Option<String> {
-        let seed = format!("{}\0{session_id}\0{task_id}", d.name);
-        let ids = |salt: &str| {
-            let h = delegateos::signing::blake2b256(format!("{salt}\0{seed}").as_bytes());
-            let mut b = [0u8; 6];
-            b.copy_from_slice(&h[..6]);
-            b
-        };
-        let (contract_id, delegation_id) = (
-            delegateos::ContractId::from_bytes(ids("contract")),
-            delegateos::DelegationId::from_bytes(ids("delegation")),
-        );
+        // Filed under the paying DCT's delegation, else one derived from
+        // the task (a paying trust domain has no delegation).
+        let delegation_id = payer
+            .and_then(|p| delegateos::DelegationId::parse(p).ok())
+            .unwrap_or_else(|| {
+                let seed = format!("delegation\0{}\0{session_id}\0{task_id}", d.name);
+                let h = delegateos::signing::blake2b256(seed.as_bytes());
+                let mut b = [0u8; 6];
+                b.copy_from_slice(&h[..6]);
+                delegateos::DelegationId::from_bytes(b)
+            });
         let context = ldp::translate::ResultContext {
             session_id,
             task_id,
             delegate_id: &card.delegate_id,
             cost_microcents: cost,
-            contract_id: &contract_id,
+            contract_id,
             delegation_id: &delegation_id,
         };
         let draft = ldp::translate::result_to_attestation(output, provenance, &context).ok()?;
@@ -361,5 +373,61 @@ fn domain_grant(domain: &super::config::PayingDomain) -> crate::protocol::Grant 
         requests: None,
         scope: None,
         context: Box::new(()),
+    }
+}
+
+impl Ldp {
+    /// The task's DelegateOS contract, signed by the gateway and stored.
+    fn task_contract_draft(
+        d: &Delegate,
+        card: &IdentityCard,
+        message: &Envelope,
+        deadline_ms: u64,
+    ) -> Result<delegateos::contract::ContractDraft, Refused> {
+        let Body::TaskSubmit {
+            task_id,
+            skill,
+            input,
+            ..
+        } = &message.body
+        else {
+            return Err(Refused::new(500, "internal_error", "not a task"));
+        };
+        let deadline =
+            time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(deadline_ms) * 1_000_000)
+                .map(delegateos::Timestamp::from_instant)
+                .map_err(|e| Refused::new(500, "internal_error", e.to_string()))?;
+        ldp::translate::task_contract(
+            skill,
+            &card.delegate_id,
+            &message.session_id,
+            task_id,
+            input,
+            d.cost(skill),
+            &deadline,
+        )
+        .map_err(Refused::from)
+    }
+
+    pub(super) async fn task_contract_signed(
+        &self,
+        d: &Delegate,
+        card: &IdentityCard,
+        message: &Envelope,
+        deadline_ms: u64,
+    ) -> Result<delegateos::TaskContract, Refused> {
+        let draft = Self::task_contract_draft(d, card, message, deadline_ms)?;
+        let id = crate::random::contract_id()
+            .map_err(|e| Refused::new(503, "random_unavailable", e.to_string()))?;
+        let contract = draft
+            .sign(
+                &self.key,
+                id,
+                crate::gatekeeper::now().0,
+                &delegateos::CheckFunctionRegistry::with_builtins(),
+            )
+            .map_err(|e| Refused::new(500, "internal_error", e.to_string()))?;
+        self.delegations.put_contract(&contract).await?;
+        Ok(contract)
     }
 }
