@@ -195,6 +195,16 @@ fn a_router_runs_a_session_through_dgw_charged_and_attested() {
     assert_eq!(card["endpoint"], json!(w.url));
     let fetched = w.rt.block_on(w.client.fetch_identity_card(&w.url)).unwrap();
     assert_eq!(fetched.delegate_id, ECHO);
+    // dgw's own card lists the delegates; the reference client reads it.
+    let base = format!("http://{}", w.gw().addr);
+    let own =
+        w.rt.block_on(w.client.fetch_identity_wellknown(&base))
+            .unwrap();
+    assert_eq!(own.delegate_id, "ldp:delegate:dgw");
+    assert!(own.capabilities.iter().any(|c| c.name == "echo"));
+    assert_eq!(own.metadata["ldp.delegate.echo"], w.url);
+    let (_, own) = w.gw().http("GET", "/.well-known/ldp-identity", b"");
+    ldp::identity::IdentityCard::from_value(serde_json::from_slice(&own).unwrap()).unwrap();
 
     let session = "11111111-2222-4333-8444-555555555555";
     w.open(session);

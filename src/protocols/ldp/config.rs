@@ -25,6 +25,35 @@ pub struct RawLdp {
     delegates: Vec<RawDelegate>,
     #[serde(default)]
     domains: Vec<RawDomain>,
+    #[serde(default)]
+    identity: Option<RawIdentity>,
+}
+
+/// `[ldp.identity]`: dgw's own card.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIdentity {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    trust_domain: Option<String>,
+    #[serde(default)]
+    jurisdiction: Option<String>,
+}
+
+/// dgw's own identity card's particulars.
+#[derive(Debug, Clone)]
+pub struct OwnIdentity {
+    /// `ldp:delegate:<name>` (default `dgw`).
+    pub name: String,
+    /// Its purpose.
+    pub description: Option<String>,
+    /// Its trust domain (default `dgw`).
+    pub trust_domain: String,
+    /// Where it runs.
+    pub jurisdiction: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -128,6 +157,8 @@ pub struct LdpConfig {
     pub delegates: Vec<Delegate>,
     /// Trust domains whose routers a tenant pays for.
     pub domains: Vec<PayingDomain>,
+    /// dgw's own card.
+    pub identity: OwnIdentity,
 }
 
 impl RawLdp {
@@ -207,7 +238,27 @@ impl RawLdp {
                 budget_microcents: d.budget_microcents,
             });
         }
+        let raw = self.identity.unwrap_or(RawIdentity {
+            name: None,
+            description: None,
+            trust_domain: None,
+            jurisdiction: None,
+        });
+        let identity = OwnIdentity {
+            name: raw.name.unwrap_or_else(|| "dgw".to_owned()),
+            description: raw.description,
+            trust_domain: raw.trust_domain.unwrap_or_else(|| "dgw".to_owned()),
+            jurisdiction: raw.jurisdiction,
+        };
+        let ok = |n: &str| !n.is_empty() && n.len() <= 64;
+        if !ok(&identity.name) || !ok(&identity.trust_domain) {
+            return Err((
+                "ldp.identity".into(),
+                "name and trust_domain must be 1 to 64 bytes".into(),
+            ));
+        }
         Ok(LdpConfig {
+            identity,
             domains,
             public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
             freshness_secs: self.freshness_secs,

@@ -150,19 +150,42 @@ impl Ldp {
         }
     }
 
-    /// `GET /.well-known/ldp-identity`: the delegates dgw fronts.
+    /// `GET /.well-known/ldp-identity`: dgw's own card (`[ldp.identity]`),
+    /// its capabilities the skills of the delegates it fronts, each
+    /// delegate's endpoint in `metadata` (`ldp.delegate.<name>`).
     async fn directory(&self) -> HttpAnswer {
-        let mut delegates = Vec::new();
+        let own = &self.config.identity;
+        let mut skills: Vec<Value> = Vec::new();
+        let mut metadata = serde_json::Map::new();
         for d in &self.config.delegates {
-            let card = self.cards.get(d).await.ok();
-            delegates.push(json!({
-                "name": d.name,
-                "endpoint": self.endpoint(d),
-                "delegate_id": card.as_ref().map(|c| c.delegate_id.clone()),
-                "trust_domain": d.trust_domain.name,
-            }));
+            metadata.insert(format!("ldp.delegate.{}", d.name), json!(self.endpoint(d)));
+            if let Ok(card) = self.cards.get(d).await {
+                for c in card.capabilities {
+                    if !skills.iter().any(|s| s["name"] == json!(c.name)) {
+                        skills.push(json!({"name": c.name, "description": c.description}));
+                    }
+                }
+            }
         }
-        HttpAnswer::new(200, json!({"delegates": delegates}))
+        let base = self.base_url.get().cloned().unwrap_or_default();
+        HttpAnswer::new(
+            200,
+            json!({
+                "delegate_id": format!("{}{}", ldp::identity::DELEGATE_PREFIX, own.name),
+                "name": own.name,
+                "description": own.description.clone().unwrap_or_else(|| format!(
+                    "dgw, the delegate gateway, in front of {} LDP delegate(s)", self.config.delegates.len())),
+                "model_family": "gateway",
+                "model_version": env!("CARGO_PKG_VERSION"),
+                "trust_domain": {"name": own.trust_domain, "allow_cross_domain": false, "trusted_peers": []},
+                "context_window": 0,
+                "jurisdiction": own.jurisdiction,
+                "capabilities": skills,
+                "supported_payload_modes": ["semantic_frame", "text"],
+                "endpoint": format!("{base}/ldp"),
+                "metadata": metadata,
+            }),
+        )
     }
 }
 
