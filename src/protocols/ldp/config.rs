@@ -101,6 +101,8 @@ struct RawDelegate {
     skill_costs: BTreeMap<String, u64>,
     #[serde(default)]
     nonce: bool,
+    #[serde(default)]
+    payload_digest: bool,
 }
 
 /// A delegate behind dgw.
@@ -122,6 +124,10 @@ pub struct Delegate {
     pub skill_costs: BTreeMap<String, u64>,
     /// Whether dgw signs toward it with a nonce.
     pub nonce: bool,
+    /// Whether its routers and it bind payloads (`payload_digest`, both
+    /// ends dgw or digest-aware): then every message from either side must
+    /// carry a valid digest, and dgw sends one.
+    pub payload_digest: bool,
 }
 
 impl std::fmt::Debug for Delegate {
@@ -222,6 +228,7 @@ impl RawLdp {
                 cost_microcents: d.cost_microcents,
                 skill_costs: d.skill_costs,
                 nonce: d.nonce,
+                payload_digest: d.payload_digest,
             });
         }
         let mut domains: Vec<PayingDomain> = Vec::new();

@@ -109,7 +109,7 @@ impl Ldp {
             ));
         }
         freshness::check(&message.timestamp, now, self.config.freshness_secs)?;
-        signing::verify(&message, &d.secret, false)?;
+        signing::verify(&message, &d.secret, d.payload_digest)?;
         let window = self.config.freshness_secs;
         let key = format!("{}\0{}\0{}", d.name, message.from, message.message_id);
         let seconds = now.unix_timestamp();
@@ -223,7 +223,7 @@ impl Ldp {
             .nonce
             .then(|| crate::random::session_id().unwrap_or_default());
         out.payload_digest = None;
-        signing::apply(&mut out, &d.secret, false);
+        signing::apply(&mut out, &d.secret, d.payload_digest);
         let body = serde_json::to_value(&out)
             .map_err(|e| Refused::new(500, "internal_error", e.to_string()))?;
         let answer = self
@@ -239,7 +239,8 @@ impl Ldp {
         }
         freshness::check(&answer.timestamp, now, self.config.freshness_secs)
             .map_err(|r| invalid(r.to_string()))?;
-        signing::verify(&answer, &d.secret, false).map_err(|r| invalid(r.to_string()))?;
+        signing::verify(&answer, &d.secret, d.payload_digest)
+            .map_err(|r| invalid(r.to_string()))?;
         Ok(answer)
     }
 
@@ -379,7 +380,7 @@ pub(super) fn reply(
         nonce: None,
         payload_digest: None,
     };
-    signing::apply(&mut e, &d.secret, false);
+    signing::apply(&mut e, &d.secret, d.payload_digest);
     e
 }
 
