@@ -383,9 +383,3 @@ pub(super) fn reply(
     signing::apply(&mut e, &d.secret, d.payload_digest);
     e
 }
-
-impl From<()> for Refused {
-    fn from(_: ()) -> Self {
-        Refused::new(409, "conflict", "the session changed")
-    }
-}

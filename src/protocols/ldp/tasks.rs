@@ -106,7 +106,19 @@ impl Ldp {
                     json!({"delegate": d.name, "task_id": task_id, "skill": skill, "detail": why}),
                 )
                 .await;
-                return Ok(self.failed(d, card, message, "DENIED", "policy", &why, now));
+                // A refused authorization is the task's end, in LDP terms.
+                let body = Body::TaskFailed {
+                    task_id: task_id.clone(),
+                    error: super::exchange::policy_error("DENIED", "error", &why),
+                };
+                return Ok(super::exchange::reply(
+                    d,
+                    card,
+                    message,
+                    body,
+                    message.payload_mode,
+                    now,
+                ));
             }
         };
         let contract = match self.task_contract_signed(d, card, message, expires).await {
@@ -194,28 +206,6 @@ impl Ldp {
             _ => {} // an update: the task stays open and reserved
         }
         Ok(answer)
-    }
-
-    /// A TASK_FAILED of dgw's own (a refused authorization).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn failed(
-        &self,
-        d: &Delegate,
-        card: &IdentityCard,
-        message: &Envelope,
-        code: &str,
-        category: &str,
-        why: &str,
-        now: OffsetDateTime,
-    ) -> Envelope {
-        let task_id = match &message.body {
-            Body::TaskSubmit { task_id, .. } => task_id.clone(),
-            _ => String::new(),
-        };
-        let mut error = super::exchange::policy_error(code, "error", why);
-        error.category = category.into();
-        let body = Body::TaskFailed { task_id, error };
-        super::exchange::reply(d, card, message, body, message.payload_mode, now)
     }
 
     /// A result as a gateway-signed attestation, stored; its ID.
