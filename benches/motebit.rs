@@ -101,7 +101,8 @@ fn pipeline(c: &mut Criterion) {
     use delegate_gateway::caller::Caller;
     use delegate_gateway::gatekeeper::Gatekeeper;
     use delegate_gateway::protocol::{Call, Registry};
-    use delegate_gateway::protocols::motebit::{Delegator, Motebit, MotebitConfig, MotebitState};
+    use delegate_gateway::protocols::motebit::{Delegator, Motebit, MotebitConfig};
+    use delegate_gateway::protocols::Services;
     use delegate_gateway::revocations::Revocations;
     use delegate_gateway::state::{self, BudgetSettings};
     use delegateos::CapabilityRequest;
@@ -137,7 +138,8 @@ fn pipeline(c: &mut Criterion) {
         };
         let motebit = Motebit::new(
             config,
-            MotebitState {
+            Services {
+                gate: gate.clone(),
                 revocations,
                 replay: stores.replay.clone(),
                 records: stores.records.clone(),

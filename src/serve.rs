@@ -20,11 +20,12 @@ use crate::keyfile::{self, KeyFileError};
 use crate::mcp::streamable::{SessionPolicy, Sessions, StreamableHttp};
 use crate::mcp::{McpProxy, Upstream};
 use crate::protocol::Registry;
-use crate::protocols::agenta::{Agenta, AgentaState};
+use crate::protocols::agenta::Agenta;
 use crate::protocols::delegateos::DelegateOs;
-use crate::protocols::ldp::{Ldp, LdpState};
-use crate::protocols::motebit::{Motebit, MotebitState};
+use crate::protocols::ldp::Ldp;
+use crate::protocols::motebit::Motebit;
 use crate::protocols::talos::Talos;
+use crate::protocols::Services;
 use crate::revocations::{Revocations, RevokeError};
 use crate::state::{Backend, BudgetSettings, StorageError, Stores};
 use crate::telemetry;
@@ -156,36 +157,25 @@ async fn open_state(
     protocols
         .register(Arc::new(talos))
         .map_err(ServeError::Protocol)?;
-    let motebit = Motebit::new(
-        config.motebit.clone(),
-        MotebitState {
-            revocations: revocations.clone(),
-            replay: stores.replay.clone(),
-            records: stores.records.clone(),
-            delegations: stores.delegations.clone(),
-            audit: audit.clone(),
-            key: gateway_key.clone(),
-        },
-    )
-    .await?;
+    let services = Services {
+        gate: gate.clone(),
+        revocations: revocations.clone(),
+        records: stores.records.clone(),
+        replay: stores.replay.clone(),
+        delegations: stores.delegations.clone(),
+        audit: audit.clone(),
+        key: gateway_key.clone(),
+    };
+    let motebit = Motebit::new(config.motebit.clone(), services.clone()).await?;
     protocols
         .register(Arc::new(motebit))
         .map_err(ServeError::Protocol)?;
     let agenta = match &config.agenta {
         Some(section) => {
             let agenta = Arc::new(
-                Agenta::new(
-                    section.clone(),
-                    AgentaState {
-                        gate: gate.clone(),
-                        records: stores.records.clone(),
-                        delegations: stores.delegations.clone(),
-                        audit: audit.clone(),
-                        key: gateway_key.clone(),
-                    },
-                )
-                .await
-                .map_err(ServeError::Protocol)?,
+                Agenta::new(section.clone(), services.clone())
+                    .await
+                    .map_err(ServeError::Protocol)?,
             );
             protocols
                 .register(agenta.clone())
@@ -194,19 +184,10 @@ async fn open_state(
         }
         None => None,
     };
-    let ldp = config.ldp.clone().map(|section| {
-        Arc::new(Ldp::new(
-            section,
-            LdpState {
-                gate: gate.clone(),
-                records: stores.records.clone(),
-                replay: stores.replay.clone(),
-                delegations: stores.delegations.clone(),
-                audit: audit.clone(),
-                key: gateway_key.clone(),
-            },
-        ))
-    });
+    let ldp = config
+        .ldp
+        .clone()
+        .map(|section| Arc::new(Ldp::new(section, services.clone())));
     if let Some(ldp) = &ldp {
         protocols
             .register(ldp.clone())

@@ -26,11 +26,8 @@ use serde_json::{json, Value};
 
 use crate::caller::Caller;
 use crate::gatekeeper::{GateError, Gatekeeper};
-use crate::protocol::{
-    Call, Credential, Decision, Grant, HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId,
-    ProtocolInfo,
-};
-use crate::state::{AuditSink, DelegationStore, RecordStore};
+use crate::protocol::{HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo};
+use crate::state::{AuditSink, DelegationStore};
 
 use crate::outbound::JsonClient;
 pub use config::{AgentaConfig, RawAgenta};
@@ -76,19 +73,10 @@ pub struct Agenta {
     base_url: OnceLock<String>,
 }
 
-/// The state Agenta works on.
-pub struct AgentaState {
-    pub gate: Arc<Gatekeeper>,
-    pub records: Arc<dyn RecordStore>,
-    pub delegations: Arc<dyn DelegationStore>,
-    pub audit: Arc<dyn AuditSink>,
-    pub key: Arc<Keypair>,
-}
-
 impl Agenta {
     /// Agenta over the gateway's state, with the offers of the config
     /// registered (a bad offer file stops the start with its name).
-    pub async fn new(config: AgentaConfig, state: AgentaState) -> Result<Self, String> {
+    pub async fn new(config: AgentaConfig, state: super::Services) -> Result<Self, String> {
         let schemas = agenta::Schemas::new().map_err(|e| format!("the Agenta schemas: {e}"))?;
         let agenta = Self {
             currencies: agenta::Currencies::new(config.currencies.clone()),
@@ -264,18 +252,6 @@ fn admin_secret(caller: &Caller, what: &str) -> Result<(), Refusal> {
 impl Protocol for Agenta {
     fn id(&self) -> ProtocolId {
         ID
-    }
-
-    /// Agenta takes no credential of its own on the other fronts: a buyer
-    /// pays with a DCT, which DelegateOS reads.
-    async fn grant(
-        &self,
-        _credential: &Credential,
-        _call: &Call<'_>,
-    ) -> Result<Decision<Grant>, GateError> {
-        Err(GateError::InvalidParams(
-            "Agenta grants are made by its own endpoints".into(),
-        ))
     }
 
     fn http_paths(&self) -> &'static [&'static str] {

@@ -24,13 +24,10 @@ use delegateos::Keypair;
 use serde_json::{json, Value};
 
 use crate::caller::Caller;
-use crate::gatekeeper::{GateError, Gatekeeper};
+use crate::gatekeeper::Gatekeeper;
 use crate::outbound::JsonClient;
-use crate::protocol::{
-    Call, Credential, Decision, Grant, HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId,
-    ProtocolInfo,
-};
-use crate::state::{AuditSink, DelegationStore, RecordStore, ReplayStore};
+use crate::protocol::{HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo};
+use crate::state::{AuditSink, DelegationStore, ReplayStore};
 
 pub use config::{Delegate, LdpConfig, PayingDomain, RawLdp};
 use sessions::Sessions;
@@ -51,16 +48,6 @@ const METHODS: &[&str] = &[
     "ldp/contract",
 ];
 
-/// The state LDP works on.
-pub struct LdpState {
-    pub gate: Arc<Gatekeeper>,
-    pub records: Arc<dyn RecordStore>,
-    pub replay: Arc<dyn ReplayStore>,
-    pub delegations: Arc<dyn DelegationStore>,
-    pub audit: Arc<dyn AuditSink>,
-    pub key: Arc<Keypair>,
-}
-
 /// The LDP protocol.
 pub struct Ldp {
     config: LdpConfig,
@@ -78,7 +65,7 @@ pub struct Ldp {
 
 impl Ldp {
     /// The protocol over its delegates.
-    pub fn new(config: LdpConfig, state: LdpState) -> Self {
+    pub fn new(config: LdpConfig, state: super::Services) -> Self {
         let client = JsonClient::new(config.delegate_timeout);
         Self {
             cards: cards::Cards::new(client.clone()),
@@ -193,16 +180,6 @@ impl Ldp {
 impl Protocol for Ldp {
     fn id(&self) -> ProtocolId {
         ID
-    }
-
-    async fn grant(
-        &self,
-        _credential: &Credential,
-        _call: &Call<'_>,
-    ) -> Result<Decision<Grant>, GateError> {
-        Err(GateError::InvalidParams(
-            "LDP carries no credential of its own: routers present a DCT".into(),
-        ))
     }
 
     fn http_paths(&self) -> &'static [&'static str] {

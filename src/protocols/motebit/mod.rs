@@ -37,7 +37,7 @@ use crate::protocol::{
     ProtocolInfo,
 };
 use crate::revocations::Revocations;
-use crate::state::{AuditSink, DelegationStore, RecordStore, ReplayStore, StorageError};
+use crate::state::{AuditSink, DelegationStore, ReplayStore, StorageError};
 
 pub use config::{Delegator, MotebitConfig, RawMotebit};
 use pins::{PinError, Pins};
@@ -67,16 +67,6 @@ const METHODS: &[&str] = &[
     "motebit/attestation",
     "motebit/receipt",
 ];
-
-/// The state Motebit works on.
-pub struct MotebitState {
-    pub revocations: Arc<Revocations>,
-    pub replay: Arc<dyn ReplayStore>,
-    pub records: Arc<dyn RecordStore>,
-    pub delegations: Arc<dyn DelegationStore>,
-    pub audit: Arc<dyn AuditSink>,
-    pub key: Arc<Keypair>,
-}
 
 /// The Motebit protocol.
 pub struct Motebit {
@@ -128,7 +118,7 @@ fn token_name(t: &DelegationToken) -> String {
 
 impl Motebit {
     /// The protocol; loads its revocations.
-    pub async fn new(config: MotebitConfig, state: MotebitState) -> Result<Self, StorageError> {
+    pub async fn new(config: MotebitConfig, state: super::Services) -> Result<Self, StorageError> {
         state.revocations.track(REVOCATIONS).await?;
         Ok(Self {
             config,

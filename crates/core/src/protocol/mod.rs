@@ -310,11 +310,20 @@ pub trait Protocol: Send + Sync {
     /// Verifies a credential for a call: signature chain, expiry,
     /// revocation, replay, the protocol's own scope. The pipeline then
     /// matches the requests and reserves the cost.
+    ///
+    /// A protocol that takes no credential of its own (no scheme, prefix,
+    /// envelope or header: its endpoints are paid with a DCT) is never
+    /// asked; by default it refuses.
     async fn grant(
         &self,
-        credential: &Credential,
-        call: &Call<'_>,
-    ) -> Result<Decision<Grant>, GateError>;
+        _credential: &Credential,
+        _call: &Call<'_>,
+    ) -> Result<Decision<Grant>, GateError> {
+        Err(GateError::InvalidParams(format!(
+            "{} takes no credential of its own",
+            self.id().title
+        )))
+    }
 
     /// What a credential may do now, without a call to match (MCP
     /// `tools/list` filters with it; `initialize` refuses one that can do
