@@ -169,6 +169,62 @@ impl World {
         );
     }
 
+    /// The reference client sending `Authorization: <authorization>`, or nothing.
+    fn client_with(authorization: Option<&str>) -> ldp_protocol::LdpClient {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(a) = authorization {
+            headers.insert("authorization", a.parse().unwrap());
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap();
+        ldp_protocol::LdpClient::with_http_client(http)
+    }
+
+    /// SESSION_PROPOSE of `config`, the delegate's (or dgw's) answer.
+    fn propose(&self, session: &str, config: Value) -> Result<LdpEnvelope, String> {
+        let propose = LdpMessageBody::SessionPropose { config };
+        self.send(&self.message(session, propose))
+    }
+
+    /// `n` tasks submitted at once: how many came back as results, how
+    /// many as failures.
+    fn submit_at_once(&self, session: &str, n: usize) -> (usize, usize) {
+        let messages: Vec<LdpEnvelope> = (0..n)
+            .map(|i| {
+                self.message(
+                    session,
+                    LdpMessageBody::TaskSubmit {
+                        task_id: format!("t-{i}"),
+                        skill: "echo".into(),
+                        input: json!({"i": i}),
+                        contract: None,
+                    },
+                )
+            })
+            .collect();
+        let answers = self.rt.block_on(async {
+            let tasks: Vec<_> = messages
+                .into_iter()
+                .map(|m| {
+                    let (client, url) = (self.client.clone(), self.url.clone());
+                    tokio::spawn(async move { client.send_message(&url, &m).await })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for t in tasks {
+                out.push(t.await.unwrap().unwrap());
+            }
+            out
+        });
+        let count = |f: fn(&LdpMessageBody) -> bool| answers.iter().filter(|a| f(&a.body)).count();
+        (
+            count(|b| matches!(b, LdpMessageBody::TaskResult { .. })),
+            count(|b| matches!(b, LdpMessageBody::TaskFailed { .. })),
+        )
+    }
+
     fn submit(&self, session: &str, task: &str) -> Result<LdpEnvelope, String> {
         self.send(&self.message(
             session,
@@ -420,41 +476,7 @@ fn fifty_concurrent_tasks_on_a_budget_for_ten() {
     let w = World::new(1000, 100);
     let session = "41111111-2222-4333-8444-555555555555";
     w.open(session);
-    let messages: Vec<LdpEnvelope> = (0..50)
-        .map(|i| {
-            w.message(
-                session,
-                LdpMessageBody::TaskSubmit {
-                    task_id: format!("t-{i}"),
-                    skill: "echo".into(),
-                    input: json!({"i": i}),
-                    contract: None,
-                },
-            )
-        })
-        .collect();
-    let answers = w.rt.block_on(async {
-        let tasks: Vec<_> = messages
-            .into_iter()
-            .map(|m| {
-                let (client, url) = (w.client.clone(), w.url.clone());
-                tokio::spawn(async move { client.send_message(&url, &m).await })
-            })
-            .collect();
-        let mut out = Vec::new();
-        for t in tasks {
-            out.push(t.await.unwrap().unwrap());
-        }
-        out
-    });
-    let results = answers
-        .iter()
-        .filter(|a| matches!(a.body, LdpMessageBody::TaskResult { .. }))
-        .count();
-    let failed = answers
-        .iter()
-        .filter(|a| matches!(a.body, LdpMessageBody::TaskFailed { .. }))
-        .count();
+    let (results, failed) = w.submit_at_once(session, 50);
     assert_eq!((results, failed), (10, 40));
     let m = w.gw().metrics();
     assert!(
@@ -562,16 +584,25 @@ fn a_paying_trust_domain_stands_in_for_a_dct() {
     );
 }
 
-/// Without a DCT and outside any paying domain: no task.
+/// Without a DCT and outside any paying domain: no session.
 #[test]
-fn no_dct_and_no_paying_domain_is_no_task() {
+fn no_dct_and_no_paying_domain_is_no_session() {
     let mut w = World::new(1000, 100);
     w.client = ldp_protocol::LdpClient::new();
     let session = "91111111-2222-4333-8444-555555555555";
-    w.open(session);
-    let e = w.submit(session, "t-1").unwrap_err();
+    let e = w
+        .propose(
+            session,
+            json!({"payload_mode": "text", "trust_domain": "test-domain"}),
+        )
+        .unwrap_err();
     assert!(
         e.contains("401") && e.contains("credential_required"),
         "{e}"
     );
+    let e = w.submit(session, "t-1").unwrap_err();
+    assert!(e.contains("409") && e.contains("no session"), "{e}");
 }
+
+#[path = "ldp/budget.rs"]
+mod budget;

@@ -98,6 +98,7 @@ impl Protocol for Toy {
             requests: None,
             scope: None,
             context: Box::new(()),
+            within: None,
         }))
     }
 }

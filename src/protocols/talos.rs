@@ -333,6 +333,7 @@ impl Talos {
             ))),
             requests: Some(talos::translate::requests(&request)),
             scope: None,
+            within: None,
             context: Box::new(Granted {
                 capability_hash: cap.capability_hash(),
                 agent_id: cap.subject.clone(),

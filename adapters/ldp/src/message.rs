@@ -201,6 +201,10 @@ pub struct SessionConfig {
     /// The initiator's own trust domain (the reference client's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_domain: Option<String>,
+    /// The most the session may spend, microcents (dgw's extension: a
+    /// router caps its session below what its payer could spend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_microcents: Option<u64>,
 }
 
 impl SessionConfig {

@@ -352,3 +352,25 @@ fn a_session_falls_back_down_its_chain() {
     );
     s.use_mode(Text).unwrap();
 }
+
+/// dgw's `budget_microcents` in a proposal: a whole number of microcents
+/// or nothing.
+#[test]
+fn a_proposal_may_cap_its_session_budget() {
+    let propose = |config: serde_json::Value| {
+        Envelope::from_value(envelope(
+            json!({"type": "SESSION_PROPOSE", "config": config}),
+        ))
+    };
+    let e = propose(json!({"payload_mode": "text", "budget_microcents": 250})).unwrap();
+    let Body::SessionPropose { config } = &e.body else {
+        panic!("{e:?}")
+    };
+    assert_eq!(config.budget_microcents, Some(250));
+    let again = Envelope::from_value(serde_json::to_value(&e).unwrap()).unwrap();
+    assert_eq!(again, e);
+    for bad in [json!(-1), json!("250"), json!(2.5)] {
+        let r = propose(json!({"payload_mode": "text", "budget_microcents": bad}));
+        assert_eq!(r.unwrap_err().reason, Reason::Malformed, "{bad}");
+    }
+}

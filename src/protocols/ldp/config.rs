@@ -100,6 +100,8 @@ struct RawDelegate {
     #[serde(default)]
     skill_costs: BTreeMap<String, u64>,
     #[serde(default)]
+    session_budget_microcents: Option<u64>,
+    #[serde(default)]
     nonce: bool,
     #[serde(default)]
     payload_digest: bool,
@@ -122,6 +124,8 @@ pub struct Delegate {
     pub cost_microcents: u64,
     /// Per skill, instead.
     pub skill_costs: BTreeMap<String, u64>,
+    /// The most one session may spend (its router may ask less).
+    pub session_budget_microcents: Option<u64>,
     /// Whether dgw signs toward it with a nonce.
     pub nonce: bool,
     /// Whether its routers and it bind payloads (`payload_digest`, both
@@ -227,6 +231,7 @@ impl RawLdp {
                 tenant: d.tenant,
                 cost_microcents: d.cost_microcents,
                 skill_costs: d.skill_costs,
+                session_budget_microcents: d.session_budget_microcents,
                 nonce: d.nonce,
                 payload_digest: d.payload_digest,
             });

@@ -10,65 +10,14 @@ use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::config::Delegate;
-use super::sessions::{Change, Record};
+use super::payer::{session_budget, NoPayer};
+use super::refused::Refused;
+use super::sessions::Record;
 use super::{Ldp, ID};
 use crate::protocol::{HttpAnswer, HttpRequest};
 
 /// The replay namespace of routers' message IDs.
 const REPLAY: &str = "ldp_messages";
-
-/// A refusal as the router gets it.
-#[derive(Debug)]
-pub(super) struct Refused {
-    status: u16,
-    reason: &'static str,
-    detail: String,
-}
-
-impl Refused {
-    pub(super) fn new(status: u16, reason: &'static str, detail: impl Into<String>) -> Self {
-        Self {
-            status,
-            reason,
-            detail: detail.into(),
-        }
-    }
-
-    fn answer(&self) -> HttpAnswer {
-        HttpAnswer::new(
-            self.status,
-            json!({"error": {"type": self.reason, "message": self.detail}}),
-        )
-    }
-}
-
-impl From<Refusal> for Refused {
-    fn from(r: Refusal) -> Self {
-        let status = match r.reason {
-            Reason::BadSignature | Reason::UnsupportedAlgorithm => 401,
-            Reason::TrustDomain => 403,
-            Reason::Replayed | Reason::IllegalInState | Reason::NoFallback => 409,
-            Reason::SessionExpired => 410,
-            _ => 400,
-        };
-        Self::new(status, r.reason.as_str(), r.detail)
-    }
-}
-
-impl From<crate::state::StorageError> for Refused {
-    fn from(e: crate::state::StorageError) -> Self {
-        Self::new(503, "state_unavailable", e.to_string())
-    }
-}
-
-impl<E: Into<Refused>> From<Change<E>> for Refused {
-    fn from(c: Change<E>) -> Self {
-        match c {
-            Change::Refused(e) => e.into(),
-            Change::Storage(e) => e.into(),
-        }
-    }
-}
 
 impl Ldp {
     pub(super) async fn exchange(
@@ -126,7 +75,10 @@ impl Ldp {
         }
         let answer = match &message.body {
             Body::Hello { .. } => self.forward(d, &card, &message, now).await?,
-            Body::SessionPropose { .. } => self.propose(d, &card, &message, now).await?,
+            Body::SessionPropose { .. } => {
+                self.propose(d, &card, &message, request.authorization, now)
+                    .await?
+            }
             Body::TaskSubmit { .. } => {
                 self.submit(d, &card, &message, request.authorization, now)
                     .await?
@@ -251,6 +203,7 @@ impl Ldp {
         d: &Delegate,
         card: &IdentityCard,
         message: &Envelope,
+        authorization: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Envelope, Refused> {
         let Body::SessionPropose { config } = &message.body else {
@@ -266,32 +219,48 @@ impl Ldp {
             allow_cross_domain: true,
             trusted_peers: vec![d.trust_domain.name.clone()],
         };
-        if let Err(r) = ldp::trust::check_session(
+        let refused = match ldp::trust::check_session(
             &initiator,
             &d.trust_domain,
             config.required_trust_domain.as_deref(),
         ) {
-            self.audit(
-                "session_reject",
-                json!({"delegate": d.name, "router": message.from, "reason": r.detail}),
-            )
-            .await;
-            let error = policy_error("TRUST_VIOLATION", "fatal", &r.detail);
-            let body = Body::SessionReject {
-                reason: r.detail,
-                error: Some(error),
-            };
-            return Ok(reply(
-                d,
-                card,
-                message,
-                body,
-                ldp::mode::PayloadMode::Text,
-                now,
-            ));
-        }
+            Err(r) => Some(("TRUST_VIOLATION", r.detail)),
+            Ok(()) => None,
+        };
+        // Who pays, decided before the delegate hears of the session.
+        let paid = match refused {
+            Some(r) => Err(r),
+            None => match self.proposal_payer(d, card, &initiator.name, authorization) {
+                Ok(p) => Ok(p),
+                Err(NoPayer::Missing(r)) => return Err(r),
+                Err(NoPayer::Denied(why)) => Err(("DENIED", why)),
+            },
+        };
+        let (payer, grant) = match paid {
+            Ok(p) => p,
+            Err((code, why)) => {
+                self.audit(
+                    "session_reject",
+                    json!({"delegate": d.name, "router": message.from, "reason": why}),
+                )
+                .await;
+                let error = policy_error(code, "fatal", &why);
+                let body = Body::SessionReject {
+                    reason: why,
+                    error: Some(error),
+                };
+                return Ok(reply(
+                    d,
+                    card,
+                    message,
+                    body,
+                    ldp::mode::PayloadMode::Text,
+                    now,
+                ));
+            }
+        };
         let at = now.unix_timestamp();
-        let new_record = || -> Result<Record, Refusal> {
+        let new_record = |session_id: &str| -> Result<Record, Refusal> {
             let mut session = Session::new(at);
             session.apply(Side::Initiator, &message.body, at)?;
             Ok(Record {
@@ -302,13 +271,14 @@ impl Ldp {
                 reservations: Default::default(),
                 attestations: Default::default(),
                 contracts: Default::default(),
-                payers: Default::default(),
+                payer: Some(payer.clone()),
+                budget: session_budget(d, config, &grant, session_id),
             })
         };
         if !message.session_id.is_empty()
             && !self
                 .sessions
-                .create(&message.session_id, &new_record()?)
+                .create(&message.session_id, &new_record(&message.session_id)?)
                 .await?
         {
             return Err(Refusal::new(
@@ -323,7 +293,9 @@ impl Ldp {
             _ => message.session_id.clone(),
         };
         if message.session_id.is_empty() && !session_id.is_empty() {
-            self.sessions.create(&session_id, &new_record()?).await?;
+            self.sessions
+                .create(&session_id, &new_record(&session_id)?)
+                .await?;
         }
         self.sessions
             .update(&d.name, &session_id, |r| {

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::sessions::Record;
 use super::Ldp;
+use crate::budget::BudgetKey;
 use crate::caller::Caller;
 use crate::gatekeeper::{Forbidden, GateError};
 use crate::protocol::MethodResult;
@@ -41,7 +42,11 @@ pub(super) async fn call(l: &Ldp, caller: &Caller, method: &str, params: Value) 
             }
         }
     };
-    let readable = |r: &Record| payer.as_ref().is_none_or(|p| r.payers.contains(p));
+    let readable = |r: &Record| {
+        payer
+            .as_ref()
+            .is_none_or(|p| r.payer.as_ref().and_then(|x| x.delegation()) == Some(p.as_str()))
+    };
     let session = |delegate: String, id: String| async move {
         match l.sessions.get(&delegate, &id).await? {
             Some(r) if readable(&r) => Ok(r),
@@ -53,7 +58,24 @@ pub(super) async fn call(l: &Ldp, caller: &Caller, method: &str, params: Value) 
     match method {
         "ldp/session" => {
             let r = session(field(&params, "delegate")?, field(&params, "session_id")?).await?;
-            Ok(serde_json::to_value(r).unwrap_or(Value::Null))
+            let mut out = serde_json::to_value(&r).unwrap_or(Value::Null);
+            if let Some(b) = &r.budget {
+                // What the session's own level holds now.
+                let level = [(BudgetKey::from_stored(&b.key), b.budget_microcents)];
+                let report = l.gate.budgets().report_levels(&level).await?;
+                if let (Some(level), Some(o)) = (report.first(), out.as_object_mut()) {
+                    o.insert(
+                        "spending".into(),
+                        json!({
+                            "budget_microcents": level.budget_microcents,
+                            "spent_microcents": level.spent_microcents,
+                            "reserved_microcents": level.reserved_microcents,
+                            "remaining_microcents": level.remaining_microcents,
+                        }),
+                    );
+                }
+            }
+            Ok(out)
         }
         "ldp/attestation" => {
             // A task's attestation as an LDP ATTESTATION body, for a router

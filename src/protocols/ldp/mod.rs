@@ -14,6 +14,8 @@ mod cards;
 mod config;
 mod exchange;
 mod methods;
+mod payer;
+mod refused;
 mod sessions;
 mod tasks;
 
@@ -202,7 +204,7 @@ impl Protocol for Ldp {
         self.config
             .domains
             .iter()
-            .map(|d| (tasks::domain_root(&d.name), d.tenant.clone()))
+            .map(|d| (payer::domain_root(&d.name), d.tenant.clone()))
             .collect()
     }
 

@@ -34,9 +34,13 @@ pub struct Record {
     /// The DelegateOS contract of each task, by task.
     #[serde(default)]
     pub contracts: BTreeMap<String, String>,
-    /// The delegations whose DCTs paid its tasks (they may read it).
+    /// Who pays its tasks (and may read it), fixed at SESSION_PROPOSE;
+    /// none in a session an older dgw opened (it takes no task).
     #[serde(default)]
-    pub payers: std::collections::BTreeSet<String>,
+    pub payer: Option<Payer>,
+    /// Its own budget, when it has one.
+    #[serde(default)]
+    pub budget: Option<SessionBudget>,
 }
 
 /// The sessions.
@@ -127,4 +131,42 @@ impl Sessions {
             })
             .collect())
     }
+}
+
+/// Who pays a session's tasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Payer {
+    /// The delegation of the DCT presented with SESSION_PROPOSE; every
+    /// task presents a DCT of it again (checked afresh: revocation, expiry).
+    Delegation {
+        /// Its ID.
+        delegation_id: String,
+    },
+    /// The router's paying trust domain (`[[ldp.domains]]`), no DCT.
+    Domain {
+        /// Its name.
+        name: String,
+    },
+}
+
+impl Payer {
+    /// The delegation, when a DCT pays.
+    pub fn delegation(&self) -> Option<&str> {
+        match self {
+            Payer::Delegation { delegation_id } => Some(delegation_id),
+            Payer::Domain { .. } => None,
+        }
+    }
+}
+
+/// A session's own budget: a level below its payer's last one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionBudget {
+    /// The level's name under the payer's last level.
+    pub level: String,
+    /// Its ledger key (for reports).
+    pub key: String,
+    /// The most the session may spend.
+    pub budget_microcents: u64,
 }

@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::config::Delegate;
-use super::exchange::Refused;
+use super::payer::NoPayer;
+use super::refused::Refused;
 use super::{Ldp, ID};
 use crate::budget::Hold;
 use crate::caller::Caller;
@@ -49,37 +50,20 @@ impl Ldp {
             let mut probe = record.session.clone();
             probe.apply(Side::Initiator, &message.body, now.unix_timestamp())?;
         }
-        let token = authorization
-            .and_then(|a| a.trim().split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("DCT"))
-            .map(|(_, t)| t.trim().to_owned());
         let cost = d.cost(skill);
         let expires = unix_ms(now) + record.session.ttl_secs.saturating_mul(1000);
         let asked = [ldp::translate::task_request(skill, &d.name)];
-        // Who pays: the router's DCT, else its trust domain's tenant.
-        let (grant, presented) = match &token {
-            Some(token) => match self.gate.dct_grant(token) {
-                Err(denial) => (Err(denial.message()), token.clone()),
-                Ok(grant) if grant.tenant != d.tenant => (
-                    Err(format!("tasks of {:?} are paid by tenant {:?}'s DCTs", d.name, d.tenant)),
-                    token.clone(),
-                ),
-                Ok(grant) => (Ok(grant), token.clone()),
-            },
-            None => match self.config.domains.iter().find(|x| x.name == record.domain) {
-                Some(domain) => (Ok(domain_grant(domain)), format!("ldp-domain:{}", domain.name)),
-                None => {
-                    return Err(Refused::new(
-                        401,
-                        "credential_required",
-                        "a TASK_SUBMIT needs `Authorization: DCT <token>`, or a router in a paying trust domain ([[ldp.domains]])",
-                    ))
-                }
-            },
+        let Some(payer) = record.payer.clone() else {
+            return Err(Refusal::new(
+                Reason::IllegalInState,
+                "the session was opened without a payer (by an older dgw): open another",
+            )
+            .into());
         };
-        let decision = match grant {
-            Err(why) => Err(why),
-            Ok(grant) => match self
+        let decision = match self.task_grant(d, &payer, record.budget.as_ref(), authorization) {
+            Err(NoPayer::Missing(r)) => return Err(r),
+            Err(NoPayer::Denied(why)) => Err(why),
+            Ok((grant, presented)) => match self
                 .gate
                 .authorize_grant(
                     &grant,
@@ -90,15 +74,12 @@ impl Ldp {
                 )
                 .await
             {
-                Ok(Decision::Allowed(a)) => Ok((
-                    a.reservation.map(|r| r.reservation_id),
-                    grant.chain.last().map(ToString::to_string),
-                )),
-                Ok(Decision::Denied(d)) => Err(d.message()),
+                Ok(Decision::Allowed(a)) => Ok(a.reservation.map(|r| r.reservation_id)),
+                Ok(Decision::Denied(d)) => Err(super::payer::denied(&d)),
                 Err(e) => return Err(Refused::new(503, "state_unavailable", e.to_string())),
             },
         };
-        let (reservation, payer) = match decision {
+        let reservation = match decision {
             Ok(r) => r,
             Err(why) => {
                 self.audit(
@@ -134,9 +115,6 @@ impl Ldp {
             .update(&d.name, &message.session_id, |r| {
                 r.session.use_mode(message.payload_mode)?;
                 r.session.apply(Side::Initiator, &message.body, at)?;
-                if let Some(p) = &payer {
-                    r.payers.insert(p.clone());
-                }
                 r.contracts.insert(task_id.clone(), contract.id.to_string());
                 if let Some(id) = &reservation {
                     r.reservations.insert(task_id.clone(), id.clone());
@@ -187,7 +165,7 @@ impl Ldp {
                         provenance,
                         cost,
                         &contract.id,
-                        payer.as_deref(),
+                        payer.delegation(),
                     )
                     .await;
                 self.end_task(
@@ -335,34 +313,6 @@ impl Ldp {
                 .await;
             }
         }
-    }
-}
-
-/// The budget-key root of a paying trust domain.
-pub(super) fn domain_root(domain: &str) -> String {
-    format!("ldp:{domain}")
-}
-
-/// The grant of a paying trust domain: its tenant, its one budget level,
-/// every LDP task (`ldp:*:*`).
-fn domain_grant(domain: &super::config::PayingDomain) -> crate::protocol::Grant {
-    crate::protocol::Grant {
-        protocol: ID,
-        tenant: domain.tenant.clone(),
-        levels: crate::budget::BudgetKey::for_path(
-            &domain_root(&domain.name),
-            &["tasks".to_owned()],
-            domain.budget_microcents,
-        ),
-        chain: Vec::new(),
-        authority: Box::new(crate::protocol::capabilities::Capabilities(
-            delegateos::Capability::new("ldp", "*", "*")
-                .into_iter()
-                .collect(),
-        )),
-        requests: None,
-        scope: None,
-        context: Box::new(()),
     }
 }
 

@@ -308,6 +308,7 @@ impl Motebit {
                 &resources,
             )),
             scope: None,
+            within: None,
             context: Box::new(Granted {
                 caller: claims.mid.clone(),
                 root: root.delegator_id.clone(),

@@ -65,6 +65,11 @@ impl BudgetKey {
             .collect()
     }
 
+    /// The node `name` below this one.
+    pub fn child(&self, name: &str) -> Self {
+        BudgetKey(Arc::from(format!("{}/{name}", self.0).as_str()))
+    }
+
     /// The tenant root this node belongs to.
     pub fn root(&self) -> &str {
         self.0.split('/').next().unwrap_or_default()

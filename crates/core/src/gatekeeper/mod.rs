@@ -218,6 +218,12 @@ impl Gatekeeper {
     }
 }
 
+impl From<LedgerError> for GateError {
+    fn from(e: LedgerError) -> Self {
+        ledger_error(e)
+    }
+}
+
 fn ledger_error(e: LedgerError) -> GateError {
     match e {
         LedgerError::UnknownReservation(id) => GateError::NotFound {

@@ -42,6 +42,7 @@ impl Gatekeeper {
                 now: now().0,
             }),
             context: Box::new(()),
+            within: None,
         })
     }
 
@@ -142,7 +143,13 @@ impl Gatekeeper {
             // Digested only here: the digest of a kilobyte token is not free.
             let holder = hold.by_caller.then(|| HolderDigest::of(presented));
             match self
-                .reserve(&grant.levels, cost_microcents, now().1, hold, holder)
+                .reserve(
+                    &grant.budget_levels(),
+                    cost_microcents,
+                    now().1,
+                    hold,
+                    holder,
+                )
                 .await?
             {
                 Ok(r) => Some(r),

@@ -184,6 +184,34 @@ pub struct Grant {
     pub scope: Option<AuthorizedScope>,
     /// The protocol's own record of the grant, for [`Protocol::completed`].
     pub context: Box<dyn Any + Send + Sync>,
+    /// A budget of the gateway's own below the credential's last level
+    /// (an LDP session's), set by [`Grant::within`].
+    pub within: Option<(BudgetKey, u64)>,
+}
+
+impl Grant {
+    /// Narrows the grant to a budget of `limit` named `name` below its
+    /// last level: a reservation must fit there too. The authority still
+    /// judges the credential by what its own last level has spent.
+    pub fn within(mut self, name: &str, limit: u64) -> Self {
+        self.within = self
+            .levels
+            .last()
+            .map(|(leaf, _)| (leaf.child(name), limit));
+        self
+    }
+
+    /// Every level a reservation under this grant holds, root first.
+    pub fn budget_levels(&self) -> std::borrow::Cow<'_, [(BudgetKey, u64)]> {
+        match &self.within {
+            None => std::borrow::Cow::Borrowed(&self.levels),
+            Some(own) => {
+                let mut all = self.levels.clone();
+                all.push(own.clone());
+                std::borrow::Cow::Owned(all)
+            }
+        }
+    }
 }
 
 /// How a forwarded call ended, for [`Protocol::completed`].
