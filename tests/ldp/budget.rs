@@ -166,3 +166,45 @@ fn the_session_binds_its_payer() {
         "{m}"
     );
 }
+
+/// A task ID names one paid task per session: submitting it again is
+/// refused (its contract and attestation stay the first task's), and a
+/// session's record stays the same size however many tasks it ran.
+#[test]
+fn a_task_id_pays_once_per_session() {
+    let w = World::new(10_000, 100);
+    let session = "a7111111-2222-4333-8444-555555555555";
+    w.open(session);
+    assert_eq!(kind(&w.submit(session, "t-1").unwrap()), "result");
+    let params = json!({"delegate": "echo", "session_id": session, "task_id": "t-1"});
+    let first = w.gw().ok("ldp/task", params.clone());
+    let e = w.submit(session, "t-1").unwrap_err();
+    assert!(
+        e.contains("409") && e.contains("submitted in this session before"),
+        "{e}"
+    );
+    assert_eq!(w.gw().ok("ldp/task", params), first);
+    let size = |w: &World| {
+        w.gw()
+            .ok(
+                "ldp/session",
+                json!({"delegate": "echo", "session_id": session}),
+            )
+            .to_string()
+            .len()
+    };
+    let before = size(&w);
+    for i in 2..12 {
+        assert_eq!(
+            kind(&w.submit(session, &format!("t-{i}")).unwrap()),
+            "result"
+        );
+    }
+    // Only the task count's digits may grow.
+    assert!(size(&w) <= before + 1, "{} > {before}", size(&w));
+    let m = w.gw().metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 1100"#),
+        "{m}"
+    );
+}

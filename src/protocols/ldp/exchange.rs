@@ -88,14 +88,8 @@ impl Ldp {
             | Body::TaskResult { task_id, .. }
             | Body::TaskFailed { task_id, .. } => {
                 let task_id = task_id.clone();
-                let reservation = self
-                    .step(d, &message, Side::Initiator, now)
-                    .await?
-                    .reservations
-                    .get(&task_id)
-                    .cloned();
-                self.end_task(d, &message.session_id, &task_id, reservation, None)
-                    .await;
+                self.step(d, &message, Side::Initiator, now).await?;
+                self.end_task(d, &message.session_id, &task_id, None).await;
                 self.forward(d, &card, &message, now).await?
             }
             Body::Attestation { claim, evidence } => {
@@ -107,16 +101,23 @@ impl Ldp {
                 self.forward(d, &card, &message, now).await?
             }
             Body::SessionClose { .. } => {
-                let record = self.step(d, &message, Side::Initiator, now).await?;
-                for (task, reservation) in &record.reservations {
-                    self.end_task(
-                        d,
-                        &message.session_id,
-                        task,
-                        Some(reservation.clone()),
-                        None,
+                let at = now.unix_timestamp();
+                let closed = self
+                    .sessions
+                    .update(&d.name, &message.session_id, |r| {
+                        r.session.apply(Side::Initiator, &message.body, at)?;
+                        Ok::<_, Refusal>(std::mem::take(&mut r.session.open_tasks))
+                    })
+                    .await?;
+                let Some((_, open)) = closed else {
+                    return Err(Refusal::new(
+                        Reason::IllegalInState,
+                        format!("no session {:?} with this delegate", message.session_id),
                     )
-                    .await;
+                    .into());
+                };
+                for task in &open {
+                    self.end_task(d, &message.session_id, task, None).await;
                 }
                 self.forward(d, &card, &message, now).await?
             }
@@ -268,9 +269,6 @@ impl Ldp {
                 router: message.from.clone(),
                 domain: initiator.name.clone(),
                 session,
-                reservations: Default::default(),
-                attestations: Default::default(),
-                contracts: Default::default(),
                 payer: Some(payer.clone()),
                 budget: session_budget(d, config, &grant, session_id),
             })

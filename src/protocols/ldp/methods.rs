@@ -55,7 +55,32 @@ pub(super) async fn call(l: &Ldp, caller: &Caller, method: &str, params: Value) 
             ))),
         }
     };
+    // A task of a session the caller may read: its ID and record.
+    let task = |params: &Value| {
+        let fields = (
+            field(params, "delegate"),
+            field(params, "session_id"),
+            field(params, "task_id"),
+        );
+        async move {
+            let (delegate, id, task) = (fields.0?, fields.1?, fields.2?);
+            session(delegate.clone(), id.clone()).await?;
+            match l.sessions.task(&delegate, &id, &task).await? {
+                Some(t) => Ok((task, t)),
+                None => Err(GateError::InvalidParams(format!(
+                    "no task {task:?} in session {id:?}"
+                ))),
+            }
+        }
+    };
     match method {
+        "ldp/task" => {
+            let (task, t) = task(&params).await?;
+            Ok(json!({
+                "task_id": task, "reservation": t.reservation, "contract": t.contract,
+                "attestation": t.attestation,
+            }))
+        }
         "ldp/session" => {
             let r = session(field(&params, "delegate")?, field(&params, "session_id")?).await?;
             let mut out = serde_json::to_value(&r).unwrap_or(Value::Null);
@@ -80,11 +105,10 @@ pub(super) async fn call(l: &Ldp, caller: &Caller, method: &str, params: Value) 
         "ldp/attestation" => {
             // A task's attestation as an LDP ATTESTATION body, for a router
             // to hand on.
-            let task = field(&params, "task_id")?;
-            let r = session(field(&params, "delegate")?, field(&params, "session_id")?).await?;
-            let id = r
-                .attestations
-                .get(&task)
+            let (task, t) = task(&params).await?;
+            let id = t
+                .attestation
+                .as_deref()
                 .and_then(|a| delegateos::AttestationId::parse(a).ok())
                 .ok_or_else(|| {
                     GateError::InvalidParams(format!("task {task:?} has no attestation"))
@@ -99,11 +123,10 @@ pub(super) async fn call(l: &Ldp, caller: &Caller, method: &str, params: Value) 
         }
         "ldp/contract" => {
             // The DelegateOS contract a task was done under.
-            let task = field(&params, "task_id")?;
-            let r = session(field(&params, "delegate")?, field(&params, "session_id")?).await?;
-            let id = r
-                .contracts
-                .get(&task)
+            let (task, t) = task(&params).await?;
+            let id = t
+                .contract
+                .as_deref()
                 .and_then(|c| delegateos::ContractId::parse(c).ok())
                 .ok_or_else(|| {
                     GateError::InvalidParams(format!("task {task:?} has no contract"))

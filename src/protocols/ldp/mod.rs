@@ -46,6 +46,7 @@ const PATHS: &[&str] = &["/ldp", "/.well-known/ldp-identity"];
 const METHODS: &[&str] = &[
     "ldp/session",
     "ldp/sessions",
+    "ldp/task",
     "ldp/attestation",
     "ldp/contract",
 ];

@@ -3,7 +3,6 @@
 //! state, the reservation of each open task, the router. Changed only by
 //! compare-and-swap.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ldp::session::Session;
@@ -13,6 +12,24 @@ use crate::state::{RecordStore, StorageError};
 
 /// The record space of sessions, keyed `{delegate}/{session_id}`.
 pub const SPACE: &str = "ldp_sessions";
+
+/// The record space of tasks, one record each (so a session's record
+/// stays the same size however many tasks it runs).
+pub const TASKS: &str = "ldp_tasks";
+
+/// What dgw holds of one task.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// Its reservation while it is open.
+    #[serde(default)]
+    pub reservation: Option<String>,
+    /// The DelegateOS contract it is done under.
+    #[serde(default)]
+    pub contract: Option<String>,
+    /// The attestation of its result.
+    #[serde(default)]
+    pub attestation: Option<String>,
+}
 
 /// A session's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,13 +44,6 @@ pub struct Record {
     pub domain: String,
     /// The machine.
     pub session: Session,
-    /// Open tasks' reservations.
-    pub reservations: BTreeMap<String, String>,
-    /// Attestations of its results, by task.
-    pub attestations: BTreeMap<String, String>,
-    /// The DelegateOS contract of each task, by task.
-    #[serde(default)]
-    pub contracts: BTreeMap<String, String>,
     /// Who pays its tasks (and may read it), fixed at SESSION_PROPOSE;
     /// none in a session an older dgw opened (it takes no task).
     #[serde(default)]
@@ -51,6 +61,16 @@ pub struct Sessions {
 
 fn key(delegate: &str, session_id: &str) -> String {
     format!("{delegate}/{session_id}")
+}
+
+/// A task's key: the session ID length-prefixed, since routers choose
+/// both IDs and either may hold a `/`.
+fn task_key(delegate: &str, session_id: &str, task_id: &str) -> String {
+    format!("{delegate}/{}:{session_id}/{task_id}", session_id.len())
+}
+
+fn unreadable(e: serde_json::Error) -> StorageError {
+    StorageError::Backend(format!("an LDP record is unreadable: {e}"))
 }
 
 /// Why a session change did not happen.
@@ -114,6 +134,73 @@ impl Sessions {
                 serde_json::to_value(&record).map_err(|e| StorageError::Backend(e.to_string()))?;
             if self.records.replace(SPACE, &k, &old, &new).await? {
                 return Ok(Some((record, out)));
+            }
+        }
+    }
+
+    /// What dgw holds of a task.
+    pub async fn task(
+        &self,
+        delegate: &str,
+        session_id: &str,
+        task_id: &str,
+    ) -> Result<Option<TaskRecord>, StorageError> {
+        let k = task_key(delegate, session_id, task_id);
+        match self.records.get(TASKS, &k).await? {
+            Some(v) => serde_json::from_value(v).map(Some).map_err(unreadable),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores a new task's record; `false` if the session had a task of
+    /// that ID before.
+    pub async fn create_task(
+        &self,
+        delegate: &str,
+        session_id: &str,
+        task_id: &str,
+        record: &TaskRecord,
+    ) -> Result<bool, StorageError> {
+        let value = serde_json::to_value(record).map_err(unreadable)?;
+        let k = task_key(delegate, session_id, task_id);
+        self.records.insert_new(TASKS, &k, &value).await
+    }
+
+    /// Forgets a task that never opened.
+    pub async fn remove_task(
+        &self,
+        delegate: &str,
+        session_id: &str,
+        task_id: &str,
+    ) -> Result<(), StorageError> {
+        let k = task_key(delegate, session_id, task_id);
+        self.records.remove(TASKS, &k).await.map(drop)
+    }
+
+    /// Changes a task's record by `change` (an empty one if there is none;
+    /// retried on a concurrent change); the record as changed.
+    pub async fn update_task(
+        &self,
+        delegate: &str,
+        session_id: &str,
+        task_id: &str,
+        mut change: impl FnMut(&mut TaskRecord),
+    ) -> Result<TaskRecord, StorageError> {
+        let k = task_key(delegate, session_id, task_id);
+        loop {
+            let old = self.records.get(TASKS, &k).await?;
+            let mut record: TaskRecord = match &old {
+                Some(v) => serde_json::from_value(v.clone()).map_err(unreadable)?,
+                None => TaskRecord::default(),
+            };
+            change(&mut record);
+            let new = serde_json::to_value(&record).map_err(unreadable)?;
+            let done = match &old {
+                Some(old) => self.records.replace(TASKS, &k, old, &new).await?,
+                None => self.records.insert_new(TASKS, &k, &new).await?,
+            };
+            if done {
+                return Ok(record);
             }
         }
     }

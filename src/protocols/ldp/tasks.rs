@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 use super::config::Delegate;
 use super::payer::NoPayer;
 use super::refused::Refused;
+use super::sessions::TaskRecord;
 use super::{Ldp, ID};
 use crate::budget::Hold;
 use crate::caller::Caller;
@@ -110,28 +111,48 @@ impl Ldp {
             }
         };
         let at = now.unix_timestamp();
+        let task = TaskRecord {
+            reservation: reservation.clone(),
+            contract: Some(contract.id.to_string()),
+            attestation: None,
+        };
+        let created = self
+            .sessions
+            .create_task(&d.name, &message.session_id, task_id, &task)
+            .await;
+        if !matches!(created, Ok(true)) {
+            self.release(reservation.as_deref()).await;
+            return Err(match created {
+                Err(e) => e.into(),
+                Ok(_) => Refusal::new(
+                    Reason::IllegalInState,
+                    format!("task {task_id:?} was submitted in this session before"),
+                )
+                .into(),
+            });
+        }
         let opened = self
             .sessions
             .update(&d.name, &message.session_id, |r| {
                 r.session.use_mode(message.payload_mode)?;
-                r.session.apply(Side::Initiator, &message.body, at)?;
-                r.contracts.insert(task_id.clone(), contract.id.to_string());
-                if let Some(id) = &reservation {
-                    r.reservations.insert(task_id.clone(), id.clone());
-                }
-                Ok::<(), Refusal>(())
+                r.session
+                    .apply(Side::Initiator, &message.body, at)
+                    .map(drop)
             })
             .await;
         if let Err(e) = opened {
             self.release(reservation.as_deref()).await;
+            let _ = self
+                .sessions
+                .remove_task(&d.name, &message.session_id, task_id)
+                .await;
             return Err(e.into());
         }
         self.audit("task", json!({"delegate": d.name, "task_id": task_id, "skill": skill, "cost_microcents": cost})).await;
         let answer = match self.forward(d, card, message, now).await {
             Ok(a) => a,
             Err(r) => {
-                self.end_task(d, &message.session_id, task_id, reservation, None)
-                    .await;
+                self.end_task(d, &message.session_id, task_id, None).await;
                 let _ = self
                     .sessions
                     .update(&d.name, &message.session_id, |r| {
@@ -168,18 +189,11 @@ impl Ldp {
                         payer.delegation(),
                     )
                     .await;
-                self.end_task(
-                    d,
-                    &message.session_id,
-                    task_id,
-                    reservation,
-                    Some((cost, attestation)),
-                )
-                .await;
+                self.end_task(d, &message.session_id, task_id, Some((cost, attestation)))
+                    .await;
             }
             (Body::TaskFailed { .. }, _) | (_, Err(_)) => {
-                self.end_task(d, &message.session_id, task_id, reservation, None)
-                    .await;
+                self.end_task(d, &message.session_id, task_id, None).await;
             }
             _ => {} // an update: the task stays open and reserved
         }
@@ -234,17 +248,31 @@ impl Ldp {
         Some(signed.id.to_string())
     }
 
-    /// Ends a task's reservation: settled at `cost` with its attestation
-    /// recorded, or released; the session forgets the reservation.
+    /// Ends a task's reservation, taken from its record (so it ends once):
+    /// settled at `cost` with its attestation recorded, or released.
     pub(super) async fn end_task(
         &self,
         d: &Delegate,
         session_id: &str,
         task_id: &str,
-        reservation: Option<String>,
         settled: Option<(u64, Option<String>)>,
     ) {
-        if let Some(id) = &reservation {
+        let attestation = settled.as_ref().and_then(|(_, a)| a.clone());
+        let mut taken = None;
+        let recorded = self
+            .sessions
+            .update_task(&d.name, session_id, task_id, |t| {
+                taken = t.reservation.take();
+                if attestation.is_some() {
+                    t.attestation.clone_from(&attestation);
+                }
+            })
+            .await;
+        if let Err(e) = recorded {
+            // The reservation stays open until its deadline, then is released.
+            tracing::error!(error = %e, "recording the end of an LDP task failed");
+        }
+        if let Some(id) = &taken {
             let ended = match settled {
                 Some((cost, _)) => self
                     .gate
@@ -257,17 +285,6 @@ impl Ldp {
                 tracing::warn!(reservation_id = %id, error = %e, "ending an LDP task's reservation failed");
             }
         }
-        let attestation = settled.and_then(|(_, a)| a);
-        let _ = self
-            .sessions
-            .update(&d.name, session_id, |r| {
-                r.reservations.remove(task_id);
-                if let Some(a) = &attestation {
-                    r.attestations.insert(task_id.to_owned(), a.clone());
-                }
-                Ok::<(), Refusal>(())
-            })
-            .await;
         self.audit(if attestation.is_some() { "result" } else { "task_ended" },
             json!({"delegate": d.name, "session_id": session_id, "task_id": task_id, "attestation": attestation})).await;
     }
@@ -296,19 +313,19 @@ impl Ldp {
                 .update(&d.name, &id, |r| {
                     if r.session.is_expired(now) {
                         r.session.state = State::Closed;
-                        Ok(std::mem::take(&mut r.reservations))
+                        Ok(std::mem::take(&mut r.session.open_tasks))
                     } else {
                         Err(())
                     }
                 })
                 .await;
-            if let Ok(Some((_, reservations))) = closed {
-                for reservation in reservations.values() {
-                    self.release(Some(reservation)).await;
+            if let Ok(Some((_, open))) = closed {
+                for task in &open {
+                    self.end_task(d, &id, task, None).await;
                 }
                 self.audit(
                     "session_expired",
-                    json!({"delegate": d.name, "session_id": id, "released": reservations.len()}),
+                    json!({"delegate": d.name, "session_id": id, "released": open.len()}),
                 )
                 .await;
             }
