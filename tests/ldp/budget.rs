@@ -208,3 +208,40 @@ fn a_task_id_pays_once_per_session() {
         "{m}"
     );
 }
+
+/// The reference client's delegation contract caps its own task: a task
+/// costing more than its `max_cost_usd` is refused before anything is
+/// reserved; within the cap it runs.
+#[test]
+fn a_routers_contract_caps_its_task() {
+    use ldp_protocol::types::{BudgetPolicy, DelegationContract};
+    let w = World::new(10_000, 100);
+    let session = "a8111111-2222-4333-8444-555555555555";
+    w.open(session);
+    let capped = |task: &str, usd: f64| {
+        let contract = DelegationContract::new("echo it", vec![]).with_budget(BudgetPolicy {
+            max_tokens: None,
+            max_cost_usd: Some(usd),
+        });
+        w.send(&w.message(
+            session,
+            LdpMessageBody::TaskSubmit {
+                task_id: task.into(),
+                skill: "echo".into(),
+                input: json!({"text": task}),
+                contract: Some(contract),
+            },
+        ))
+        .unwrap()
+    };
+    // 100 microcents is 0.000001 USD.
+    let a = capped("t-1", 0.000_000_5);
+    assert_eq!(kind(&a), "failed");
+    assert!(why(&a).contains("max_cost_usd"), "{}", why(&a));
+    assert_eq!(kind(&capped("t-2", 0.000_001)), "result");
+    let m = w.gw().metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 100"#),
+        "{m}"
+    );
+}

@@ -111,7 +111,7 @@ pub enum Body {
         input: Value,
         /// A delegation contract (the reference's extension), when given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        contract: Option<Value>,
+        contract: Option<DelegationContract>,
     },
     /// Progress.
     TaskUpdate {
@@ -176,6 +176,82 @@ impl Body {
             Body::TaskCancel { .. } => "TASK_CANCEL",
             Body::Attestation { .. } => "ATTESTATION",
             Body::SessionClose { .. } => "SESSION_CLOSE",
+        }
+    }
+}
+
+/// The reference's delegation contract on a TASK_SUBMIT: bounded
+/// expectations the router sets for the task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationContract {
+    /// Its ID.
+    pub contract_id: String,
+    /// What the task is for.
+    pub objective: String,
+    /// How its result is judged.
+    pub success_criteria: Vec<String>,
+    /// Its limits.
+    #[serde(default)]
+    pub policy: PolicyEnvelope,
+    /// By when, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    /// When it was made, RFC 3339.
+    pub created_at: String,
+}
+
+/// A contract's limits.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyEnvelope {
+    /// What the router does when the contract fails.
+    #[serde(default)]
+    pub failure_policy: FailurePolicy,
+    /// What the task may cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetPolicy>,
+    /// Free-form constraints for the delegate.
+    #[serde(default)]
+    pub safety_constraints: Vec<String>,
+    /// How deep the delegate may delegate on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delegation_depth: Option<u32>,
+}
+
+/// What the router does when a contract fails.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailurePolicy {
+    /// Reject the result.
+    FailClosed,
+    /// Keep it, noting the violation (the reference's default).
+    #[default]
+    FailOpen,
+}
+
+/// What a task may cost, as the router caps it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetPolicy {
+    /// Tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+}
+
+impl DelegationContract {
+    /// Whether a task costing `cost_microcents` is within the router's
+    /// dollar cap (none: within). A cap that is not a number ≥ 0 admits
+    /// nothing.
+    pub fn admits_cost(&self, cost_microcents: u64) -> bool {
+        match self.policy.budget.as_ref().and_then(|b| b.max_cost_usd) {
+            None => true,
+            Some(cap) if cap.is_nan() || cap < 0.0 => false,
+            // 1 USD = 100 cents = 10^8 microcents.
+            Some(cap) => cost_microcents as f64 <= cap * 1e8,
         }
     }
 }

@@ -374,3 +374,61 @@ fn a_proposal_may_cap_its_session_budget() {
         assert_eq!(r.unwrap_err().reason, Reason::Malformed, "{bad}");
     }
 }
+
+/// The reference's delegation contract on a TASK_SUBMIT, typed: as its
+/// client sends it, and its dollar cap against a task's cost.
+#[test]
+fn a_task_contract_is_read_and_its_cap_holds() {
+    use ldp::message::DelegationContract;
+    let contract = json!({
+        "contract_id": "c-1", "objective": "summarize", "success_criteria": ["<=300 words"],
+        "policy": {"failure_policy": "fail_closed", "budget": {"max_cost_usd": 0.01},
+                   "safety_constraints": []},
+        "created_at": "2026-03-09T10:00:04Z"
+    });
+    let submit = json!({"type": "TASK_SUBMIT", "task_id": "t", "skill": "s", "input": "x",
+                        "contract": contract});
+    let e = Envelope::from_value(envelope(submit.clone())).unwrap();
+    let Body::TaskSubmit {
+        contract: Some(c), ..
+    } = &e.body
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!(serde_json::to_value(c).unwrap(), contract);
+    // 0.01 USD = 1,000,000 microcents.
+    assert!(c.admits_cost(1_000_000) && !c.admits_cost(1_000_001));
+    let mut odd = submit.clone();
+    odd["contract"]["policy"]["budget"]["max_cost_usd"] = json!(-1.0);
+    let e = Envelope::from_value(envelope(odd)).unwrap();
+    let Body::TaskSubmit {
+        contract: Some(c), ..
+    } = &e.body
+    else {
+        panic!()
+    };
+    assert!(!c.admits_cost(0));
+    let mut extra = submit;
+    extra["contract"]["policy"]["surprise"] = json!(1);
+    let r = Envelope::from_value(envelope(extra));
+    assert_eq!(r.unwrap_err().reason, Reason::Malformed);
+    let uncapped: DelegationContract = serde_json::from_value(json!({
+        "contract_id": "c", "objective": "o", "success_criteria": [], "created_at": "t"
+    }))
+    .unwrap();
+    assert!(uncapped.admits_cost(u64::MAX));
+}
+
+proptest::proptest! {
+    /// A cap that admits a cost admits every smaller one.
+    #[test]
+    fn a_cap_admits_every_smaller_cost(cap in 0.0f64..1e6, cost in 0u64..u64::MAX, less in 0u64..u64::MAX) {
+        let c: ldp::message::DelegationContract = serde_json::from_value(json!({
+            "contract_id": "c", "objective": "o", "success_criteria": [], "created_at": "t",
+            "policy": {"budget": {"max_cost_usd": cap}}
+        })).unwrap();
+        if c.admits_cost(cost) {
+            proptest::prop_assert!(c.admits_cost(cost.min(less)));
+        }
+    }
+}

@@ -35,7 +35,13 @@ impl Ldp {
         authorization: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Envelope, Refused> {
-        let Body::TaskSubmit { task_id, skill, .. } = &message.body else {
+        let Body::TaskSubmit {
+            task_id,
+            skill,
+            contract: asked_contract,
+            ..
+        } = &message.body
+        else {
             return Err(Refused::new(500, "internal_error", "not a task"));
         };
         let Some(record) = self.sessions.get(&d.name, &message.session_id).await? else {
@@ -61,7 +67,17 @@ impl Ldp {
             )
             .into());
         };
-        let decision = match self.task_grant(d, &payer, record.budget.as_ref(), authorization) {
+        // The router's own cap on the task (its contract's budget) first.
+        let capped = asked_contract
+            .as_ref()
+            .is_some_and(|c| !c.admits_cost(cost));
+        let grant = match capped {
+            true => Err(NoPayer::Denied(format!(
+                "budget_exceeded: the task costs {cost} microcents, above its contract's max_cost_usd"
+            ))),
+            false => self.task_grant(d, &payer, record.budget.as_ref(), authorization),
+        };
+        let decision = match grant {
             Err(NoPayer::Missing(r)) => return Err(r),
             Err(NoPayer::Denied(why)) => Err(why),
             Ok((grant, presented)) => match self
