@@ -111,11 +111,24 @@ async fn open_state(
         lease: config.budget.lease,
         max_open: config.budget.max_open_reservations,
     };
-    let backend = if config.ephemeral {
-        tracing::warn!("--ephemeral: state is kept in memory and lost at exit");
-        Backend::Ephemeral
-    } else {
-        Backend::Embedded(&config.data_dir)
+    let backend = match (&config.state, config.ephemeral) {
+        (_, true) => {
+            tracing::warn!("--ephemeral: state is kept in memory and lost at exit");
+            Backend::Ephemeral
+        }
+        (
+            crate::config::StateConfig::Redis {
+                url,
+                prefix,
+                timeout,
+            },
+            false,
+        ) => Backend::Redis {
+            url,
+            prefix,
+            timeout: *timeout,
+        },
+        (crate::config::StateConfig::Embedded, false) => Backend::Embedded(&config.data_dir),
     };
     let stores = crate::state::open(backend, budget)?;
     let swept = stores

@@ -13,6 +13,12 @@ pub enum Backend<'a> {
     Embedded(&'a Path),
     /// This process's memory: nothing survives it (`dgw serve --ephemeral`).
     Ephemeral,
+    /// A Redis several replicas share (`[state]`).
+    Redis {
+        url: &'a str,
+        prefix: &'a str,
+        timeout: std::time::Duration,
+    },
 }
 
 /// Opens every store of `backend`, recovered.
@@ -20,5 +26,17 @@ pub fn open(backend: Backend<'_>, budget: BudgetSettings) -> Result<Stores, Stor
     match backend {
         Backend::Embedded(data_dir) => dgw_state_sled::open(data_dir, budget),
         Backend::Ephemeral => dgw_state_memory::open(budget),
+        Backend::Redis {
+            url,
+            prefix,
+            timeout,
+        } => {
+            let settings = dgw_state_redis::RedisSettings {
+                url: url.to_owned(),
+                prefix: prefix.to_owned(),
+                timeout,
+            };
+            dgw_state_redis::open(&settings, budget)
+        }
     }
 }

@@ -5,7 +5,9 @@
 #  - a Python virtualenv in tests/.venv (tests/requirements.txt): grpcio, to
 #    prove the gRPC API usable from another ecosystem;
 #  - promtool (Debian's prometheus package), which checks and tests the
-#    alert rules in deploy/prometheus.
+#    alert rules in deploy/prometheus;
+#  - redis-server (Debian's redis-server package), which the Redis state
+#    backend's tests start on free ports.
 set -euo pipefail
 cd "$(dirname "$0")"
 npm ci --no-audit --no-fund --loglevel=error
@@ -19,6 +21,15 @@ if ! command -v promtool >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   else
     echo "tests/setup.sh: promtool is missing; install Debian's prometheus package" >&2
+    exit 1
+  fi
+fi
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  else
+    echo "tests/setup.sh: redis-server is missing; install Debian's redis-server package" >&2
     exit 1
   fi
 fi

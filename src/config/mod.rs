@@ -6,6 +6,7 @@ mod admin;
 mod budget;
 mod mcp;
 mod server;
+mod state;
 mod tenants;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use crate::protocols::talos::{TalosIssuer, TalosSection};
 pub use budget::BudgetConfig;
 pub use mcp::McpConfig;
 pub use server::ServerConfig;
+pub use state::StateConfig;
 pub use tenants::{Tenant, TenantRoot};
 
 /// Why a configuration was refused.
@@ -68,6 +70,8 @@ pub struct Config {
     pub admin_tokens: Vec<AdminToken>,
     /// Client certificate subjects that are admins (`[[admin.certs]]`).
     pub admin_certs: Vec<String>,
+    /// Where the state lives (`[state]`).
+    pub state: StateConfig,
     /// Keep the state in memory instead of `data_dir` (`dgw serve
     /// --ephemeral`; never from the file).
     pub ephemeral: bool,
@@ -95,6 +99,8 @@ struct RawConfig {
     ldp: Option<RawLdp>,
     #[serde(default)]
     admin: admin::RawAdmin,
+    #[serde(default)]
+    state: state::RawState,
 }
 
 /// Names the file in every error a section's checks return.
@@ -202,6 +208,7 @@ impl Config {
             }
         }
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
+        let state = raw.state.validate(&check)?;
         Ok(Config {
             server,
             data_dir: raw.data_dir,
@@ -216,6 +223,7 @@ impl Config {
             ldp,
             admin_tokens,
             admin_certs,
+            state,
             ephemeral: false,
         })
     }
@@ -254,6 +262,40 @@ root_key_file = "data/demo-root.key"
         assert_eq!(c.budget.reservation_ttl, Duration::from_secs(60));
         assert_eq!(c.budget.lease, LeasePolicy::new(0.01).unwrap());
         assert_eq!(c.tenants.len(), 2);
+    }
+
+    #[test]
+    fn the_state_section_is_checked_key_by_key() {
+        let c = Config::parse(GOOD, Path::new("t.toml")).unwrap();
+        assert!(matches!(c.state, StateConfig::Embedded));
+        let redis = "[state]\nbackend = \"redis\"\nurl = \"redis://:pw@10.0.0.9:6379/0\"\n";
+        let c = Config::parse(&format!("{GOOD}{redis}"), Path::new("t.toml")).unwrap();
+        let StateConfig::Redis {
+            prefix, timeout, ..
+        } = &c.state
+        else {
+            panic!("{:?}", c.state)
+        };
+        assert_eq!((prefix.as_str(), *timeout), ("dgw", Duration::from_secs(2)));
+        for (section, at) in [
+            ("[state]\nbackend = \"mongo\"\n", "`state.backend`"),
+            ("[state]\nbackend = \"redis\"\n", "`state.url`"),
+            (
+                "[state]\nbackend = \"redis\"\nurl = \"redis+cluster://h:1\"\n",
+                "`state.url`",
+            ),
+            ("[state]\nurl = \"redis://h:1\"\n", "`state.url`"),
+            (
+                "[state]\nbackend = \"redis\"\nurl = \"redis://h\"\nprefix = \"{x}\"\n",
+                "`state.prefix`",
+            ),
+            (
+                "[state]\nbackend = \"redis\"\nurl = \"redis://h\"\ntimeout = \"0s\"\n",
+                "`state.timeout`",
+            ),
+        ] {
+            assert!(err(&format!("{GOOD}{section}")).contains(at), "{at}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod market;
 pub mod mcp;
+pub mod redis;
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;

@@ -1,0 +1,77 @@
+//! The Redis backend: every store in one Redis (or Redis Cluster) that
+//! several dgw replicas share, so a budget, a replay guard or a revocation
+//! is one truth for all of them.
+//!
+//! - Budgets: each change one Lua script over the levels of one chain;
+//!   every key of a delegation tree carries the hash tag of its root, so a
+//!   script touches one slot and runs unchanged on Redis Cluster
+//!   (`budgets.rs`).
+//! - Revocations: a hash per kind plus a stream every replica follows
+//!   (`revocations.rs`).
+//! - Replay guards: `SET NX EXAT`; records, delegations, audit: hashes, a
+//!   stream (`documents.rs`).
+//!
+//! Values are integers below 2^53 (Lua's exact range): larger limits are
+//! clamped to it (90 billion dollars), larger amounts never fit.
+//! Durability is Redis's: an acknowledged write survives a Redis crash
+//! only as its persistence allows (`docs/operations.md`, "Redis").
+
+// Untrusted input never panics the gateway: no unwrap outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod budgets;
+mod connection;
+mod documents;
+mod revocations;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dgw_core::state::{BudgetSettings, StorageError, Stores};
+
+pub use budgets::RedisBudgets;
+pub use connection::Connection;
+pub use documents::{RedisAudit, RedisDelegations, RedisRecords, RedisReplay};
+pub use revocations::RedisRevocations;
+
+/// Where the state is and how long to wait for it.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// `redis://`, `rediss://` (TLS), `redis+cluster://` URL.
+    pub url: String,
+    /// The prefix of every key (several gateways can share one Redis).
+    pub prefix: String,
+    /// The longest a command may take, connecting included.
+    pub timeout: Duration,
+}
+
+/// Opens every store over the Redis at `settings.url` (connected on first
+/// use: a gateway starts while Redis is down, and is unready until it is up).
+pub fn open(settings: &RedisSettings, budget: BudgetSettings) -> Result<Stores, StorageError> {
+    let connection = Connection::new(settings)?;
+    let prefix: Arc<str> = Arc::from(settings.prefix.as_str());
+    let budgets = RedisBudgets::new(connection.clone(), prefix.clone(), budget)?;
+    Ok(Stores {
+        budgets: Arc::new(budgets),
+        revocations: Arc::new(RedisRevocations::new(connection.clone(), prefix.clone())),
+        delegations: Arc::new(RedisDelegations::new(connection.clone(), prefix.clone())),
+        replay: Arc::new(RedisReplay::new(connection.clone(), prefix.clone())),
+        records: Arc::new(RedisRecords::new(connection.clone(), prefix.clone())),
+        audit: Arc::new(RedisAudit::new(connection, prefix)),
+        close: Arc::new(|| Ok(())),
+    })
+}
+
+/// A Redis failure as the state seam reports it.
+pub(crate) fn backend(e: redis::RedisError) -> StorageError {
+    StorageError::Backend(format!("redis: {e}"))
+}
+
+/// A value stored by dgw that does not read back.
+pub(crate) fn corrupt(tree: &'static str, key: &str, problem: impl ToString) -> StorageError {
+    StorageError::Corrupt {
+        tree,
+        key: key.to_owned(),
+        problem: problem.to_string(),
+    }
+}

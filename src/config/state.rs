@@ -1,0 +1,88 @@
+//! `[state]`: where the shared state lives: the embedded default (sled in
+//! `data_dir`) or a Redis that several replicas share.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Check, ConfigError};
+
+/// The state backend.
+#[derive(Debug, Clone, Default)]
+pub enum StateConfig {
+    /// sled in `data_dir` (the default).
+    #[default]
+    Embedded,
+    /// A Redis shared by every replica.
+    Redis {
+        /// `redis://` or `rediss://` (TLS); its password is never shown.
+        url: String,
+        /// The prefix of every key (`dgw`).
+        prefix: String,
+        /// The longest one command may take (`2s`).
+        timeout: Duration,
+    },
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawState {
+    #[serde(default)]
+    backend: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    prefix: Option<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+}
+
+impl RawState {
+    pub(super) fn validate(self, check: &Check<'_>) -> Result<StateConfig, ConfigError> {
+        match self.backend.as_deref().unwrap_or("sled") {
+            "sled" => {
+                if self.url.is_some() || self.prefix.is_some() || self.timeout.is_some() {
+                    return Err(check.invalid(
+                        "state.url",
+                        "url, prefix and timeout are for backend = \"redis\"".into(),
+                    ));
+                }
+                Ok(StateConfig::Embedded)
+            }
+            "redis" => {
+                let Some(url) = self.url else {
+                    return Err(check.invalid(
+                        "state.url",
+                        "backend = \"redis\" needs url = \"redis://host:6379\"".into(),
+                    ));
+                };
+                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                    return Err(check.invalid(
+                        "state.url",
+                        "must start with redis:// or rediss:// (TLS); Redis Cluster is not supported yet".into(),
+                    ));
+                }
+                let prefix = self.prefix.unwrap_or_else(|| "dgw".into());
+                if prefix.is_empty() || prefix.contains(['{', '}', ' ']) {
+                    return Err(check.invalid(
+                        "state.prefix",
+                        "must be non-empty, without braces or spaces".into(),
+                    ));
+                }
+                let timeout = match &self.timeout {
+                    Some(t) => check.duration("state.timeout", t)?,
+                    None => Duration::from_secs(2),
+                };
+                Ok(StateConfig::Redis {
+                    url,
+                    prefix,
+                    timeout,
+                })
+            }
+            other => Err(check.invalid(
+                "state.backend",
+                format!("{other:?} is not a backend: \"sled\" or \"redis\""),
+            )),
+        }
+    }
+}

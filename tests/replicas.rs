@@ -1,0 +1,139 @@
+//! Several `dgw serve` replicas on one real Redis (`[state] backend =
+//! "redis"`): one budget, one revocation list, one truth for all of them.
+
+mod support;
+
+use std::sync::Arc;
+
+use delegateos::{RevocationEntry, RevocationScope};
+use serde_json::{json, Value};
+use support::redis::RedisServer;
+use support::*;
+
+struct Replicas {
+    _dirs: Vec<tempfile::TempDir>,
+    gateways: Vec<Gateway>,
+    root: delegateos::Keypair,
+}
+
+/// `n` replicas on `redis`, trusting one tenant root.
+fn replicas(redis: &RedisServer, n: usize) -> Replicas {
+    let root = seed(1);
+    let mut dirs = Vec::new();
+    let mut gateways = Vec::new();
+    for _ in 0..n {
+        let dir = tempfile::tempdir().unwrap();
+        let extra = format!(
+            "[state]\nbackend = \"redis\"\nurl = \"{}\"\nprefix = \"dgw\"\n",
+            redis.url()
+        );
+        let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+        gateways.push(Gateway::start(&config));
+        dirs.push(dir);
+    }
+    Replicas {
+        _dirs: dirs,
+        gateways,
+        root,
+    }
+}
+
+fn authorize(token: &str, cost: u64) -> Value {
+    json!({"dct": token, "namespace": "docs", "action": "read", "resource": "/project/a",
+           "costMicrocents": cost})
+}
+
+/// 1,000 concurrent reservations of 1 over three replicas against a budget
+/// of 100: exactly 100 are admitted; settled on other replicas than the
+/// ones that reserved, the spend is 100, and every replica reports the
+/// same budget.
+#[test]
+fn three_replicas_admit_exactly_the_budget() {
+    let redis = RedisServer::start();
+    let r = Arc::new(replicas(&redis, 3));
+    let token = root_token(&r.root, &seed(2), &["docs:read:/project/**"], 100, 3600).encode();
+    let workers: Vec<_> = (0..25)
+        .map(|w| {
+            let (r, token) = (r.clone(), token.clone());
+            std::thread::spawn(move || {
+                let mut admitted = Vec::new();
+                for i in 0..40 {
+                    let at = (w + i) % 3;
+                    let answer = r.gateways[at].call("delegateos/authorize", authorize(&token, 1));
+                    match (&answer["result"], &answer["error"]) {
+                        (Value::Object(ok), _) => {
+                            let id = ok["reservationId"].as_str().unwrap().to_owned();
+                            admitted.push((at, id));
+                        }
+                        (_, e) => assert_eq!(e["data"]["type"], "budget_exceeded", "{answer}"),
+                    }
+                }
+                admitted
+            })
+        })
+        .collect();
+    let admitted: Vec<(usize, String)> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    assert_eq!(admitted.len(), 100);
+    for (at, id) in &admitted {
+        let other = &r.gateways[(at + 1) % 3];
+        let settled = other.ok(
+            "delegateos/settle",
+            json!({"reservationId": id, "actualMicrocents": 1, "dct": token}),
+        );
+        assert_eq!(settled["chargedMicrocents"], 1);
+    }
+    let reports: Vec<Value> = r
+        .gateways
+        .iter()
+        .map(|g| g.ok("delegateos/budget", json!({"delegationId": del(1)})))
+        .collect();
+    assert_eq!(
+        reports[0]["chains"][0][0]["spentMicrocents"], 100,
+        "{}",
+        reports[0]
+    );
+    assert_eq!(reports[0]["chains"][0][0]["reservedMicrocents"], 0);
+    assert!(reports.iter().all(|x| x == &reports[0]), "{reports:?}");
+    let e = r.gateways[2].err("delegateos/authorize", authorize(&token, 1));
+    assert_eq!(e["data"]["type"], "budget_exceeded");
+}
+
+/// A revocation recorded on one replica is enforced by the others (each
+/// follows the feed), and by a replica started after it.
+#[test]
+fn a_revocation_on_one_replica_reaches_every_replica() {
+    let redis = RedisServer::start();
+    let r = replicas(&redis, 3);
+    let token = root_token(&r.root, &seed(2), &["docs:read:/project/**"], 100, 3600);
+    for g in &r.gateways {
+        g.ok("delegateos/authorize", authorize(&token.encode(), 0));
+    }
+    let rev = RevocationEntry::sign(
+        &r.root,
+        &token.revocation_ids()[0],
+        at(0),
+        RevocationScope::Block,
+    )
+    .unwrap();
+    let recorded = r.gateways[0].ok("delegateos/revoke", json!({"revocation": rev}));
+    assert_eq!(recorded["newlyRecorded"], true);
+    for g in &r.gateways[1..] {
+        let denied = (0..200).any(|_| {
+            let answer = g.call("delegateos/authorize", authorize(&token.encode(), 0));
+            if answer["error"]["data"]["type"] == "revoked" {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            false
+        });
+        assert!(denied, "replica {} still admits the revoked token", g.addr);
+    }
+    let again = r.gateways[2].ok("delegateos/revoke", json!({"revocation": rev}));
+    assert_eq!(again["newlyRecorded"], false);
+    let late = replicas(&redis, 1);
+    let e = late.gateways[0].err("delegateos/authorize", authorize(&token.encode(), 0));
+    assert_eq!(e["data"]["type"], "revoked");
+}
