@@ -137,3 +137,67 @@ fn a_revocation_on_one_replica_reaches_every_replica() {
     let e = late.gateways[0].err("delegateos/authorize", authorize(&token.encode(), 0));
     assert_eq!(e["data"]["type"], "revoked");
 }
+
+/// Polls `check` every 50 ms for up to 15 s.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..300 {
+        if check() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{what} did not happen within 15 s");
+}
+
+/// Redis stops: every replica refuses every decision (`state_unavailable`,
+/// even one that reserves nothing: a revocation may be missing), reports
+/// unready, and its gauge says so. Redis comes back (from its append-only
+/// file): they recover, and what was recorded before holds.
+#[test]
+fn without_redis_every_replica_fails_closed_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut redis = RedisServer::start_persistent(dir.path());
+    let r = replicas(&redis, 2);
+    let token = root_token(&r.root, &seed(2), &["docs:read:/project/**"], 100, 3600).encode();
+    let revoked = root_token(&r.root, &seed(3), &["docs:read:/project/**"], 100, 3600);
+    let a = r.gateways[0].ok("delegateos/authorize", authorize(&token, 30));
+    r.gateways[1].ok(
+        "delegateos/settle",
+        json!({"reservationId": a["reservationId"], "actualMicrocents": 30, "dct": token}),
+    );
+    let rev = RevocationEntry::sign(
+        &r.root,
+        &revoked.revocation_ids()[0],
+        at(0),
+        RevocationScope::Block,
+    )
+    .unwrap();
+    r.gateways[0].ok("delegateos/revoke", json!({"revocation": rev}));
+
+    redis.stop();
+    for g in &r.gateways {
+        for cost in [0, 1] {
+            eventually("a refusal", || {
+                let answer = g.call("delegateos/authorize", authorize(&token, cost));
+                answer["error"]["data"]["type"] == "state_unavailable"
+            });
+        }
+        let (status, body) = g.http("GET", "/readyz", b"");
+        assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("state unavailable"));
+        assert!(g.metrics().contains("dgw_state_writable 0"));
+    }
+
+    redis.resume();
+    for g in &r.gateways {
+        eventually("ready again", || g.http("GET", "/readyz", b"").0 == 200);
+        let e = g.err("delegateos/authorize", authorize(&revoked.encode(), 0));
+        assert_eq!(e["data"]["type"], "revoked");
+        // 30 of 100 spent before: 70 fit, 71 do not.
+        let e = g.err("delegateos/authorize", authorize(&token, 71));
+        assert_eq!(e["data"]["type"], "budget_exceeded");
+    }
+    let a = r.gateways[1].ok("delegateos/authorize", authorize(&token, 70));
+    assert_eq!(a["allowed"], true);
+    assert!(r.gateways[0].metrics().contains("dgw_state_writable 1"));
+}

@@ -8,17 +8,34 @@ use std::time::Duration;
 pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
+    /// Where it keeps an append-only file, if it does.
+    dir: Option<std::path::PathBuf>,
 }
 
 impl RedisServer {
     /// A fresh server that keeps nothing on disk.
     pub fn start() -> RedisServer {
+        Self::start_with(None)
+    }
+
+    /// A fresh server keeping every write in an append-only file in `dir`,
+    /// synced before it is acknowledged (`appendfsync always`): what
+    /// `deploy/` ships.
+    pub fn start_persistent(dir: &std::path::Path) -> RedisServer {
+        Self::start_with(Some(dir.to_owned()))
+    }
+
+    fn start_with(dir: Option<std::path::PathBuf>) -> RedisServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .expect("a free port")
             .local_addr()
             .expect("its address")
             .port();
-        let mut server = RedisServer { child: None, port };
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir,
+        };
         server.resume();
         server
     }
@@ -38,9 +55,20 @@ impl RedisServer {
 
     /// Starts it again on the same port.
     pub fn resume(&mut self) {
-        let child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+            .args(["--save", ""]);
+        match &self.dir {
+            Some(dir) => command.arg("--dir").arg(dir).args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ]),
+            None => command.args(["--appendonly", "no"]),
+        };
+        let child = command
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server runs (apt-get install redis-server)");

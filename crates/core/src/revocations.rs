@@ -3,6 +3,7 @@
 //! its subscription (entries other processes add included).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use delegateos::{PrincipalId, RevocationCheck, RevocationEntry, RevocationList};
@@ -45,6 +46,10 @@ pub struct Revocations {
     by_admin: RwLock<HashSet<String>>,
     /// Per protocol kind, the revoked names.
     names: RwLock<HashMap<&'static str, HashSet<String>>>,
+    /// Whether the index has every recorded entry: false while a shared
+    /// store's feed is lost, until it is read again (decisions are refused
+    /// meanwhile: a revocation made elsewhere may be missing).
+    current: AtomicBool,
 }
 
 /// The revocation state a verification reads: signed entries (which apply
@@ -78,6 +83,7 @@ impl Revocations {
             list: RwLock::new(RevocationList::new()),
             by_admin: RwLock::new(HashSet::new()),
             names: RwLock::new(HashMap::new()),
+            current: AtomicBool::new(true),
         };
         this.reload().await?;
         Ok(this)
@@ -134,17 +140,54 @@ impl Revocations {
         Ok(())
     }
 
+    /// Whether the index has every recorded entry (see [`Revocations::follow`]).
+    pub fn is_current(&self) -> bool {
+        self.current.load(Ordering::Acquire)
+    }
+
     /// Keeps the index current with what other processes record, until the
-    /// store's subscription ends.
+    /// store's subscription ends. While the store's feed is lost the index
+    /// is not current; once it follows again the index is read again, and
+    /// is current when that read succeeds.
     pub fn follow(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         let mut added = this.store.subscribe();
+        let mut following = this.store.following();
         tokio::spawn(async move {
+            let mut feed_open = true;
             loop {
-                let result = match added.recv().await {
-                    Ok(record) => this.index(&record),
-                    Err(RecvError::Lagged(_)) => this.reload().await,
-                    Err(RecvError::Closed) => return,
+                let result = tokio::select! {
+                    changed = following.changed(), if feed_open => {
+                        if changed.is_err() {
+                            feed_open = false;
+                            continue;
+                        }
+                        let now = *following.borrow_and_update();
+                        if now {
+                            // Read again until it succeeds (or the feed is lost again).
+                            while let Err(e) = this.reload().await {
+                                tracing::warn!(error = %e, "revocations: reading them again failed; retrying");
+                                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                                if !*following.borrow() {
+                                    break;
+                                }
+                            }
+                            if *following.borrow() {
+                                this.current.store(true, Ordering::Release);
+                                tracing::info!("revocations: the feed is followed again; the index is current");
+                            }
+                            Ok(())
+                        } else {
+                            this.current.store(false, Ordering::Release);
+                            tracing::warn!("revocations: the feed is lost; decisions are refused until it is back");
+                            Ok(())
+                        }
+                    }
+                    record = added.recv() => match record {
+                        Ok(record) => this.index(&record),
+                        Err(RecvError::Lagged(_)) => this.reload().await,
+                        Err(RecvError::Closed) => return,
+                    },
                 };
                 if let Err(e) = result {
                     tracing::error!(error = %e, "indexing a revocation failed");

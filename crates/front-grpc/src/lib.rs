@@ -115,15 +115,27 @@ async fn set_health(health: &HealthReporter, status: ServingStatus) {
     }
 }
 
-/// Keeps gRPC health in step with `/readyz`: NOT_SERVING once `failed`
-/// (the budget journal cannot be written), which lasts until a restart.
-async fn follow_readiness(health: HealthReporter, failed: impl Fn() -> bool) {
+/// Keeps gRPC health in step with `/readyz`, checked every second:
+/// NOT_SERVING while the state cannot be used (a failed budget journal, a
+/// shared backend out of reach, a lost revocation feed), SERVING again
+/// once it can.
+async fn follow_readiness<F>(health: HealthReporter, ready: impl Fn() -> F)
+where
+    F: std::future::Future<Output = bool>,
+{
     let mut every = tokio::time::interval(Duration::from_secs(1));
+    let mut serving = true;
     loop {
         every.tick().await;
-        if failed() {
-            set_health(&health, ServingStatus::NotServing).await;
-            return;
+        let now = ready().await;
+        if now != serving {
+            serving = now;
+            let status = if now {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            set_health(&health, status).await;
         }
     }
 }
@@ -162,9 +174,10 @@ pub async fn serve(
     } = settings;
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, ServingStatus::Serving).await;
-    let journal = gate.clone();
+    let state = gate.clone();
     let follow = tokio::spawn(follow_readiness(health.clone(), move || {
-        !journal.budgets().writable()
+        let state = state.clone();
+        async move { state.state_ready().await.is_ok() }
     }));
     // Reflection in both versions: grpcurl and newer clients ask for v1,
     // older ones for v1alpha.
@@ -277,7 +290,8 @@ mod tests {
         let failed = Arc::new(AtomicBool::new(false));
         let check = failed.clone();
         tokio::spawn(follow_readiness(health, move || {
-            check.load(Ordering::Relaxed)
+            let failed = check.load(Ordering::Relaxed);
+            async move { !failed }
         }));
         let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
             .unwrap()
@@ -303,6 +317,16 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!(next.status(), ServingStatus::NotServing.into());
+        }
+        // Ready again: serving again.
+        failed.store(false, Ordering::Relaxed);
+        for stream in &mut watchers {
+            let next = tokio::time::timeout(Duration::from_secs(5), stream.message())
+                .await
+                .expect("a status within 5 s")
+                .unwrap()
+                .unwrap();
+            assert_eq!(next.status(), ServingStatus::Serving.into());
         }
     }
 }

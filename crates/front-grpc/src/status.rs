@@ -9,6 +9,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use dgw_core::gatekeeper::{Conflict, GateError};
 use dgw_core::protocol::{Denial, DenialKind};
+use dgw_core::state::StorageError;
 
 /// The `ErrorInfo.domain` of the pipeline's denial types (the DelegateOS
 /// vocabulary, whichever protocol the credential was).
@@ -119,6 +120,15 @@ pub fn gate_error(e: &GateError) -> Status {
                 ErrorDetails::with_error_info(reason(kind), DOMAIN, metadata),
             )
         }
+        GateError::Storage(s @ StorageError::Unavailable(_)) => Status::with_error_details(
+            Code::Unavailable,
+            s.to_string(),
+            ErrorDetails::with_error_info(
+                reason("state_unavailable"),
+                GATEWAY_DOMAIN,
+                HashMap::new(),
+            ),
+        ),
         GateError::Storage(s) => Status::internal(s.to_string()),
     }
 }

@@ -112,10 +112,10 @@ impl HttpFront {
                 text_response(StatusCode::OK, "ok\n".into(), "text/plain")
             }
             (&Method::GET, "/readyz") => {
-                if !self.gate.budgets().writable() {
+                if let Err(e) = self.gate.state_ready().await {
                     text_response(
                         StatusCode::SERVICE_UNAVAILABLE,
-                        "not ready: the budget journal cannot be written; restart dgw\n".into(),
+                        format!("not ready: {e}\n"),
                         "text/plain",
                     )
                 } else if self.ready.load(Ordering::Relaxed) {

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use dgw_core::caller::AuthError;
 use dgw_core::gatekeeper::GateError;
 use dgw_core::protocol::{Denial, DenialKind};
+use dgw_core::state::StorageError;
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -15,6 +16,8 @@ pub const DENIED: i64 = -32001;
 pub const REJECTED: i64 = -32003;
 pub const NOT_FOUND: i64 = -32004;
 pub const CONFLICT: i64 = -32005;
+/// The shared state cannot be reached: try again (`state_unavailable`).
+pub const UNAVAILABLE: i64 = -32006;
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +87,9 @@ pub fn gate_error(e: &GateError) -> RpcError {
         GateError::Rejected { kind, detail } => RpcError::new(REJECTED, kind, detail.clone()),
         GateError::Forbidden { kind, detail } => {
             RpcError::new(DENIED, kind.as_str(), detail.clone())
+        }
+        GateError::Storage(s @ StorageError::Unavailable(_)) => {
+            RpcError::new(UNAVAILABLE, "state_unavailable", s.to_string())
         }
         GateError::Storage(s) => RpcError::new(INTERNAL_ERROR, "storage_error", s.to_string()),
     }

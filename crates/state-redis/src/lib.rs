@@ -46,7 +46,8 @@ pub struct RedisSettings {
 }
 
 /// Opens every store over the Redis at `settings.url` (connected on first
-/// use: a gateway starts while Redis is down, and is unready until it is up).
+/// use; `dgw serve` reads its state at start, so it does not start while
+/// Redis is out of reach).
 pub fn open(settings: &RedisSettings, budget: BudgetSettings) -> Result<Stores, StorageError> {
     let connection = Connection::new(settings)?;
     let prefix: Arc<str> = Arc::from(settings.prefix.as_str());
@@ -62,9 +63,15 @@ pub fn open(settings: &RedisSettings, budget: BudgetSettings) -> Result<Stores, 
     })
 }
 
-/// A Redis failure as the state seam reports it.
+/// A Redis failure as the state seam reports it: Redis out of reach is
+/// `Unavailable` (decisions are refused until it is back), anything else
+/// a backend failure.
 pub(crate) fn backend(e: redis::RedisError) -> StorageError {
-    StorageError::Backend(format!("redis: {e}"))
+    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+        StorageError::Unavailable(format!("redis: {e}"))
+    } else {
+        StorageError::Backend(format!("redis: {e}"))
+    }
 }
 
 /// A value stored by dgw that does not read back.

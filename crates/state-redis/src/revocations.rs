@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::{AsyncCommands, Script};
 use serde_json::Value;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use dgw_core::state::{RevocationRecord, RevocationStore, StorageError};
 
@@ -26,6 +26,8 @@ pub struct RedisRevocations {
     prefix: Arc<str>,
     add: Script,
     added: broadcast::Sender<RevocationRecord>,
+    /// Whether the follower is reading the feed.
+    following: watch::Sender<bool>,
     follower: OnceLock<()>,
 }
 
@@ -58,6 +60,7 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', {FEED_ENTRIES}, '*', 'kind', ARGV[1],
 return 1"
             )),
             added: broadcast::channel(4096).0,
+            following: watch::channel(true).0,
             follower: OnceLock::new(),
         }
     }
@@ -78,11 +81,15 @@ return 1"
             return;
         };
         let (connection, feed, added) = (self.connection.clone(), self.feed(), self.added.clone());
+        let following = self.following.clone();
         runtime.spawn(async move {
             let mut last = "0-0".to_owned();
             loop {
-                if let Err(e) = follow_from(&connection, &feed, &added, &mut last).await {
-                    tracing::warn!(error = %e, "revocations: the Redis feed was lost; reconnecting");
+                if let Err(e) = follow_from(&connection, &feed, &added, &following, &mut last).await {
+                    if *following.borrow() {
+                        tracing::warn!(error = %e, "revocations: the Redis feed is lost; reconnecting");
+                    }
+                    following.send_replace(false);
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
@@ -95,6 +102,7 @@ async fn follow_from(
     connection: &Connection,
     feed: &str,
     added: &broadcast::Sender<RevocationRecord>,
+    following: &watch::Sender<bool>,
     last: &mut String,
 ) -> Result<(), StorageError> {
     let mut con = connection.dedicated(BLOCK).await?;
@@ -111,6 +119,10 @@ async fn follow_from(
             .query_async(&mut con)
             .await
             .map_err(crate::backend)?;
+        // Read to the end of the feed: every entry since `last` is passed on.
+        if !*following.borrow() {
+            following.send_replace(true);
+        }
         for (_, entries) in read.unwrap_or_default() {
             for (id, fields) in entries {
                 let field = |name: &str| {
@@ -188,5 +200,9 @@ impl RevocationStore for RedisRevocations {
         let receiver = self.added.subscribe();
         self.follower.get_or_init(|| self.follow());
         receiver
+    }
+
+    fn following(&self) -> watch::Receiver<bool> {
+        self.following.subscribe()
     }
 }

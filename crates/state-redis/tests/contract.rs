@@ -41,12 +41,16 @@ impl Redis {
         dgw_state_redis::open(&self.settings, budget).unwrap()
     }
 
-    fn any(&self) -> dgw_core::state::Stores {
-        self.stores(BudgetSettings {
+    fn settings_for_test(&self) -> BudgetSettings {
+        BudgetSettings {
             reservation_ttl: Duration::from_secs(60),
             max_open: 10_000,
             lease: dgw_core::budget::LeasePolicy::OFF,
-        })
+        }
+    }
+
+    fn any(&self) -> dgw_core::state::Stores {
+        self.stores(self.settings_for_test())
     }
 }
 
@@ -135,4 +139,45 @@ fn audit_keeps_order() {
 fn delegations_are_compare_and_swap() {
     let server = RedisServer::start();
     contract::delegations_are_compare_and_swap(backend(&server));
+}
+
+/// With `appendfsync always` (what `deploy/` ships), a settlement Redis
+/// acknowledged survives Redis killed with SIGKILL; so does a reservation,
+/// which still ends once.
+#[test]
+fn an_acknowledged_settlement_survives_a_redis_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = RedisServer::start_persistent(dir.path());
+    let b = backend(&server);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let levels = vec![(dgw_core::budget::BudgetKey::from_stored("ROOT/a"), 100)];
+    let (settled, open) = rt.block_on(async {
+        let store = b.budgets(b.settings_for_test());
+        let r = store
+            .reserve(&levels, 40, 0, dgw_core::budget::OnExpiry::Release, None)
+            .await
+            .unwrap();
+        store.settle(&r.reservation_id, 25).await.unwrap();
+        let open = store
+            .reserve(&levels, 10, 0, dgw_core::budget::OnExpiry::Charge, None)
+            .await
+            .unwrap();
+        (25, open.reservation_id)
+    });
+    server.stop();
+    server.resume();
+    rt.block_on(async {
+        let store = b.budgets(b.settings_for_test());
+        let report = store.report_levels(&levels).await.unwrap();
+        assert_eq!(report[0].spent_microcents, settled);
+        assert_eq!(report[0].reserved_microcents, 10);
+        assert_eq!(store.sweep(u64::MAX).await.unwrap(), 1);
+        assert_eq!(store.sweep(u64::MAX).await.unwrap(), 0, "once");
+        assert!(store.release(&open).await.is_err());
+        let report = store.report_levels(&levels).await.unwrap();
+        assert_eq!(
+            (report[0].spent_microcents, report[0].reserved_microcents),
+            (35, 0)
+        );
+    });
 }

@@ -73,8 +73,24 @@ impl Gatekeeper {
     }
 
     /// Refreshes the budget gauges (before a scrape).
+    /// Whether the state can be used now (`/readyz`): the budgets ready
+    /// (a shared backend reachable) and the revocation index current.
+    /// Sets `dgw_state_writable`.
+    pub async fn state_ready(&self) -> Result<(), crate::state::StorageError> {
+        let ready = match self.budgets.ready().await {
+            Ok(()) if !self.revocations.is_current() => Err(
+                crate::state::StorageError::Unavailable("the revocation feed is lost".into()),
+            ),
+            other => other,
+        };
+        telemetry::set_state_writable(ready.is_ok());
+        ready
+    }
+
     pub async fn refresh_gauges(&self) {
-        telemetry::set_state_writable(self.budgets.writable());
+        if self.state_ready().await.is_err() {
+            return;
+        }
         let (Ok(totals), Ok(open)) = (
             self.budgets.tenant_totals().await,
             self.budgets.open_reservations().await,

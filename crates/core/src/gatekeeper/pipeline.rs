@@ -14,6 +14,7 @@ use super::{
 use crate::budget::{BudgetKey, Hold, HolderDigest, LedgerError, Reservation};
 use crate::protocol::{Call, Decision, Found};
 use crate::revocations::Revocations;
+use crate::state::StorageError;
 use crate::telemetry;
 
 impl Gatekeeper {
@@ -66,6 +67,13 @@ impl Gatekeeper {
         let Some(first) = requests.first() else {
             return Err(no_requests());
         };
+        if !self.revocations.is_current() {
+            // A revocation recorded elsewhere may be missing here.
+            return Err(GateError::Storage(StorageError::Unavailable(
+                "the revocation feed is lost; every decision is refused until it is read again"
+                    .into(),
+            )));
+        }
         if let Some((reason, request)) = first_non_canonical(requests) {
             let d = denied(reason, Some(request));
             self.publish_authorize(None, request, cost_microcents, Err(&d));

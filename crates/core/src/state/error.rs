@@ -14,4 +14,8 @@ pub enum StorageError {
     },
     #[error("storage is shutting down")]
     Closed,
+    /// The shared state cannot be reached now (a Redis down or cut off):
+    /// decisions that need it are refused until it is back.
+    #[error("state unavailable: {0}")]
+    Unavailable(String),
 }

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use delegateos::attestation::Attestation;
 use delegateos::{Dct, Delegation, DelegationId, TaskContract};
 use serde_json::Value;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::budget::{
     BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
@@ -120,6 +120,18 @@ pub trait BudgetStore: Send + Sync {
     /// until a restart).
     fn writable(&self) -> bool;
 
+    /// Whether the budgets can be used now (`/readyz`): a shared backend
+    /// asks its server.
+    async fn ready(&self) -> Result<(), StorageError> {
+        if self.writable() {
+            Ok(())
+        } else {
+            Err(StorageError::Backend(
+                "the budget journal cannot be written; restart dgw".into(),
+            ))
+        }
+    }
+
     /// Compacts what is kept about the budgets (sled: a snapshot that lets
     /// the journal go); blocking, so run it off the async workers.
     fn checkpoint(&self) -> Result<(), StorageError>;
@@ -152,6 +164,14 @@ pub trait RevocationStore: Send + Sync {
     /// Every record added from now on, by this process or another. A
     /// receiver that lags (`RecvError::Lagged`) reads [`RevocationStore::all`] again.
     fn subscribe(&self) -> broadcast::Receiver<RevocationRecord>;
+
+    /// Whether the subscription is sure to carry every new record: `false`
+    /// while a shared backend's feed is lost (entries may be missed), until
+    /// it follows again; then the subscriber reads [`RevocationStore::all`]
+    /// again. A backend in this process never loses its feed.
+    fn following(&self) -> watch::Receiver<bool> {
+        watch::channel(true).1
+    }
 }
 
 /// Whether storing a contract added it.

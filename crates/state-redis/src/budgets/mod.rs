@@ -502,6 +502,14 @@ impl BudgetStore for RedisBudgets {
         true
     }
 
+    async fn ready(&self) -> Result<(), StorageError> {
+        let mut con = self.connection.get().await?;
+        redis::cmd("PING")
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(crate::backend)
+    }
+
     fn checkpoint(&self) -> Result<(), StorageError> {
         // Redis persists by its own configuration (docs/operations.md).
         Ok(())
