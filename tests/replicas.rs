@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use delegateos::{RevocationEntry, RevocationScope};
 use serde_json::{json, Value};
-use support::redis::RedisServer;
+use support::redis::{RedisCluster, RedisServer};
 use support::*;
 
 struct Replicas {
@@ -29,15 +29,18 @@ fn replicas(redis: &RedisServer, n: usize) -> Replicas {
 
 /// [`replicas`] with `extra` config.
 fn replicas_with(redis: &RedisServer, n: usize, extra: &str) -> Replicas {
+    replicas_at(&redis.url(), n, extra)
+}
+
+/// `n` replicas on the Redis at `url`, with `extra` config.
+fn replicas_at(url: &str, n: usize, extra: &str) -> Replicas {
     let root = seed(1);
     let mut dirs = Vec::new();
     let mut gateways = Vec::new();
     for _ in 0..n {
         let dir = tempfile::tempdir().unwrap();
-        let extra = format!(
-            "{extra}\n[state]\nbackend = \"redis\"\nurl = \"{}\"\nprefix = \"dgw\"\n",
-            redis.url()
-        );
+        let extra =
+            format!("{extra}\n[state]\nbackend = \"redis\"\nurl = \"{url}\"\nprefix = \"dgw\"\n");
         let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
         gateways.push(Gateway::start(&config));
         dirs.push(dir);
@@ -287,4 +290,33 @@ fn a_message_seen_by_one_replica_is_a_replay_on_another() {
     assert_eq!(status, 409, "{}", String::from_utf8_lossy(&body));
     let body: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(body["error"]["type"], "replay");
+}
+
+/// Two replicas on a Redis Cluster of three masters share one budget and
+/// one revocation list.
+#[test]
+fn replicas_on_a_redis_cluster_share_budgets_and_revocations() {
+    let cluster = RedisCluster::start();
+    let r = replicas_at(&cluster.url(), 2, "");
+    let token = root_token(&r.root, &seed(2), &["docs:read:/project/**"], 10, 3600);
+    let admitted = (0..20)
+        .filter(|i| {
+            let answer =
+                r.gateways[i % 2].call("delegateos/authorize", authorize(&token.encode(), 1));
+            answer["result"]["allowed"] == true
+        })
+        .count();
+    assert_eq!(admitted, 10);
+    let rev = RevocationEntry::sign(
+        &r.root,
+        &token.revocation_ids()[0],
+        at(0),
+        RevocationScope::Block,
+    )
+    .unwrap();
+    r.gateways[0].ok("delegateos/revoke", json!({"revocation": rev}));
+    eventually("the other replica denies", || {
+        let answer = r.gateways[1].call("delegateos/authorize", authorize(&token.encode(), 0));
+        answer["error"]["data"]["type"] == "revoked"
+    });
 }

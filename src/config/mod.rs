@@ -277,11 +277,13 @@ root_key_file = "data/demo-root.key"
             panic!("{:?}", c.state)
         };
         assert_eq!((prefix.as_str(), *timeout), ("dgw", Duration::from_secs(2)));
+        let cluster = "[state]\nbackend = \"redis\"\nurl = \"redis+cluster://a:1,b:2\"\n";
+        assert!(Config::parse(&format!("{GOOD}{cluster}"), Path::new("t.toml")).is_ok());
         for (section, at) in [
             ("[state]\nbackend = \"mongo\"\n", "`state.backend`"),
             ("[state]\nbackend = \"redis\"\n", "`state.url`"),
             (
-                "[state]\nbackend = \"redis\"\nurl = \"redis+cluster://h:1\"\n",
+                "[state]\nbackend = \"redis\"\nurl = \"http://h:1\"\n",
                 "`state.url`",
             ),
             ("[state]\nurl = \"redis://h:1\"\n", "`state.url`"),

@@ -15,7 +15,8 @@ pub enum StateConfig {
     Embedded,
     /// A Redis shared by every replica.
     Redis {
-        /// `redis://` or `rediss://` (TLS); its password is never shown.
+        /// `redis://`, `rediss://` (TLS), `redis+cluster://h:p,h:p` or
+        /// `rediss+cluster://…`; its password is never shown.
         url: String,
         /// The prefix of every key (`dgw`).
         prefix: String,
@@ -56,10 +57,16 @@ impl RawState {
                         "backend = \"redis\" needs url = \"redis://host:6379\"".into(),
                     ));
                 };
-                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                let schemes = [
+                    "redis://",
+                    "rediss://",
+                    "redis+cluster://",
+                    "rediss+cluster://",
+                ];
+                if !schemes.iter().any(|s| url.starts_with(s)) {
                     return Err(check.invalid(
                         "state.url",
-                        "must start with redis:// or rediss:// (TLS); Redis Cluster is not supported yet".into(),
+                        "must start with redis:// or rediss:// (TLS), or redis+cluster://host:port,host:port (rediss+cluster://) for Redis Cluster".into(),
                     ));
                 }
                 let prefix = self.prefix.unwrap_or_else(|| "dgw".into());

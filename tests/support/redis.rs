@@ -88,3 +88,90 @@ impl Drop for RedisServer {
         self.stop();
     }
 }
+
+/// A Redis Cluster of three masters on free loopback ports (no replicas),
+/// stopped when dropped.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .expect("a free port")
+                .local_addr()
+                .expect("its address")
+                .port();
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args([
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--cluster-enabled",
+                    "yes",
+                ])
+                .arg("--cluster-config-file")
+                .arg(dir.path().join(format!("nodes-{port}.conf")))
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("redis-server runs");
+            let node = RedisServer {
+                child: Some(child),
+                port,
+                dir: None,
+            };
+            for _ in 0..200 {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            nodes.push(node);
+        }
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .status()
+            .expect("redis-cli runs");
+        assert!(created.success(), "redis-cli --cluster create failed");
+        let cluster = RedisCluster { nodes, _dir: dir };
+        for _ in 0..400 {
+            let ok = cluster.nodes.iter().all(|n| {
+                Command::new("redis-cli")
+                    .args(["-p", &n.port.to_string(), "cluster", "info"])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+                    .unwrap_or(false)
+            });
+            if ok {
+                return cluster;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the cluster did not become ok");
+    }
+
+    /// `redis+cluster://` naming every node.
+    pub fn url(&self) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", nodes.join(","))
+    }
+}

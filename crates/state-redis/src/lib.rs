@@ -37,7 +37,8 @@ pub use revocations::RedisRevocations;
 /// Where the state is and how long to wait for it.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
-    /// `redis://`, `rediss://` (TLS), `redis+cluster://` URL.
+    /// `redis://`, `rediss://` (TLS), `redis+cluster://host:port,host:port`
+    /// (`rediss+cluster://`) URL.
     pub url: String,
     /// The prefix of every key (several gateways can share one Redis).
     pub prefix: String,

@@ -16,15 +16,19 @@ use dgw_state_redis::RedisSettings;
 #[path = "../../../tests/support/redis.rs"]
 mod redis_server;
 
-use redis_server::RedisServer;
+use redis_server::{RedisCluster, RedisServer};
 
 /// A backend with keys of its own on `server`.
 fn backend(server: &RedisServer) -> Redis {
+    at_url(server.url())
+}
+
+fn at_url(url: String) -> Redis {
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
     Redis {
         settings: RedisSettings {
-            url: server.url(),
+            url,
             prefix: format!("t{n}"),
             timeout: Duration::from_secs(5),
         },
@@ -180,4 +184,22 @@ fn an_acknowledged_settlement_survives_a_redis_crash() {
             (35, 0)
         );
     });
+}
+
+/// The whole suite on a Redis Cluster of three masters: every script
+/// touches one slot (a tree's hash tag), every pipeline stays in one.
+#[test]
+fn the_suite_passes_on_redis_cluster() {
+    let cluster = RedisCluster::start();
+    let on = || at_url(cluster.url());
+    contract::records_are_compare_and_swap(on());
+    contract::reservations_keep_their_own_deadline(on());
+    contract::budgets_never_overspend(on);
+    contract::concurrent_reservations_never_overspend(on());
+    contract::expiry_ends_each_reservation_once(on());
+    contract::budget_bookkeeping(on());
+    contract::revocation_subscribers_see_every_entry(on());
+    contract::replay_is_insert_if_absent(on());
+    contract::audit_keeps_order(on());
+    contract::delegations_are_compare_and_swap(on());
 }

@@ -8,10 +8,12 @@
 //!   [`ReservationRecord`] as JSON);
 //! - `<prefix>:{<tag>}:d`: the tree's open reservations by deadline;
 //!
-//! and three indexes outside any tree, written after the script (each
-//! idempotent): `<prefix>:trees` (the tags, for the sweep),
-//! `<prefix>:bd:<delegation id>` (the keys ending at a delegation, for
-//! reports) and `<prefix>:tops` (top-level keys, for tenant totals).
+//! and three indexes outside any tree, in a slot of their own, written
+//! after the script (each idempotent): `<prefix>:{idx}:trees` (the tags,
+//! for the sweep), `<prefix>:{idx}:bd:<delegation id>` (the keys ending at
+//! a delegation, for reports) and `<prefix>:{idx}:tops` (top-level keys,
+//! for tenant totals). Reads over several trees go tree by tree (a
+//! cluster answers no pipeline across slots).
 //! A reservation's ID carries its tree's tag (`res_….<tag>`), so settling
 //! by ID finds the tree.
 
@@ -106,6 +108,11 @@ impl RedisBudgets {
         })
     }
 
+    /// An index key.
+    fn index_key(&self, name: &str) -> String {
+        format!("{}:{{idx}}:{name}", self.prefix)
+    }
+
     /// The prefix of every key of the tree tagged `tag`.
     fn tree(&self, tag: &str) -> String {
         format!("{}:{{{tag}}}:", self.prefix)
@@ -152,15 +159,14 @@ impl RedisBudgets {
 
     /// Writes the indexes of `levels` this process has not written yet.
     async fn index(&self, levels: &[(BudgetKey, u64)], tag: &str) -> Result<(), LedgerError> {
-        let mut entries: Vec<(String, String)> =
-            vec![(format!("{}:trees", self.prefix), tag.into())];
+        let mut entries: Vec<(String, String)> = vec![(self.index_key("trees"), tag.into())];
         for (k, _) in levels {
             entries.push((
-                format!("{}:bd:{}", self.prefix, k.delegation_id()),
+                self.index_key(&format!("bd:{}", k.delegation_id())),
                 k.as_str().to_owned(),
             ));
             if k.is_top() {
-                entries.push((format!("{}:tops", self.prefix), k.as_str().to_owned()));
+                entries.push((self.index_key("tops"), k.as_str().to_owned()));
             }
         }
         let new: Vec<(String, String)> = {
@@ -390,7 +396,7 @@ impl BudgetStore for RedisBudgets {
     async fn sweep(&self, now_ms: u64) -> Result<usize, LedgerError> {
         let mut con = self.connection.get().await?;
         let trees: Vec<String> = con
-            .smembers(format!("{}:trees", self.prefix))
+            .smembers(self.index_key("trees"))
             .await
             .map_err(crate::backend)?;
         let mut ended = 0;
@@ -445,7 +451,7 @@ impl BudgetStore for RedisBudgets {
     async fn report(&self, delegation_id: &str) -> Result<Vec<Vec<LevelReport>>, LedgerError> {
         let mut con = self.connection.get().await?;
         let mut keys: Vec<String> = con
-            .smembers(format!("{}:bd:{delegation_id}", self.prefix))
+            .smembers(self.index_key(&format!("bd:{delegation_id}")))
             .await
             .map_err(crate::backend)?;
         keys.sort();
@@ -467,7 +473,7 @@ impl BudgetStore for RedisBudgets {
     async fn tenant_totals(&self) -> Result<HashMap<String, TenantTotals>, LedgerError> {
         let mut con = self.connection.get().await?;
         let tops: Vec<String> = con
-            .smembers(format!("{}:tops", self.prefix))
+            .smembers(self.index_key("tops"))
             .await
             .map_err(crate::backend)?;
         let keys: Vec<BudgetKey> = tops.iter().map(|k| BudgetKey::from_stored(k)).collect();
@@ -484,18 +490,18 @@ impl BudgetStore for RedisBudgets {
     async fn open_reservations(&self) -> Result<usize, LedgerError> {
         let mut con = self.connection.get().await?;
         let trees: Vec<String> = con
-            .smembers(format!("{}:trees", self.prefix))
+            .smembers(self.index_key("trees"))
             .await
             .map_err(crate::backend)?;
-        if trees.is_empty() {
-            return Ok(0);
-        }
-        let mut pipe = redis::pipe();
+        let mut open = 0;
         for tag in &trees {
-            pipe.zcard(format!("{}d", self.tree(tag)));
+            let n: usize = con
+                .zcard(format!("{}d", self.tree(tag)))
+                .await
+                .map_err(crate::backend)?;
+            open += n;
         }
-        let counts: Vec<usize> = pipe.query_async(&mut con).await.map_err(crate::backend)?;
-        Ok(counts.into_iter().sum())
+        Ok(open)
     }
 
     fn writable(&self) -> bool {
