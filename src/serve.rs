@@ -121,12 +121,19 @@ async fn open_state(
                 url,
                 prefix,
                 timeout,
+                ca_file,
             },
             false,
         ) => Backend::Redis {
             url,
             prefix,
             timeout: *timeout,
+            ca_pem: match ca_file {
+                Some(path) => Some(std::fs::read(path).map_err(|e| {
+                    StorageError::Backend(format!("state.ca_file {}: {e}", path.display()))
+                })?),
+                None => None,
+            },
         },
         (crate::config::StateConfig::Embedded, false) => Backend::Embedded(&config.data_dir),
     };

@@ -7,7 +7,7 @@ use std::path::Path;
 pub use dgw_core::state::*;
 
 /// Where the state is kept.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Backend<'a> {
     /// The embedded default (sled) in this data directory.
     Embedded(&'a Path),
@@ -18,6 +18,8 @@ pub enum Backend<'a> {
         url: &'a str,
         prefix: &'a str,
         timeout: std::time::Duration,
+        /// The CA of Redis's certificate (PEM), for `rediss://`.
+        ca_pem: Option<Vec<u8>>,
     },
 }
 
@@ -30,11 +32,13 @@ pub fn open(backend: Backend<'_>, budget: BudgetSettings) -> Result<Stores, Stor
             url,
             prefix,
             timeout,
+            ca_pem,
         } => {
             let settings = dgw_state_redis::RedisSettings {
                 url: url.to_owned(),
                 prefix: prefix.to_owned(),
                 timeout,
+                ca_pem,
             };
             dgw_state_redis::open(&settings, budget)
         }

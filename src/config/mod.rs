@@ -295,6 +295,10 @@ root_key_file = "data/demo-root.key"
                 "[state]\nbackend = \"redis\"\nurl = \"redis://h\"\ntimeout = \"0s\"\n",
                 "`state.timeout`",
             ),
+            (
+                "[state]\nbackend = \"redis\"\nurl = \"redis://h\"\nca_file = \"ca.pem\"\n",
+                "`state.ca_file`",
+            ),
         ] {
             assert!(err(&format!("{GOOD}{section}")).contains(at), "{at}");
         }

@@ -1,6 +1,7 @@
 //! `[state]`: where the shared state lives: the embedded default (sled in
 //! `data_dir`) or a Redis that several replicas share.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -22,6 +23,9 @@ pub enum StateConfig {
         prefix: String,
         /// The longest one command may take (`2s`).
         timeout: Duration,
+        /// The CA of Redis's certificate, for `rediss://` (none: the
+        /// system's roots).
+        ca_file: Option<PathBuf>,
     },
 }
 
@@ -36,16 +40,22 @@ pub(super) struct RawState {
     prefix: Option<String>,
     #[serde(default)]
     timeout: Option<String>,
+    #[serde(default)]
+    ca_file: Option<PathBuf>,
 }
 
 impl RawState {
     pub(super) fn validate(self, check: &Check<'_>) -> Result<StateConfig, ConfigError> {
         match self.backend.as_deref().unwrap_or("sled") {
             "sled" => {
-                if self.url.is_some() || self.prefix.is_some() || self.timeout.is_some() {
+                if self.url.is_some()
+                    || self.prefix.is_some()
+                    || self.timeout.is_some()
+                    || self.ca_file.is_some()
+                {
                     return Err(check.invalid(
                         "state.url",
-                        "url, prefix and timeout are for backend = \"redis\"".into(),
+                        "url, prefix, timeout and ca_file are for backend = \"redis\"".into(),
                     ));
                 }
                 Ok(StateConfig::Embedded)
@@ -80,10 +90,16 @@ impl RawState {
                     Some(t) => check.duration("state.timeout", t)?,
                     None => Duration::from_secs(2),
                 };
+                if self.ca_file.is_some() && !url.starts_with("rediss") {
+                    return Err(
+                        check.invalid("state.ca_file", "is for TLS: a rediss:// url".into())
+                    );
+                }
                 Ok(StateConfig::Redis {
                     url,
                     prefix,
                     timeout,
+                    ca_file: self.ca_file,
                 })
             }
             other => Err(check.invalid(

@@ -175,3 +175,86 @@ impl RedisCluster {
         format!("redis+cluster://{}", nodes.join(","))
     }
 }
+
+/// A `redis-server` answering only TLS, with a certificate for 127.0.0.1
+/// from a CA of its own (`ca_pem`).
+pub struct TlsRedisServer {
+    _server: RedisServer,
+    pub port: u16,
+    pub ca_pem: String,
+    _dir: tempfile::TempDir,
+}
+
+impl TlsRedisServer {
+    pub fn start() -> TlsRedisServer {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let ca_key = KeyPair::generate().expect("a key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "redis test CA");
+        let ca_pem = ca.self_signed(&ca_key).expect("a CA").pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().expect("a key");
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .expect("params")
+            .signed_by(&key, &issuer)
+            .expect("a certificate");
+        let (cert_file, key_file, ca_file) = (
+            dir.path().join("redis.crt"),
+            dir.path().join("redis.key"),
+            dir.path().join("ca.crt"),
+        );
+        std::fs::write(&cert_file, cert.pem()).expect("written");
+        std::fs::write(&key_file, key.serialize_pem()).expect("written");
+        std::fs::write(&ca_file, &ca_pem).expect("written");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("a free port")
+            .local_addr()
+            .expect("its address")
+            .port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--tls-auth-clients",
+                "no",
+            ])
+            .arg("--tls-cert-file")
+            .arg(&cert_file)
+            .arg("--tls-key-file")
+            .arg(&key_file)
+            .arg("--tls-ca-cert-file")
+            .arg(&ca_file)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server runs");
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        TlsRedisServer {
+            _server: RedisServer {
+                child: Some(child),
+                port,
+                dir: None,
+            },
+            port,
+            ca_pem,
+            _dir: dir,
+        }
+    }
+}

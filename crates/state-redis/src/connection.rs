@@ -110,16 +110,20 @@ impl Connection {
                     redacted(&settings.url)
                 ))
             })?;
-            let client = ClusterClient::builder(nodes)
+            let mut builder = ClusterClient::builder(nodes)
                 .connection_timeout(settings.timeout)
-                .response_timeout(settings.timeout)
-                .build()
-                .map_err(refused)?;
+                .response_timeout(settings.timeout);
+            if let Some(pem) = &settings.ca_pem {
+                builder = builder.certs(trusting(pem));
+            }
+            let client = builder.build().map_err(refused)?;
             Target::Cluster(Box::new(client))
         } else {
-            Target::Single(Box::new(
-                redis::Client::open(settings.url.as_str()).map_err(refused)?,
-            ))
+            let client = match &settings.ca_pem {
+                Some(pem) => redis::Client::build_with_tls(settings.url.as_str(), trusting(pem)),
+                None => redis::Client::open(settings.url.as_str()),
+            };
+            Target::Single(Box::new(client.map_err(refused)?))
         };
         Ok(Self {
             target,
@@ -179,6 +183,16 @@ impl Connection {
                     .map_err(crate::backend)
             }
         }
+    }
+}
+
+/// TLS that trusts the CA in `pem` alone (with ring, the gateway's one
+/// crypto provider, as the process default if none is set yet).
+fn trusting(pem: &[u8]) -> redis::TlsCertificates {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem.to_vec()),
     }
 }
 

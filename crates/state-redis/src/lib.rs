@@ -44,6 +44,9 @@ pub struct RedisSettings {
     pub prefix: String,
     /// The longest a command may take, connecting included.
     pub timeout: Duration,
+    /// For `rediss://`: the PEM of the CA that signed Redis's certificate
+    /// (none: the system's roots).
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// Opens every store over the Redis at `settings.url` (connected on first

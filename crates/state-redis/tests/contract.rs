@@ -31,6 +31,7 @@ fn at_url(url: String) -> Redis {
             url,
             prefix: format!("t{n}"),
             timeout: Duration::from_secs(5),
+            ca_pem: None,
         },
     }
 }
@@ -202,4 +203,23 @@ fn the_suite_passes_on_redis_cluster() {
     contract::replay_is_insert_if_absent(on());
     contract::audit_keeps_order(on());
     contract::delegations_are_compare_and_swap(on());
+}
+
+/// `rediss://`: TLS to Redis, its certificate checked against the CA given
+/// (and refused without it: the system's roots do not know that CA).
+#[test]
+fn tls_to_redis_checks_its_certificate() {
+    let server = redis_server::TlsRedisServer::start();
+    let url = format!("rediss://127.0.0.1:{}", server.port);
+    let mut trusting = at_url(url.clone());
+    trusting.settings.ca_pem = Some(server.ca_pem.as_bytes().to_vec());
+    contract::records_are_compare_and_swap(trusting);
+    let stranger = at_url(url);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let refused = rt.block_on(stranger.any().records.get("suite_docs", "a"));
+    let refused = refused.unwrap_err().to_string();
+    assert!(
+        refused.contains("certificate") || refused.contains("Issuer"),
+        "{refused}"
+    );
 }
