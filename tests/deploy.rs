@@ -237,3 +237,43 @@ fn the_dashboard_parses_and_names_only_metrics_a_running_dgw_exports() {
         assert!(exported(name), "{name} is not on /metrics:\n{metrics}");
     }
 }
+
+/// The Redis configuration `deploy/` ships keeps what dgw acknowledges
+/// (`appendonly yes`, `appendfsync always`), never evicts state, and asks
+/// for a password; and `redis-server` accepts it.
+#[test]
+fn the_redis_config_keeps_what_dgw_acknowledges() {
+    let text = read("deploy/redis/redis.conf");
+    let settings: Vec<(String, String)> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect();
+    let get = |key: &str| {
+        settings
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(get("appendonly"), Some("yes"));
+    assert_eq!(get("appendfsync"), Some("always"));
+    assert_eq!(get("maxmemory-policy"), Some("noeviction"));
+    assert!(get("requirepass").is_some_and(|p| !p.is_empty()));
+    // redis-server reads it, then exits: with port 0 and no TLS port it
+    // has nowhere to listen.
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("redis-server")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/redis/redis.conf"))
+        .args(["--port", "0", "--dir"])
+        .arg(dir.path())
+        .output()
+        .expect("redis-server runs");
+    let (log, errors) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(log.contains("Configuration loaded"), "{log}{errors}");
+    assert!(!errors.contains("FATAL CONFIG"), "{errors}");
+}
