@@ -14,6 +14,7 @@ pub mod message;
 pub mod proxy;
 pub mod resolve;
 pub mod scrub;
+pub mod sessions;
 pub mod stdio_link;
 pub mod stdio_server;
 pub mod streamable;

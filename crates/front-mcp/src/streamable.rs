@@ -3,9 +3,7 @@
 //! there is no server-initiated stream, so `GET` is 405. A session starts
 //! at `initialize` and is named by the `Mcp-Session-Id` header after that.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
@@ -13,194 +11,15 @@ use hyper::StatusCode;
 use serde_json::Value;
 
 use super::message::Message;
-use super::proxy::{Caller, McpProxy, Session};
+use super::proxy::{Caller, McpProxy};
+pub use super::sessions::SessionPolicy;
+use super::sessions::Sessions;
 use super::upstream::SUPPORTED_VERSIONS;
 use dgw_core::caller::HolderDigest;
 use dgw_front_jsonrpc::{denial_error, RpcError, INVALID_REQUEST, MAX_BATCH, PARSE_ERROR};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
-
-/// How sessions are opened and kept (`[mcp]`).
-#[derive(Debug, Clone)]
-pub struct SessionPolicy {
-    /// Idle sessions end after this long.
-    pub ttl: Duration,
-    /// Most sessions open at once.
-    pub max: usize,
-    /// Whether `initialize` may open a session without a credential.
-    pub anonymous: bool,
-    /// Idle anonymous sessions end after this long.
-    pub anonymous_ttl: Duration,
-    /// Most sessions one credential may hold.
-    pub per_credential: usize,
-}
-
-impl SessionPolicy {
-    /// Anonymous sessions may take at most a tenth of the slots, so a flood
-    /// of them never locks out clients that present a credential.
-    fn anonymous_max(&self) -> usize {
-        (self.max / 10).max(1)
-    }
-}
-
-/// One open session and what it is bound to.
-struct Entry {
-    session: Arc<Session>,
-    used: Instant,
-    /// The digest of the credential that opened it (`None`: anonymous).
-    owner: Option<HolderDigest>,
-    /// The digest of the `Authorization` header it was opened with: every
-    /// later request on it must carry the same one.
-    header: Option<HolderDigest>,
-}
-
-/// Why a session could not be opened or used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SessionRefusal {
-    Full,
-    AnonymousFull,
-    CredentialFull,
-    NotFound,
-    CredentialMismatch,
-}
-
-impl SessionRefusal {
-    fn answer(self) -> HttpAnswer {
-        let (status, kind, message) = match self {
-            SessionRefusal::Full => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too_many_sessions",
-                "every MCP session slot is in use; try again later",
-            ),
-            SessionRefusal::AnonymousFull => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too_many_sessions",
-                "every slot for sessions without a credential is in use; present a DCT",
-            ),
-            SessionRefusal::CredentialFull => (
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_sessions",
-                "this credential holds mcp.max_sessions_per_credential sessions already",
-            ),
-            SessionRefusal::NotFound => (
-                StatusCode::NOT_FOUND,
-                "session_not_found",
-                "no such session (it ended or expired); initialize again",
-            ),
-            SessionRefusal::CredentialMismatch => (
-                StatusCode::FORBIDDEN,
-                "session_credential_mismatch",
-                "this session was opened with another Authorization header",
-            ),
-        };
-        HttpAnswer::error(status, RpcError::new(INVALID_REQUEST, kind, message))
-    }
-}
-
-/// Open sessions, ended after their TTL idle.
-pub struct Sessions {
-    map: Mutex<HashMap<String, Entry>>,
-    policy: SessionPolicy,
-}
-
-impl Sessions {
-    pub fn new(policy: SessionPolicy) -> Self {
-        Self {
-            map: Mutex::new(HashMap::new()),
-            policy,
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn ttl(&self, e: &Entry) -> Duration {
-        if e.owner.is_some() {
-            self.policy.ttl
-        } else {
-            self.policy.anonymous_ttl
-        }
-    }
-
-    /// A new session for `owner`, opened with `header`.
-    fn create(
-        &self,
-        owner: Option<HolderDigest>,
-        header: Option<HolderDigest>,
-    ) -> Result<(String, Arc<Session>), SessionRefusal> {
-        let id = dgw_core::random::session_id().map_err(|_| SessionRefusal::Full)?;
-        let mut map = self.lock();
-        let full = |map: &HashMap<String, Entry>| {
-            let anonymous = map.values().filter(|e| e.owner.is_none()).count();
-            let same = map
-                .values()
-                .filter(|e| owner.is_some() && e.owner == owner)
-                .count();
-            if map.len() >= self.policy.max {
-                Some(SessionRefusal::Full)
-            } else if owner.is_none() && anonymous >= self.policy.anonymous_max() {
-                Some(SessionRefusal::AnonymousFull)
-            } else if owner.is_some() && same >= self.policy.per_credential {
-                Some(SessionRefusal::CredentialFull)
-            } else {
-                None
-            }
-        };
-        if full(&map).is_some() {
-            map.retain(|_, e| e.used.elapsed() < self.ttl(e));
-        }
-        if let Some(refusal) = full(&map) {
-            return Err(refusal);
-        }
-        let session = Arc::new(Session::default());
-        map.insert(
-            id.clone(),
-            Entry {
-                session: session.clone(),
-                used: Instant::now(),
-                owner,
-                header,
-            },
-        );
-        Ok((id, session))
-    }
-
-    /// The live session `id`, if `header` is what it was opened with.
-    fn get(&self, id: &str, header: Option<HolderDigest>) -> Result<Arc<Session>, SessionRefusal> {
-        let mut map = self.lock();
-        let Some(e) = map.get_mut(id) else {
-            return Err(SessionRefusal::NotFound);
-        };
-        if e.used.elapsed() >= self.ttl(e) {
-            map.remove(id);
-            return Err(SessionRefusal::NotFound);
-        }
-        check_header(e, header)?;
-        e.used = Instant::now();
-        Ok(e.session.clone())
-    }
-
-    /// Ends a session (see [`Session::end`]) if `header` may.
-    fn remove(&self, id: &str, header: Option<HolderDigest>) -> Result<(), SessionRefusal> {
-        let entry = {
-            let mut map = self.lock();
-            check_header(map.get(id).ok_or(SessionRefusal::NotFound)?, header)?;
-            map.remove(id).ok_or(SessionRefusal::NotFound)?
-        };
-        entry.session.end();
-        Ok(())
-    }
-}
-
-fn check_header(e: &Entry, header: Option<HolderDigest>) -> Result<(), SessionRefusal> {
-    match (&e.header, header) {
-        (None, _) => Ok(()),
-        (Some(bound), Some(h)) if bound.matches(&h) => Ok(()),
-        _ => Err(SessionRefusal::CredentialMismatch),
-    }
-}
 
 /// An HTTP answer: status, extra headers, JSON body (none for 202/204).
 pub struct HttpAnswer {
@@ -210,7 +29,7 @@ pub struct HttpAnswer {
 }
 
 impl HttpAnswer {
-    fn error(status: StatusCode, e: RpcError) -> Self {
+    pub(crate) fn error(status: StatusCode, e: RpcError) -> Self {
         Self {
             status,
             session_id: None,
@@ -430,63 +249,5 @@ pub fn answer_headers(headers: &mut HeaderMap, answer: &HttpAnswer) {
         .and_then(|s| HeaderValue::from_str(s).ok())
     {
         headers.insert(SESSION_HEADER, id);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sessions(max: usize, per_credential: usize) -> Sessions {
-        Sessions::new(SessionPolicy {
-            ttl: Duration::from_secs(60),
-            max,
-            anonymous: true,
-            anonymous_ttl: Duration::from_secs(60),
-            per_credential,
-        })
-    }
-
-    fn kind(r: Result<(String, Arc<Session>), SessionRefusal>) -> (u16, String) {
-        let a = r.expect_err("refused").answer();
-        let body = a.body.expect("an error body");
-        (
-            a.status.as_u16(),
-            body["error"]["data"]["type"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-        )
-    }
-
-    /// Each of the three limits refuses with `too_many_sessions`, and
-    /// only what it limits.
-    #[test]
-    fn every_session_limit_refuses_with_too_many_sessions() {
-        let (a, b) = (HolderDigest::of("a"), HolderDigest::of("b"));
-        // A credential's own share.
-        let s = sessions(20, 2);
-        s.create(Some(a), None).unwrap();
-        s.create(Some(a), None).unwrap();
-        assert_eq!(
-            kind(s.create(Some(a), None)),
-            (429, "too_many_sessions".into())
-        );
-        s.create(Some(b), None).unwrap();
-        // The anonymous tenth (2 of 20).
-        s.create(None, None).unwrap();
-        s.create(None, None).unwrap();
-        assert_eq!(
-            kind(s.create(None, None)),
-            (503, "too_many_sessions".into())
-        );
-        // Every slot.
-        let s = sessions(2, 5);
-        s.create(Some(a), None).unwrap();
-        s.create(Some(b), None).unwrap();
-        assert_eq!(
-            kind(s.create(Some(HolderDigest::of("c")), None)),
-            (503, "too_many_sessions".into())
-        );
     }
 }
