@@ -382,13 +382,22 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         ),
         mcp: StreamableHttp {
             proxy,
-            sessions: Sessions::new(SessionPolicy {
-                ttl: config.mcp.session_ttl,
-                max: config.mcp.max_sessions,
-                anonymous: config.mcp.anonymous_sessions,
-                anonymous_ttl: config.mcp.anonymous_session_ttl,
-                per_credential: config.mcp.max_sessions_per_credential,
-            }),
+            sessions: {
+                let policy = SessionPolicy {
+                    ttl: config.mcp.session_ttl,
+                    max: config.mcp.max_sessions,
+                    anonymous: config.mcp.anonymous_sessions,
+                    anonymous_ttl: config.mcp.anonymous_session_ttl,
+                    per_credential: config.mcp.max_sessions_per_credential,
+                };
+                // Replicas on one shared state know each other's sessions.
+                match (&config.state, config.ephemeral) {
+                    (crate::config::StateConfig::Redis { .. }, false) => {
+                        Sessions::shared(policy, state.stores.records.clone())
+                    }
+                    _ => Sessions::new(policy),
+                }
+            },
             max_body_bytes: config.server.max_body_bytes,
         },
         gate: gate.clone(),

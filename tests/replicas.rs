@@ -320,3 +320,63 @@ fn replicas_on_a_redis_cluster_share_budgets_and_revocations() {
         answer["error"]["data"]["type"] == "revoked"
     });
 }
+
+/// An MCP session opened on one replica is used on another (a load
+/// balancer without affinity): the session is restored from the shared
+/// record, bound to the same `Authorization` header; another header is
+/// refused; once ended on one replica, a replica that never held it does
+/// not know it.
+#[test]
+fn an_mcp_session_lands_on_any_replica() {
+    use support::mcp::{text_of, Files, McpHttp};
+    let redis = RedisServer::start();
+    let files = Files::new();
+    let r = replicas_with(&redis, 2, &files.upstream_toml());
+    let token = files.read_token(&r.root, 10_000, 3600).encode();
+    let mut c = McpHttp::connect(&r.gateways[0].addr, Some(&token));
+    let read =
+        |c: &mut McpHttp| c.call("read_text_file", json!({"path": files.path("a.txt")}), None);
+    assert!(text_of(&read(&mut c)).contains("hello from a"));
+    c.addr = &r.gateways[1].addr;
+    assert!(text_of(&read(&mut c)).contains("hello from a"));
+    // The same session with another credential: refused on either replica.
+    let mut stranger = McpHttp {
+        addr: &r.gateways[1].addr,
+        session: c.session.clone(),
+        next_id: 1,
+        opened_with: Some(format!(
+            "DCT {}",
+            root_token_for(&r.root, &seed(4), &["docs:read:/**"], 5, 3600, del(9)).encode()
+        )),
+    };
+    let (status, answer) = stranger.post(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        None,
+    );
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["type"],
+        "session_credential_mismatch"
+    );
+    // Ended on the second replica: a third that never held it does not know it.
+    let auth = format!("DCT {token}");
+    let (status, _, _) = http_exchange(
+        &r.gateways[1].addr,
+        "DELETE",
+        "/mcp",
+        &[
+            ("Mcp-Session-Id", c.session.as_str()),
+            ("Authorization", auth.as_str()),
+        ],
+        b"",
+    );
+    assert_eq!(status, 204);
+    let late = replicas_with(&redis, 1, &files.upstream_toml());
+    c.addr = &late.gateways[0].addr;
+    let (status, answer) = c.post(
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
+        None,
+    );
+    assert_eq!(status, 404, "{answer}");
+    assert_eq!(answer["error"]["data"]["type"], "session_not_found");
+}

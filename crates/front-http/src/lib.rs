@@ -91,7 +91,7 @@ impl HttpFront {
             (&Method::POST, "/rpc") => self.rpc(req).await,
             (&Method::POST, "/mcp") => self.mcp_post(req).await,
             (&Method::DELETE, "/mcp") => {
-                let status = self.mcp.delete(req.headers());
+                let status = self.mcp.delete(req.headers()).await;
                 let mut r = Response::new(Full::new(Bytes::new()));
                 *r.status_mut() = status;
                 r

@@ -47,6 +47,16 @@ pub struct Session {
 }
 
 impl Session {
+    /// A session named `id` (its `Mcp-Session-Id`, the same on every
+    /// replica, so what a protocol keys by it is shared too).
+    pub fn named(id: String) -> Self {
+        Self {
+            id,
+            credential: RwLock::new(None),
+            in_flight: InFlight::default(),
+        }
+    }
+
     /// Ends the session: its requests still in flight are cancelled, as if
     /// the client had cancelled each.
     pub fn end(&self) {

@@ -5,14 +5,17 @@
 //! that does not know the session restores it from the record.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
+use serde::{Deserialize, Serialize};
 
 use super::proxy::Session;
 use super::streamable::HttpAnswer;
 use dgw_core::caller::HolderDigest;
+use dgw_core::state::RecordStore;
 use dgw_front_jsonrpc::{RpcError, INVALID_REQUEST};
 
 /// How sessions are opened and kept (`[mcp]`).
@@ -42,6 +45,8 @@ impl SessionPolicy {
 struct Entry {
     session: Arc<Session>,
     used: Instant,
+    /// When its shared record's time was last extended.
+    published: Instant,
     /// The digest of the credential that opened it (`None`: anonymous).
     owner: Option<HolderDigest>,
     /// The digest of the `Authorization` header it was opened with: every
@@ -57,6 +62,8 @@ pub(crate) enum SessionRefusal {
     CredentialFull,
     NotFound,
     CredentialMismatch,
+    /// The shared session records cannot be reached.
+    Unavailable,
 }
 
 impl SessionRefusal {
@@ -87,23 +94,211 @@ impl SessionRefusal {
                 "session_credential_mismatch",
                 "this session was opened with another Authorization header",
             ),
+            SessionRefusal::Unavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "state_unavailable",
+                "the shared session records cannot be reached; try again",
+            ),
         };
         HttpAnswer::error(status, RpcError::new(INVALID_REQUEST, kind, message))
     }
 }
 
-/// Open sessions, ended after their TTL idle.
+/// The record space of shared sessions, by `Mcp-Session-Id`.
+const SPACE: &str = "mcp_sessions";
+
+/// A session as other replicas restore it: what it is bound to and until
+/// when it lives (refreshed as it is used). No credential is kept: a
+/// session bound to an `Authorization` header gets it from every request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Shared {
+    /// Hex of the `Authorization` header's digest.
+    header: Option<String>,
+    /// Hex of the opening credential's digest.
+    owner: Option<String>,
+    /// Unix milliseconds.
+    expires_ms: u64,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn digest_hex(d: &Option<HolderDigest>) -> Option<String> {
+    d.map(|d| hex::encode(d.0))
+}
+
+fn digest_of(hex_text: &Option<String>) -> Option<HolderDigest> {
+    let bytes = hex::decode(hex_text.as_deref()?).ok()?;
+    Some(HolderDigest(bytes.try_into().ok()?))
+}
+
+/// Open sessions, ended after their TTL idle; recorded in `shared` too
+/// when replicas share state.
 pub struct Sessions {
     map: Mutex<HashMap<String, Entry>>,
     pub(crate) policy: SessionPolicy,
+    shared: Option<Arc<dyn RecordStore>>,
+    /// Sessions published, so every so often a publish also sweeps.
+    published: AtomicU64,
 }
 
 impl Sessions {
+    /// Sessions this replica alone knows.
     pub fn new(policy: SessionPolicy) -> Self {
         Self {
             map: Mutex::new(HashMap::new()),
             policy,
+            shared: None,
+            published: AtomicU64::new(0),
         }
+    }
+
+    /// Sessions every replica sharing `records` knows.
+    pub fn shared(policy: SessionPolicy, records: Arc<dyn RecordStore>) -> Self {
+        Self {
+            shared: Some(records),
+            ..Self::new(policy)
+        }
+    }
+
+    /// Records a session just created, so other replicas can restore it;
+    /// every 64th also forgets records past their time.
+    pub(crate) async fn publish(&self, id: &str) -> Result<(), SessionRefusal> {
+        let Some(store) = &self.shared else {
+            return Ok(());
+        };
+        let record = {
+            let map = self.lock();
+            let e = map.get(id).ok_or(SessionRefusal::NotFound)?;
+            self.shared_record(e)
+        };
+        let value = serde_json::to_value(&record).map_err(|_| SessionRefusal::Unavailable)?;
+        store
+            .insert_new(SPACE, id, &value)
+            .await
+            .map_err(|_| SessionRefusal::Unavailable)?;
+        if self.published.fetch_add(1, Ordering::Relaxed) % 64 == 63 {
+            self.sweep_shared(store.as_ref()).await;
+        }
+        Ok(())
+    }
+
+    fn shared_record(&self, e: &Entry) -> Shared {
+        Shared {
+            header: digest_hex(&e.header),
+            owner: digest_hex(&e.owner),
+            expires_ms: unix_ms() + self.ttl(e).as_millis() as u64,
+        }
+    }
+
+    /// Forgets shared records past their time.
+    async fn sweep_shared(&self, store: &dyn RecordStore) {
+        let Ok(all) = store.scan(SPACE).await else {
+            return;
+        };
+        let now = unix_ms();
+        for (id, value) in all {
+            let ended =
+                serde_json::from_value::<Shared>(value).map_or(true, |r| r.expires_ms <= now);
+            if ended {
+                let _ = store.remove(SPACE, &id).await;
+            }
+        }
+    }
+
+    /// The live session `id`, if `header` is what it was opened with: this
+    /// replica's, else restored from the shared record. A session used here
+    /// has its shared record's time extended once a quarter of its TTL has
+    /// passed.
+    pub(crate) async fn find(
+        &self,
+        id: &str,
+        header: Option<HolderDigest>,
+    ) -> Result<Arc<Session>, SessionRefusal> {
+        let Some(store) = &self.shared else {
+            return self.get(id, header);
+        };
+        match self.get(id, header) {
+            Ok(session) => {
+                let stale = {
+                    let mut map = self.lock();
+                    map.get_mut(id).and_then(|e| {
+                        let quarter = self.ttl(e) / 4;
+                        (e.published.elapsed() >= quarter).then(|| {
+                            e.published = Instant::now();
+                            self.shared_record(e)
+                        })
+                    })
+                };
+                if let Some(record) = stale {
+                    self.extend(store.as_ref(), id, &record).await;
+                }
+                Ok(session)
+            }
+            Err(SessionRefusal::NotFound) => self.restore(store.as_ref(), id, header).await,
+            Err(other) => Err(other),
+        }
+    }
+
+    async fn extend(&self, store: &dyn RecordStore, id: &str, record: &Shared) {
+        if let (Ok(Some(old)), Ok(new)) = (store.get(SPACE, id).await, serde_json::to_value(record))
+        {
+            let _ = store.replace(SPACE, id, &old, &new).await;
+        }
+    }
+
+    /// A session another replica opened, from its record.
+    async fn restore(
+        &self,
+        store: &dyn RecordStore,
+        id: &str,
+        header: Option<HolderDigest>,
+    ) -> Result<Arc<Session>, SessionRefusal> {
+        let value = store
+            .get(SPACE, id)
+            .await
+            .map_err(|_| SessionRefusal::Unavailable)?
+            .ok_or(SessionRefusal::NotFound)?;
+        let record: Shared = serde_json::from_value(value).map_err(|_| SessionRefusal::NotFound)?;
+        if record.expires_ms <= unix_ms() {
+            let _ = store.remove(SPACE, id).await;
+            return Err(SessionRefusal::NotFound);
+        }
+        let entry = Entry {
+            session: Arc::new(Session::named(id.to_owned())),
+            used: Instant::now(),
+            published: Instant::now(),
+            owner: digest_of(&record.owner),
+            header: digest_of(&record.header),
+        };
+        check_header(&entry, header)?;
+        let fresh = self.shared_record(&entry);
+        let session = entry.session.clone();
+        self.lock().entry(id.to_owned()).or_insert(entry);
+        self.extend(store, id, &fresh).await;
+        Ok(session)
+    }
+
+    /// Ends a session (see [`Session::end`]) if `header` may, here and in
+    /// the shared records (another replica that restored it keeps its copy
+    /// until it idles out: the header binds it all the same).
+    pub(crate) async fn end(
+        &self,
+        id: &str,
+        header: Option<HolderDigest>,
+    ) -> Result<(), SessionRefusal> {
+        self.find(id, header).await?;
+        self.remove(id, header)?;
+        if let Some(store) = &self.shared {
+            store
+                .remove(SPACE, id)
+                .await
+                .map_err(|_| SessionRefusal::Unavailable)?;
+        }
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
@@ -148,12 +343,13 @@ impl Sessions {
         if let Some(refusal) = full(&map) {
             return Err(refusal);
         }
-        let session = Arc::new(Session::default());
+        let session = Arc::new(Session::named(id.clone()));
         map.insert(
             id.clone(),
             Entry {
                 session: session.clone(),
                 used: Instant::now(),
+                published: Instant::now(),
                 owner,
                 header,
             },

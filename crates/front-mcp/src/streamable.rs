@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::message::Message;
 use super::proxy::{Caller, McpProxy};
 pub use super::sessions::SessionPolicy;
-use super::sessions::Sessions;
+pub use super::sessions::Sessions;
 use super::upstream::SUPPORTED_VERSIONS;
 use dgw_core::caller::HolderDigest;
 use dgw_front_jsonrpc::{denial_error, RpcError, INVALID_REQUEST, MAX_BATCH, PARSE_ERROR};
@@ -63,11 +63,11 @@ pub struct StreamableHttp {
 impl StreamableHttp {
     /// `DELETE /mcp`: ends the session, when asked with the credential
     /// that opened it.
-    pub fn delete(&self, headers: &HeaderMap) -> StatusCode {
+    pub async fn delete(&self, headers: &HeaderMap) -> StatusCode {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return StatusCode::BAD_REQUEST;
         };
-        match self.sessions.remove(id, header_digest(headers)) {
+        match self.sessions.end(id, header_digest(headers)).await {
             Ok(()) => StatusCode::NO_CONTENT,
             Err(refusal) => refusal.answer().status,
         }
@@ -181,6 +181,10 @@ impl StreamableHttp {
             };
             match self.sessions.create(owner, header_digest(headers)) {
                 Ok((id, s)) => {
+                    if let Err(refusal) = self.sessions.publish(&id).await {
+                        let _ = self.sessions.remove(&id, header_digest(headers));
+                        return refusal.answer();
+                    }
                     new_session = Some(id);
                     s
                 }
@@ -198,7 +202,7 @@ impl StreamableHttp {
                         ),
                     )
                 }
-                Some(id) => match self.sessions.get(id, header_digest(headers)) {
+                Some(id) => match self.sessions.find(id, header_digest(headers)).await {
                     Ok(s) => s,
                     Err(refusal) => return refusal.answer(),
                 },
@@ -217,7 +221,7 @@ impl StreamableHttp {
         if let (Some(id), Some(first)) = (&new_session, answers.first()) {
             // An initialize that failed starts no session.
             if first.get("error").is_some() {
-                let _ = self.sessions.remove(id, header_digest(headers));
+                let _ = self.sessions.end(id, header_digest(headers)).await;
                 new_session = None;
             }
         }
