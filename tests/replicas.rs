@@ -147,6 +147,26 @@ fn a_revocation_on_one_replica_reaches_every_replica() {
     }
     let again = r.gateways[2].ok("delegateos/revoke", json!({"revocation": rev}));
     assert_eq!(again["newlyRecorded"], false);
+    // Peers that are not dgw poll any replica's revocationEndpoint.
+    let list = |g: &Gateway, query: &str| {
+        let (status, body) = g.http("GET", &format!("/revocations{query}"), b"");
+        (status, serde_json::from_slice::<Value>(&body).unwrap())
+    };
+    let (status, all) = list(&r.gateways[1], "");
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(all["revocations"], json!([rev]));
+    let entry: RevocationEntry = serde_json::from_value(all["revocations"][0].clone()).unwrap();
+    assert!(
+        entry.into_verified().is_ok(),
+        "a peer verifies what it polls"
+    );
+    let as_of = all["asOf"].as_str().unwrap().to_owned();
+    let (_, later) = list(&r.gateways[2], &format!("?since={as_of}"));
+    assert_eq!(later["revocations"], json!([rev]), "within the overlap");
+    let (_, future) = list(&r.gateways[2], "?since=2099-01-01T00:00:00Z");
+    assert_eq!(future["revocations"], json!([]));
+    let (status, bad) = list(&r.gateways[2], "?since=yesterday");
+    assert_eq!(status, 400, "{bad}");
     let late = replicas(&redis, 1);
     let e = late.gateways[0].err("delegateos/authorize", authorize(&token.encode(), 0));
     assert_eq!(e["data"]["type"], "revoked");

@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use delegateos::messages::{McpDelegateos, MCP_FIELD};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::gatekeeper::{GateError, Gatekeeper};
-use crate::protocol::{Call, Credential, Decision, Denial, Grant, Protocol, ProtocolId};
+use crate::protocol::{
+    Call, Credential, Decision, Denial, Grant, HttpAnswer, HttpRequest, Protocol, ProtocolId,
+};
 
 /// Its name.
 pub const ID: ProtocolId = crate::gatekeeper::DELEGATEOS;
@@ -36,10 +38,75 @@ fn take_field(params: &mut Map<String, Value>) -> Result<Option<McpDelegateos>, 
     Ok(Some(field))
 }
 
+/// How far before a peer's `since` entries are served again: `since`
+/// filters on the signer's `revokedAt`, which another replica may record
+/// later than it says (docs/decisions.md 125).
+const SINCE_OVERLAP: time::Duration = time::Duration::minutes(5);
+
+impl DelegateOs {
+    /// `GET /revocations[?since=<RFC 3339>]`: the v0.2 `revocationEndpoint`
+    /// (spec §4.3), every signed entry (those revoked at or after `since`
+    /// less five minutes), for peers that are not dgw to poll.
+    fn revocations(&self, request: &HttpRequest<'_>) -> HttpAnswer {
+        if request.method != "GET" {
+            return HttpAnswer::new(
+                405,
+                json!({"error": {"type": "method_not_allowed", "message": "GET /revocations"}}),
+            );
+        }
+        if !self.gate.revocations().is_current() {
+            return HttpAnswer::new(
+                503,
+                json!({"error": {"type": "state_unavailable",
+                    "message": "the revocation feed is lost; the list may be incomplete"}}),
+            );
+        }
+        let since = request
+            .query
+            .unwrap_or_default()
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("since="));
+        let from = match since
+            .map(|s| delegateos::Timestamp::parse(&s.replace("%3A", ":").replace("%2B", "+")))
+        {
+            None => None,
+            Some(Ok(t)) => Some(t.instant() - SINCE_OVERLAP),
+            Some(Err(e)) => {
+                return HttpAnswer::new(
+                    400,
+                    json!({"error": {"type": "invalid_params",
+                        "message": format!("since must be an RFC 3339 time: {e}")}}),
+                )
+            }
+        };
+        let entries: Vec<_> = self
+            .gate
+            .revocations()
+            .signed_entries()
+            .into_iter()
+            .filter(|e| from.is_none_or(|from| e.revoked_at.instant() >= from))
+            .collect();
+        let as_of = delegateos::Timestamp::from_instant(time::OffsetDateTime::now_utc());
+        HttpAnswer::new(200, json!({"revocations": entries, "asOf": as_of}))
+    }
+}
+
 #[async_trait]
 impl Protocol for DelegateOs {
     fn id(&self) -> ProtocolId {
         ID
+    }
+
+    fn http_paths(&self) -> &'static [&'static str] {
+        &["/revocations"]
+    }
+
+    async fn serve_http(&self, request: HttpRequest<'_>) -> HttpAnswer {
+        if request.path == "/revocations" {
+            self.revocations(&request)
+        } else {
+            HttpAnswer::not_found()
+        }
     }
 
     fn scheme(&self) -> Option<&'static str> {

@@ -140,6 +140,18 @@ impl Revocations {
         Ok(())
     }
 
+    /// Every signed DelegateOS entry recorded, oldest `revokedAt` first
+    /// (administrators' revocations carry no signature a peer could check,
+    /// and protocols' kinds are theirs).
+    pub fn signed_entries(&self) -> Vec<RevocationEntry> {
+        let mut entries: Vec<RevocationEntry> =
+            read(&self.list).list().into_iter().cloned().collect();
+        entries.sort_by(|a, b| {
+            (&a.revoked_at, &a.revocation_id).cmp(&(&b.revoked_at, &b.revocation_id))
+        });
+        entries
+    }
+
     /// Whether the index has every recorded entry (see [`Revocations::follow`]).
     pub fn is_current(&self) -> bool {
         self.current.load(Ordering::Acquire)

@@ -256,6 +256,7 @@ impl HttpFront {
             // (or a client that goes away) never stops a protocol halfway
             // through a change of state.
             let (method, path) = (parts.method.to_string(), parts.uri.path().to_owned());
+            let query = parts.uri.query().map(str::to_owned);
             let authorization = authorization
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
@@ -265,6 +266,7 @@ impl HttpFront {
                     .serve_http(HttpRequest {
                         method: &method,
                         path: &path,
+                        query: query.as_deref(),
                         authorization: authorization.as_deref(),
                         caller: &caller,
                         body: &body,

@@ -14,6 +14,8 @@ pub struct HttpRequest<'a> {
     pub method: &'a str,
     /// The path, without the query.
     pub path: &'a str,
+    /// The query, without the `?`, as sent.
+    pub query: Option<&'a str>,
     /// The `Authorization` header as sent (a protocol may take its own
     /// schemes, such as a per-request bearer secret).
     pub authorization: Option<&'a str>,
