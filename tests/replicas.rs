@@ -400,3 +400,34 @@ fn an_mcp_session_lands_on_any_replica() {
     assert_eq!(status, 404, "{answer}");
     assert_eq!(answer["error"]["data"]["type"], "session_not_found");
 }
+
+/// A Talos correlation ID used on one replica is a replay on another
+/// (the replay guard is shared), over JSON-RPC `dgw/authorize`.
+#[test]
+fn a_talos_correlation_id_is_a_replay_on_another_replica() {
+    use support::talos_caps::{capability, did, iso};
+    let redis = RedisServer::start();
+    let issuer = seed(7);
+    let extra = format!(
+        "[[talos.issuers]]\ndid = {:?}\nkey = {:?}\ntenant = \"acme\"\nbudget_microcents = 200\n",
+        did(&issuer),
+        hex::encode(issuer.public_key().to_bytes())
+    );
+    let r = replicas_with(&redis, 2, &extra);
+    let cap = capability(&issuer, "/project");
+    let ask = |correlation: &str| {
+        json!({"_talos_capability": cap, "_talos_correlation_id": correlation,
+               "_talos_session_id": "sess-1", "_talos_timestamp": iso(0), "_talos_version": 1,
+               "namespace": "read_text_file", "action": "read", "resource": "/project/a",
+               "costMicrocents": 1})
+    };
+    let a = r.gateways[0].ok("dgw/authorize", ask("corr-1"));
+    assert_eq!(a["protocol"], "talos");
+    let e = r.gateways[1].err("dgw/authorize", ask("corr-1"));
+    assert_eq!(
+        (e["data"]["type"].as_str(), e["data"]["protocol"].as_str()),
+        (Some("REPLAY"), Some("talos")),
+        "{e}"
+    );
+    r.gateways[1].ok("dgw/authorize", ask("corr-2"));
+}

@@ -5,6 +5,7 @@
 pub mod market;
 pub mod mcp;
 pub mod redis;
+pub mod talos_caps;
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
