@@ -5,6 +5,8 @@
 //! scripts are called). Alternating rounds; prints calls per second.
 //!   cargo bench -p dgw-state-redis --bench clients
 
+// The tests' server helper; the bench needs only part of it.
+#[allow(dead_code)]
 #[path = "../../../tests/support/redis.rs"]
 mod redis_server;
 
