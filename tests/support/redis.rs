@@ -4,6 +4,15 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// A free loopback port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("its address")
+        .port()
+}
+
 /// A running `redis-server`.
 pub struct RedisServer {
     child: Option<Child>,
@@ -26,11 +35,7 @@ impl RedisServer {
     }
 
     fn start_with(dir: Option<std::path::PathBuf>) -> RedisServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("a free port")
-            .local_addr()
-            .expect("its address")
-            .port();
+        let port = free_port();
         let mut server = RedisServer {
             child: None,
             port,
@@ -101,11 +106,7 @@ impl RedisCluster {
         let dir = tempfile::tempdir().expect("a temp dir");
         let mut nodes = Vec::new();
         for _ in 0..3 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .expect("a free port")
-                .local_addr()
-                .expect("its address")
-                .port();
+            let port = free_port();
             let child = Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args([
@@ -209,11 +210,7 @@ impl TlsRedisServer {
         std::fs::write(&cert_file, cert.pem()).expect("written");
         std::fs::write(&key_file, key.serialize_pem()).expect("written");
         std::fs::write(&ca_file, &ca_pem).expect("written");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("a free port")
-            .local_addr()
-            .expect("its address")
-            .port();
+        let port = free_port();
         let child = Command::new("redis-server")
             .args([
                 "--port",

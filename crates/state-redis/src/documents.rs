@@ -32,6 +32,20 @@ fn json<T: serde::Serialize>(value: &T) -> Result<String, StorageError> {
     serde_json::to_string(value).map_err(|e| StorageError::Backend(e.to_string()))
 }
 
+/// The document under `field` of the hash `key`, read back (`tree` names
+/// it in an error).
+async fn hget_json<T: serde::de::DeserializeOwned>(
+    connection: &Connection,
+    key: String,
+    field: &str,
+    tree: &'static str,
+) -> Result<Option<T>, StorageError> {
+    let mut con = connection.get().await?;
+    let raw: Option<String> = con.hget(key, field).await.map_err(crate::backend)?;
+    raw.map(|r| serde_json::from_str(&r).map_err(|e| crate::corrupt(tree, field, e)))
+        .transpose()
+}
+
 /// The Redis [`ReplayStore`]: each key with its end of validity, and a
 /// sorted set by that end for the sweep (validity is the caller's clock,
 /// not Redis's).
@@ -128,13 +142,7 @@ impl RedisRecords {
 #[async_trait]
 impl RecordStore for RedisRecords {
     async fn get(&self, space: &'static str, key: &str) -> Result<Option<Value>, StorageError> {
-        let mut con = self.connection.get().await?;
-        let raw: Option<String> = con
-            .hget(self.space(space), key)
-            .await
-            .map_err(crate::backend)?;
-        raw.map(|r| serde_json::from_str(&r).map_err(|e| crate::corrupt(space, key, e)))
-            .transpose()
+        hget_json(&self.connection, self.space(space), key, space).await
     }
 
     async fn insert_new(
@@ -243,15 +251,8 @@ impl DelegationStore for RedisDelegations {
     }
 
     async fn get(&self, id: &DelegationId) -> Result<Option<Delegation>, StorageError> {
-        let mut con = self.connection.get().await?;
-        let raw: Option<String> = con
-            .hget(self.key("delegations"), id.as_str())
-            .await
-            .map_err(crate::backend)?;
-        raw.map(|r| {
-            serde_json::from_str(&r).map_err(|e| crate::corrupt("delegations", id.as_str(), e))
-        })
-        .transpose()
+        let key = self.key("delegations");
+        hget_json(&self.connection, key, id.as_str(), "delegations").await
     }
 
     async fn replace(&self, expected: &Delegation, new: &Delegation) -> Result<bool, StorageError> {
@@ -307,15 +308,8 @@ impl DelegationStore for RedisDelegations {
         &self,
         id: &delegateos::ContractId,
     ) -> Result<Option<TaskContract>, StorageError> {
-        let mut con = self.connection.get().await?;
-        let raw: Option<String> = con
-            .hget(self.key("contracts"), id.as_str())
-            .await
-            .map_err(crate::backend)?;
-        raw.map(|r| {
-            serde_json::from_str(&r).map_err(|e| crate::corrupt("contracts", id.as_str(), e))
-        })
-        .transpose()
+        let key = self.key("contracts");
+        hget_json(&self.connection, key, id.as_str(), "contracts").await
     }
 
     async fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError> {
@@ -335,15 +329,8 @@ impl DelegationStore for RedisDelegations {
         &self,
         id: &delegateos::AttestationId,
     ) -> Result<Option<Attestation>, StorageError> {
-        let mut con = self.connection.get().await?;
-        let raw: Option<String> = con
-            .hget(self.key("attestations"), id.as_str())
-            .await
-            .map_err(crate::backend)?;
-        raw.map(|r| {
-            serde_json::from_str(&r).map_err(|e| crate::corrupt("attestations", id.as_str(), e))
-        })
-        .transpose()
+        let key = self.key("attestations");
+        hget_json(&self.connection, key, id.as_str(), "attestations").await
     }
 
     async fn sync(&self) -> Result<(), StorageError> {

@@ -60,6 +60,16 @@ fn tag(root: &str) -> String {
     hex::encode(h.finalize())
 }
 
+/// A script call over one chain, before its last arguments.
+struct ChainCall<'s> {
+    /// The levels, limits clamped to [`MAX_EXACT`].
+    levels: Vec<(BudgetKey, u64)>,
+    /// Their tree's tag.
+    tag: String,
+    /// The script with the levels' keys.
+    invocation: redis::ScriptInvocation<'s>,
+}
+
 /// How an end script is asked to end a reservation.
 #[derive(Clone, Copy)]
 enum End {
@@ -131,6 +141,52 @@ impl RedisBudgets {
             return Err(StorageError::Backend("a chain's levels share one root".into()).into());
         }
         Ok(tag(first.root()))
+    }
+
+    /// A chain's levels with their limits clamped to [`MAX_EXACT`], its
+    /// tree's tag, and an invocation of `script` with the levels' keys.
+    fn chain_call<'s>(
+        &self,
+        script: &'s Script,
+        levels: &[(BudgetKey, u64)],
+    ) -> Result<ChainCall<'s>, LedgerError> {
+        let tag = Self::chain_tag(levels)?;
+        let levels: Vec<(BudgetKey, u64)> = levels
+            .iter()
+            .map(|(k, l)| (k.clone(), (*l).min(MAX_EXACT)))
+            .collect();
+        let tree = self.tree(&tag);
+        let mut invocation = script.prepare_invoke();
+        for (k, _) in &levels {
+            invocation.key(format!("{tree}l:{}", k.as_str()));
+        }
+        Ok(ChainCall {
+            levels,
+            tag,
+            invocation,
+        })
+    }
+
+    /// Runs a chain script, its levels' limits the last arguments: `ok`,
+    /// or why the amount does not fit.
+    async fn run_chain(
+        &self,
+        mut invocation: redis::ScriptInvocation<'_>,
+        levels: &[(BudgetKey, u64)],
+        amount: u64,
+    ) -> Result<(), LedgerError> {
+        for (_, limit) in levels {
+            invocation.arg(*limit);
+        }
+        let mut con = self.connection.get().await?;
+        let reply: Vec<Reply> = invocation
+            .invoke_async(&mut con)
+            .await
+            .map_err(crate::backend)?;
+        if reply.first().map(as_str) != Some("ok") {
+            return Err(Self::exceeded(levels, &reply, amount));
+        }
+        Ok(())
     }
 
     /// The tree of a reservation ID (`None`: not one of ours).
@@ -293,11 +349,11 @@ impl BudgetStore for RedisBudgets {
         on_expiry: OnExpiry,
         holder: Option<HolderDigest>,
     ) -> Result<Reservation, LedgerError> {
-        let tag = Self::chain_tag(levels)?;
-        let levels: Vec<(BudgetKey, u64)> = levels
-            .iter()
-            .map(|(k, l)| (k.clone(), (*l).min(MAX_EXACT)))
-            .collect();
+        let ChainCall {
+            levels,
+            tag,
+            mut invocation,
+        } = self.chain_call(&self.reserve, levels)?;
         if amount > MAX_EXACT {
             let (k, limit) = &levels[0];
             return Err(LedgerError::Exceeded {
@@ -319,10 +375,6 @@ impl BudgetStore for RedisBudgets {
         let json =
             serde_json::to_string(&record).map_err(|e| StorageError::Backend(e.to_string()))?;
         let tree = self.tree(&tag);
-        let mut invocation = self.reserve.prepare_invoke();
-        for (k, _) in &levels {
-            invocation.key(format!("{tree}l:{}", k.as_str()));
-        }
         invocation
             .key(format!("{tree}r:{id}"))
             .key(format!("{tree}d"))
@@ -331,17 +383,7 @@ impl BudgetStore for RedisBudgets {
             .arg(deadline_ms)
             .arg(&id)
             .arg(json);
-        for (_, limit) in &levels {
-            invocation.arg(*limit);
-        }
-        let mut con = self.connection.get().await?;
-        let reply: Vec<Reply> = invocation
-            .invoke_async(&mut con)
-            .await
-            .map_err(crate::backend)?;
-        if reply.first().map(as_str) != Some("ok") {
-            return Err(Self::exceeded(&levels, &reply, amount));
-        }
+        self.run_chain(invocation, &levels, amount).await?;
         self.index(&levels, &tag).await?;
         Ok(Reservation {
             reservation_id: id,
@@ -364,28 +406,13 @@ impl BudgetStore for RedisBudgets {
     }
 
     async fn charge(&self, levels: &[(BudgetKey, u64)], amount: u64) -> Result<(), LedgerError> {
-        let tag = Self::chain_tag(levels)?;
-        let levels: Vec<(BudgetKey, u64)> = levels
-            .iter()
-            .map(|(k, l)| (k.clone(), (*l).min(MAX_EXACT)))
-            .collect();
-        let tree = self.tree(&tag);
-        let mut invocation = self.charge.prepare_invoke();
-        for (k, _) in &levels {
-            invocation.key(format!("{tree}l:{}", k.as_str()));
-        }
+        let ChainCall {
+            levels,
+            tag,
+            mut invocation,
+        } = self.chain_call(&self.charge, levels)?;
         invocation.arg(amount.min(MAX_EXACT + 1));
-        for (_, limit) in &levels {
-            invocation.arg(*limit);
-        }
-        let mut con = self.connection.get().await?;
-        let reply: Vec<Reply> = invocation
-            .invoke_async(&mut con)
-            .await
-            .map_err(crate::backend)?;
-        if reply.first().map(as_str) != Some("ok") {
-            return Err(Self::exceeded(&levels, &reply, amount));
-        }
+        self.run_chain(invocation, &levels, amount).await?;
         self.index(&levels, &tag).await
     }
 
