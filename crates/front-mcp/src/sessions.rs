@@ -13,10 +13,8 @@ use hyper::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::proxy::Session;
-use super::streamable::HttpAnswer;
 use dgw_core::caller::HolderDigest;
 use dgw_core::state::RecordStore;
-use dgw_front_jsonrpc::{RpcError, INVALID_REQUEST};
 
 /// How sessions are opened and kept (`[mcp]`).
 #[derive(Debug, Clone)]
@@ -67,8 +65,9 @@ pub(crate) enum SessionRefusal {
 }
 
 impl SessionRefusal {
-    pub(crate) fn answer(self) -> HttpAnswer {
-        let (status, kind, message) = match self {
+    /// Its HTTP status, error type and message.
+    pub(crate) fn parts(self) -> (StatusCode, &'static str, &'static str) {
+        match self {
             SessionRefusal::Full => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too_many_sessions",
@@ -99,8 +98,7 @@ impl SessionRefusal {
                 "state_unavailable",
                 "the shared session records cannot be reached; try again",
             ),
-        };
-        HttpAnswer::error(status, RpcError::new(INVALID_REQUEST, kind, message))
+        }
     }
 }
 
@@ -415,15 +413,8 @@ mod tests {
     }
 
     fn kind(r: Result<(String, Arc<Session>), SessionRefusal>) -> (u16, String) {
-        let a = r.expect_err("refused").answer();
-        let body = a.body.expect("an error body");
-        (
-            a.status.as_u16(),
-            body["error"]["data"]["type"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-        )
+        let (status, kind, _) = r.expect_err("refused").parts();
+        (status.as_u16(), kind.to_owned())
     }
 
     /// Each of the three limits refuses with `too_many_sessions`, and

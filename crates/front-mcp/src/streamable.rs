@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::message::Message;
 use super::proxy::{Caller, McpProxy};
 pub use super::sessions::SessionPolicy;
+use super::sessions::SessionRefusal;
 pub use super::sessions::Sessions;
 use super::upstream::SUPPORTED_VERSIONS;
 use dgw_core::caller::HolderDigest;
@@ -29,13 +30,19 @@ pub struct HttpAnswer {
 }
 
 impl HttpAnswer {
-    pub(crate) fn error(status: StatusCode, e: RpcError) -> Self {
+    fn error(status: StatusCode, e: RpcError) -> Self {
         Self {
             status,
             session_id: None,
             body: Some(e.response(Value::Null)),
         }
     }
+}
+
+/// A session refusal as the client gets it.
+fn session_refused(refusal: SessionRefusal) -> HttpAnswer {
+    let (status, kind, message) = refusal.parts();
+    HttpAnswer::error(status, RpcError::new(INVALID_REQUEST, kind, message))
 }
 
 /// The digest of the request's `Authorization` header, if it has one.
@@ -69,7 +76,7 @@ impl StreamableHttp {
         };
         match self.sessions.end(id, header_digest(headers)).await {
             Ok(()) => StatusCode::NO_CONTENT,
-            Err(refusal) => refusal.answer().status,
+            Err(refusal) => session_refused(refusal).status,
         }
     }
 
@@ -183,12 +190,12 @@ impl StreamableHttp {
                 Ok((id, s)) => {
                     if let Err(refusal) = self.sessions.publish(&id).await {
                         let _ = self.sessions.remove(&id, header_digest(headers));
-                        return refusal.answer();
+                        return session_refused(refusal);
                     }
                     new_session = Some(id);
                     s
                 }
-                Err(refusal) => return refusal.answer(),
+                Err(refusal) => return session_refused(refusal),
             }
         } else {
             match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
@@ -204,7 +211,7 @@ impl StreamableHttp {
                 }
                 Some(id) => match self.sessions.find(id, header_digest(headers)).await {
                     Ok(s) => s,
-                    Err(refusal) => return refusal.answer(),
+                    Err(refusal) => return session_refused(refusal),
                 },
             }
         };
