@@ -83,6 +83,23 @@ pub fn write(path: &Path, key: &Keypair, overwrite: bool) -> Result<(), KeyFileE
         .map_err(write_err)
 }
 
+/// Reads a key file, or creates it (mode 0600) on first use.
+pub fn read_or_create(path: &Path) -> Result<Keypair, KeyFileError> {
+    if path.exists() {
+        return read(path);
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(|source| KeyFileError::Write {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    let key = generate()?;
+    write(path, &key, false)?;
+    tracing::info!(path = %path.display(), principal = %key.principal_id(), "created key file");
+    Ok(key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

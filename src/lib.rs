@@ -12,6 +12,7 @@ pub mod keyfile;
 pub mod logs;
 pub mod outbound;
 pub mod protocols;
+pub mod reload;
 pub mod serve;
 
 // The core, re-exported where the gateway's own modules and its tests

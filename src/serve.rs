@@ -2,15 +2,14 @@
 //! stops cleanly on SIGTERM or Ctrl-C (stop accepting, drain, flush, exit 0).
 
 use std::io::Write;
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use delegateos::{Keypair, PrincipalId};
+use delegateos::Keypair;
 use tokio::net::TcpListener;
 
-use crate::caller::Authenticator;
-use crate::config::{Config, TenantRoot};
+use crate::caller::{Admins, Authenticator};
+use crate::config::Config;
 use crate::connections::{connections_within, Limits};
 use crate::gatekeeper::{now, Gatekeeper};
 use crate::http::{self, HttpFront};
@@ -26,9 +25,11 @@ use crate::protocols::ldp::Ldp;
 use crate::protocols::motebit::Motebit;
 use crate::protocols::talos::Talos;
 use crate::protocols::Services;
+use crate::reload::{ListenerTls, Parts, Reloader};
 use crate::revocations::{Revocations, RevokeError};
 use crate::state::{Backend, BudgetSettings, StorageError, Stores};
 use crate::telemetry;
+use crate::tls::LiveTls;
 
 /// Why the gateway could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]
@@ -55,23 +56,6 @@ pub enum ServeError {
     },
 }
 
-/// Reads a key file, or creates it (mode 0600) on first start.
-fn load_or_create_key(path: &Path) -> Result<Keypair, KeyFileError> {
-    if path.exists() {
-        return keyfile::read(path);
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| KeyFileError::Write {
-            path: path.to_owned(),
-            source,
-        })?;
-    }
-    let key = keyfile::generate()?;
-    keyfile::write(path, &key, false)?;
-    tracing::info!(path = %path.display(), principal = %key.principal_id(), "created key file");
-    Ok(key)
-}
-
 /// The gateway's opened state.
 struct State {
     gate: Arc<Gatekeeper>,
@@ -82,6 +66,9 @@ struct State {
     /// Told where the HTTP listener is (sellers call back there).
     agenta: Option<Arc<Agenta>>,
     ldp: Option<Arc<Ldp>>,
+    /// Their trusted issuers change on reload.
+    talos: Arc<Talos>,
+    motebit: Arc<Motebit>,
 }
 
 /// Opens the data directory, the keys and every store (the embedded backend
@@ -95,16 +82,8 @@ async fn open_state(
         path: config.data_dir.display().to_string(),
         source,
     })?;
-    let gateway_key = Arc::new(load_or_create_key(&config.key_file)?);
-    let mut tenants: Vec<(String, PrincipalId)> = Vec::new();
-    for t in &config.tenants {
-        let root = match &t.root {
-            TenantRoot::Principal(id) => id.clone(),
-            TenantRoot::KeyFile(path) => load_or_create_key(path)?.principal_id().clone(),
-        };
-        tracing::info!(tenant = %t.name, root = %root, "trusting tenant root");
-        tenants.push((t.name.clone(), root));
-    }
+    let gateway_key = Arc::new(keyfile::read_or_create(&config.key_file)?);
+    let tenants = config.tenant_roots()?;
 
     let budget = BudgetSettings {
         reservation_ttl: config.budget.reservation_ttl,
@@ -174,8 +153,9 @@ async fn open_state(
         gateway_key.clone(),
     )
     .await?;
+    let talos = Arc::new(talos);
     protocols
-        .register(Arc::new(talos))
+        .register(talos.clone())
         .map_err(ServeError::Protocol)?;
     let services = Services {
         gate: gate.clone(),
@@ -186,9 +166,9 @@ async fn open_state(
         audit: audit.clone(),
         key: gateway_key.clone(),
     };
-    let motebit = Motebit::new(config.motebit.clone(), services.clone()).await?;
+    let motebit = Arc::new(Motebit::new(config.motebit.clone(), services.clone()).await?);
     protocols
-        .register(Arc::new(motebit))
+        .register(motebit.clone())
         .map_err(ServeError::Protocol)?;
     let agenta = match &config.agenta {
         Some(section) => {
@@ -231,6 +211,8 @@ async fn open_state(
         gateway_key,
         agenta,
         ldp,
+        talos,
+        motebit,
     })
 }
 
@@ -351,11 +333,16 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
     // start with its name.
     let (http_tls, grpc_tls) = match &config.server.tls {
         Some(files) => (
-            Some(crate::tls::server_config(files, &[b"http/1.1"])?),
-            Some(crate::tls::server_config(files, &[b"h2"])?),
+            Some(LiveTls::new(crate::tls::server_config(
+                files,
+                &[b"http/1.1"],
+            )?)),
+            Some(LiveTls::new(crate::tls::server_config(files, &[b"h2"])?)),
         ),
         None => (None, None),
     };
+    // One list of administrators for both listeners, replaced on reload.
+    let admins = Admins::new(config.admin_tokens.clone(), config.admin_certs.clone());
     let listener = TcpListener::bind(config.server.http)
         .await
         .map_err(|source| ServeError::Listen {
@@ -373,13 +360,52 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         agenta.listening_at(http_addr, http_tls.is_some());
     }
     let proxy = start_mcp(&config, &state).await;
+    let reloader = Arc::new(Reloader::new(
+        config.clone(),
+        Parts {
+            gate: gate.clone(),
+            admins: admins.clone(),
+            proxy: proxy.clone(),
+            protocols: state.protocols.clone(),
+            sections: {
+                let (talos, motebit) = (state.talos.clone(), state.motebit.clone());
+                vec![
+                    (
+                        "talos",
+                        Box::new(move |c: &Config| talos.set_issuers(&c.talos)),
+                    ),
+                    (
+                        "motebit",
+                        Box::new(move |c: &Config| motebit.set_config(c.motebit.clone())),
+                    ),
+                ]
+            },
+            audit: state.audit.clone(),
+            tls: http_tls.clone().map(|http| ListenerTls {
+                http,
+                grpc: grpc_tls.clone(),
+            }),
+        },
+    ));
     let front = Arc::new(HttpFront {
         rpc: JsonRpc::new(
             gate.clone(),
             state.protocols.clone(),
             state.audit.clone(),
             config.server.max_body_bytes,
-        ),
+        )
+        .with_reload({
+            let reloader = reloader.clone();
+            Arc::new(move |by: String| {
+                let reloader = reloader.clone();
+                Box::pin(async move {
+                    match reloader.reload(&by).await {
+                        Ok(report) => Ok(serde_json::to_value(report).unwrap_or_default()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                })
+            })
+        }),
         mcp: StreamableHttp {
             proxy,
             sessions: {
@@ -405,13 +431,9 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         max_body_bytes: config.server.max_body_bytes,
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
-        auth: Authenticator::new(
-            config.admin_tokens.clone(),
-            config.admin_certs.clone(),
-            http_addr,
-        )
-        .with_schemes(state.protocols.schemes())
-        .with_bearer_prefixes(state.protocols.bearer_prefixes()),
+        auth: Authenticator::sharing(&admins, http_addr)
+            .with_schemes(state.protocols.schemes())
+            .with_bearer_prefixes(state.protocols.bearer_prefixes()),
         guard: HttpGuard::new(
             http_addr,
             config.server.allowed_origins.clone(),
@@ -429,6 +451,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
     };
     let grpc_addr = grpc_listener.as_ref().and_then(|l| l.local_addr().ok());
     let sweeper = spawn_sweeper(&config, &state);
+    let hangups = spawn_reload_on_hangup(reloader);
 
     // One signal stops both fronts.
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -458,13 +481,9 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         let (gate, stopped) = (gate.clone(), stopped(stopping.clone()));
         let protocols = state.protocols.clone();
         let (max, timeout) = (config.server.max_body_bytes, config.server.request_timeout);
-        let auth = Authenticator::new(
-            config.admin_tokens.clone(),
-            config.admin_certs.clone(),
-            grpc_addr.unwrap_or(config.server.http),
-        )
-        .with_schemes(state.protocols.schemes())
-        .with_bearer_prefixes(state.protocols.bearer_prefixes());
+        let auth = Authenticator::sharing(&admins, grpc_addr.unwrap_or(config.server.http))
+            .with_schemes(state.protocols.schemes())
+            .with_bearer_prefixes(state.protocols.bearer_prefixes());
         let tls = grpc_tls.clone();
         let limits = Limits {
             header_read_timeout: None,
@@ -513,7 +532,25 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         }
     }
     sweeper.abort();
+    hangups.abort();
     close_state(&state)
+}
+
+/// Reloads the configuration on every SIGHUP (`systemctl reload`). The
+/// handler is installed before this returns, so a SIGHUP sent once the
+/// gateway says it listens never takes the default action (exit).
+fn spawn_reload_on_hangup(reloader: Arc<Reloader>) -> tokio::task::JoinHandle<()> {
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+    tokio::spawn(async move {
+        let Ok(mut hangups) = hangups else {
+            tracing::error!("cannot listen for SIGHUP; reload with dgw/reload");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            // The outcome is logged and audited by the reloader.
+            let _ = reloader.reload("signal:SIGHUP").await;
+        }
+    })
 }
 
 /// `dgw mcp`: serves MCP on stdin/stdout until stdin closes (or SIGTERM).

@@ -265,6 +265,56 @@ async fn server_tls_without_client_certificates() {
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
 }
 
+/// New certificate files take effect on SIGHUP for the connections that
+/// follow, on both listeners, without a restart.
+#[tokio::test(flavor = "multi_thread")]
+async fn certificates_rotate_on_reload() {
+    let pki = Pki::new();
+    let extra = format!("grpc = \"127.0.0.1:0\"\n{}", pki.server_tls(false));
+    let config = gateway_config(pki.dir.path(), &[("acme", seed(1).principal_id())], &extra);
+    let gw = Gateway::start(&config);
+    let (old, new) = (
+        client(&pki.ca, None, b"http/1.1"),
+        client(&pki.other_ca, None, b"http/1.1"),
+    );
+    let grpc = gw.grpc.clone().unwrap();
+    let h2 = client(&pki.other_ca, None, b"h2");
+    assert!(https(&old, &gw.addr, "GET", "/healthz", &[], "")
+        .await
+        .is_ok());
+    assert!(https(&new, &gw.addr, "GET", "/healthz", &[], "")
+        .await
+        .is_err());
+
+    // The operator replaces the files (another CA's certificate) and signals.
+    let (cert, key) = pki.other_ca.issue("dgw", &["localhost", "127.0.0.1"]);
+    write(pki.dir.path(), "server.pem", &cert);
+    write(pki.dir.path(), "server.key", &key);
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &gw.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while https(&new, &gw.addr, "GET", "/healthz", &[], "")
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new certificate was not served"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(https(&old, &gw.addr, "GET", "/healthz", &[], "")
+        .await
+        .is_err());
+    // The gRPC listener hands out the new certificate too.
+    let tcp = tokio::net::TcpStream::connect(&grpc).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    assert!(h2.connect(name, tcp).await.is_ok());
+}
+
 /// An HTTPS upstream, verified against its `ca_file`; with another CA's
 /// file the upstream is unavailable and no call goes through.
 #[test]

@@ -114,6 +114,8 @@ fn run_gateway(
     let mut config =
         crate::config::Config::load(config).map_err(|e| CliError::Usage(e.to_string()))?;
     config.ephemeral = ephemeral;
+    // Checked when the file was read.
+    let _ = crate::logs::set_level(&config.log_level);
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = config.server.workers {
         runtime.worker_threads(n);

@@ -8,7 +8,7 @@ use super::{Check, ConfigError};
 use crate::budget::LeasePolicy;
 
 /// Budget reservations.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BudgetConfig {
     /// How long a reservation holds budget before the sweeper releases it.
     pub reservation_ttl: Duration,

@@ -14,7 +14,7 @@ use crate::mcp::tools::{
 use crate::mcp::{TransportSpec, UpstreamSpec};
 
 /// The MCP proxy's downstream side.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct McpConfig {
     /// Idle `/mcp` sessions end after this long.
     pub session_ttl: Duration,

@@ -75,6 +75,30 @@ pub struct Config {
     /// Keep the state in memory instead of `data_dir` (`dgw serve
     /// --ephemeral`; never from the file).
     pub ephemeral: bool,
+    /// The log filter (`[log] level`, `RUST_LOG` syntax); `RUST_LOG` wins.
+    pub log_level: String,
+    /// The file it was read from: what reload reads again.
+    pub source: Option<PathBuf>,
+}
+
+/// `[log]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLog {
+    #[serde(default = "default_log_level")]
+    level: String,
+}
+
+impl Default for RawLog {
+    fn default() -> Self {
+        Self {
+            level: default_log_level(),
+        }
+    }
+}
+
+fn default_log_level() -> String {
+    "info".into()
 }
 
 #[derive(Deserialize)]
@@ -101,6 +125,8 @@ struct RawConfig {
     admin: admin::RawAdmin,
     #[serde(default)]
     state: state::RawState,
+    #[serde(default)]
+    log: RawLog,
 }
 
 /// Names the file in every error a section's checks return.
@@ -137,7 +163,9 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(&text, path)
+        let mut config = Self::parse(&text, path)?;
+        config.source = Some(path.to_owned());
+        Ok(config)
     }
 
     /// Validates config text; `path` names it in errors.
@@ -209,6 +237,8 @@ impl Config {
         }
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
         let state = raw.state.validate(&check)?;
+        crate::logs::parse_level(&raw.log.level)
+            .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
             server,
             data_dir: raw.data_dir,
@@ -225,6 +255,8 @@ impl Config {
             admin_certs,
             state,
             ephemeral: false,
+            log_level: raw.log.level,
+            source: None,
         })
     }
 }

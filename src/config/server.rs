@@ -10,7 +10,7 @@ use super::{Check, ConfigError};
 use crate::tls::TlsFiles;
 
 /// Listeners and request limits.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
     /// JSON-RPC at `POST /rpc`, `GET /metrics`, `/healthz`, `/readyz`.
     pub http: SocketAddr,

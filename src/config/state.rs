@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::{Check, ConfigError};
 
 /// The state backend.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub enum StateConfig {
     /// sled in `data_dir` (the default).
     #[default]

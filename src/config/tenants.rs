@@ -70,3 +70,22 @@ pub(super) fn validate(raw: Vec<RawTenant>, check: &Check<'_>) -> Result<Vec<Ten
     }
     Ok(tenants)
 }
+
+impl super::Config {
+    /// Each tenant's name and root: given, or read from its key file
+    /// (created on first use).
+    pub fn tenant_roots(&self) -> Result<Vec<(String, PrincipalId)>, crate::keyfile::KeyFileError> {
+        let mut tenants = Vec::with_capacity(self.tenants.len());
+        for t in &self.tenants {
+            let root = match &t.root {
+                TenantRoot::Principal(id) => id.clone(),
+                TenantRoot::KeyFile(path) => {
+                    crate::keyfile::read_or_create(path)?.principal_id().clone()
+                }
+            };
+            tracing::info!(tenant = %t.name, root = %root, "trusting tenant root");
+            tenants.push((t.name.clone(), root));
+        }
+        Ok(tenants)
+    }
+}

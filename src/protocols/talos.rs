@@ -118,10 +118,29 @@ struct Granted {
     request_hash: String,
 }
 
-/// The Talos protocol.
-pub struct Talos {
+/// The trusted issuers: their keys for the adapter, their settings by DID.
+struct Trust {
     issuers: Issuers,
     settings: HashMap<String, TalosIssuer>,
+}
+
+impl Trust {
+    fn new(issuers: &[TalosIssuer]) -> Self {
+        let mut keys = Issuers::new();
+        for i in issuers {
+            keys.insert(&i.did, i.key);
+        }
+        Self {
+            issuers: keys,
+            settings: issuers.iter().map(|i| (i.did.clone(), i.clone())).collect(),
+        }
+    }
+}
+
+/// The Talos protocol.
+pub struct Talos {
+    /// Replaced whole on reload.
+    trust: arc_swap::ArcSwap<Trust>,
     revocations: Arc<Revocations>,
     /// Correlation IDs seen lately, per session (the adapter's LRU): a
     /// replay is refused without a trip to the store.
@@ -173,19 +192,19 @@ impl Talos {
         key: Arc<delegateos::Keypair>,
     ) -> Result<Self, StorageError> {
         revocations.track(REVOCATIONS).await?;
-        let mut keys = Issuers::new();
-        for i in issuers {
-            keys.insert(&i.did, i.key);
-        }
         Ok(Self {
-            issuers: keys,
-            settings: issuers.iter().map(|i| (i.did.clone(), i.clone())).collect(),
+            trust: arc_swap::ArcSwap::from_pointee(Trust::new(issuers)),
             revocations,
             seen: Mutex::new(ReplayCache::new()),
             replay,
             audit,
             key,
         })
+    }
+
+    /// Trusts exactly these issuers from now on (reload).
+    pub fn set_issuers(&self, issuers: &[TalosIssuer]) {
+        self.trust.store(Arc::new(Trust::new(issuers)));
     }
 
     /// Records a correlation ID until `valid_until`; false if seen before
@@ -275,10 +294,11 @@ impl Talos {
             resources: call.requests.iter().map(|r| r.resource.clone()).collect(),
         };
         // The context holds borrowed closures (not Send): done before any await.
+        let trust = self.trust.load_full();
         let checked = {
             let revoked = |name: &str| self.revocations.contains_name(REVOCATIONS, name);
             let ctx = Context {
-                issuers: &self.issuers,
+                issuers: &trust.issuers,
                 now,
                 revoked: &revoked,
                 known_tool: &|_| true,
@@ -306,7 +326,7 @@ impl Talos {
             );
             return Ok(Err((d, Some(cap))));
         }
-        let Some(settings) = self.settings.get(&authorized.root_issuer) else {
+        let Some(settings) = trust.settings.get(&authorized.root_issuer) else {
             let d = Denied::new(
                 TalosDenial::SignatureInvalid,
                 "the root issuer is not configured",
@@ -347,7 +367,7 @@ impl Talos {
     /// REVOKE event.
     async fn revoke(&self, revocation: TalosRevocation) -> Result<bool, GateError> {
         revocation
-            .verify(&self.issuers)
+            .verify(&self.trust.load().issuers)
             .map_err(|d| GateError::Rejected {
                 kind: d.reason.as_str().to_owned(),
                 detail: d.detail,
@@ -607,7 +627,9 @@ impl Protocol for Talos {
     }
 
     fn budget_roots(&self) -> Vec<(String, String)> {
-        self.settings
+        self.trust
+            .load()
+            .settings
             .values()
             .map(|i| (budget_root(&i.did), i.tenant.clone()))
             .collect()

@@ -10,6 +10,9 @@
 //! configuration), but never for ending someone else's reservation
 //! (decisions.md).
 
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -148,15 +151,42 @@ impl AuthError {
     }
 }
 
-/// Recognises callers for one listener.
-#[derive(Debug, Clone)]
-pub struct Authenticator {
+/// The administrators: `[[admin.tokens]]` and `[[admin.certs]]`, shared by
+/// every listener's [`Authenticator`] and replaced whole on reload.
+#[derive(Debug, Clone, Default)]
+pub struct Admins {
+    list: Arc<ArcSwap<AdminList>>,
+}
+
+#[derive(Debug, Default)]
+struct AdminList {
     tokens: Vec<AdminToken>,
     /// Client certificate subjects that are admins.
     certs: Vec<String>,
-    /// No tokens or certificates are configured and the listener is on
-    /// loopback.
-    loopback_admin: bool,
+}
+
+impl Admins {
+    /// These tokens and certificate subjects.
+    pub fn new(tokens: Vec<AdminToken>, certs: Vec<String>) -> Self {
+        Self {
+            list: Arc::new(ArcSwap::from_pointee(AdminList { tokens, certs })),
+        }
+    }
+
+    /// Replaces the list for every authenticator that shares it; calls
+    /// already authenticated keep the standing they were given.
+    pub fn replace(&self, tokens: Vec<AdminToken>, certs: Vec<String>) {
+        self.list.store(Arc::new(AdminList { tokens, certs }));
+    }
+}
+
+/// Recognises callers for one listener.
+#[derive(Debug, Clone)]
+pub struct Authenticator {
+    admins: Admins,
+    /// The listener is on loopback: with no tokens or certificates
+    /// configured, its callers are admins for the methods that read.
+    loopback_listener: bool,
     /// The schemes the registered protocols' credentials travel under.
     schemes: Vec<&'static str>,
     /// The prefixes of protocol credentials sent as `Bearer` values.
@@ -170,11 +200,15 @@ impl Authenticator {
         certs: Vec<String>,
         listener: std::net::SocketAddr,
     ) -> Self {
-        let loopback_admin = tokens.is_empty() && certs.is_empty() && listener.ip().is_loopback();
+        Self::sharing(&Admins::new(tokens, certs), listener)
+    }
+
+    /// An authenticator for a listener bound to `listener` that follows
+    /// `admins` as it is replaced.
+    pub fn sharing(admins: &Admins, listener: std::net::SocketAddr) -> Self {
         Self {
-            tokens,
-            certs,
-            loopback_admin,
+            admins: admins.clone(),
+            loopback_listener: listener.ip().is_loopback(),
             schemes: vec!["DCT"],
             bearer_prefixes: Vec::new(),
         }
@@ -200,11 +234,14 @@ impl Authenticator {
         authorization: Option<&[u8]>,
         subject: Option<&str>,
     ) -> Result<Caller, AuthError> {
+        let admins = self.admins.list.load();
         let by_cert = subject
-            .filter(|s| self.certs.iter().any(|c| c == s))
+            .filter(|s| admins.certs.iter().any(|c| c == s))
             .map(|s| Admin::Certificate(s.to_owned()));
+        let loopback_admin =
+            self.loopback_listener && admins.tokens.is_empty() && admins.certs.is_empty();
         let mut caller = Caller {
-            admin: by_cert.or(self.loopback_admin.then_some(Admin::Loopback)),
+            admin: by_cert.or(loopback_admin.then_some(Admin::Loopback)),
             credential: None,
             scheme: None,
         };
@@ -219,7 +256,8 @@ impl Authenticator {
             caller.credential = Some(rest.to_owned());
             caller.scheme = Some("Bearer".to_owned());
         } else if scheme.eq_ignore_ascii_case("bearer") {
-            caller.admin = Some(self.admin_token(rest).ok_or(AuthError::InvalidAdminToken)?);
+            caller.admin =
+                Some(admin_token(&admins.tokens, rest).ok_or(AuthError::InvalidAdminToken)?);
         } else if let Some(s) = self.schemes.iter().find(|s| s.eq_ignore_ascii_case(scheme)) {
             caller.credential = Some(rest.to_owned());
             caller.scheme = Some((*s).to_owned());
@@ -228,19 +266,19 @@ impl Authenticator {
         }
         Ok(caller)
     }
+}
 
-    /// The admin token `secret` is, comparing every configured digest in
-    /// constant time (no early exit, so timing does not tell which).
-    fn admin_token(&self, secret: &str) -> Option<Admin> {
-        let digest = AdminToken::digest(secret);
-        let mut found = None;
-        for t in &self.tokens {
-            if bool::from(t.sha256.ct_eq(&digest)) {
-                found = Some(Admin::Token(t.name.clone()));
-            }
+/// The admin token `secret` is, comparing every configured digest in
+/// constant time (no early exit, so timing does not tell which).
+fn admin_token(tokens: &[AdminToken], secret: &str) -> Option<Admin> {
+    let digest = AdminToken::digest(secret);
+    let mut found = None;
+    for t in tokens {
+        if bool::from(t.sha256.ct_eq(&digest)) {
+            found = Some(Admin::Token(t.name.clone()));
         }
-        found
     }
+    found
 }
 
 /// A fresh admin secret: 256 random bits, base64url.
@@ -277,6 +315,29 @@ mod tests {
             name: name.into(),
             sha256: AdminToken::digest(secret),
         }
+    }
+
+    #[test]
+    fn replaced_admins_apply_to_every_sharing_authenticator() {
+        let admins = Admins::new(vec![token("ops", "s3cret")], vec![]);
+        let http = Authenticator::sharing(&admins, "127.0.0.1:1".parse().unwrap());
+        let grpc = Authenticator::sharing(&admins, "127.0.0.1:2".parse().unwrap());
+        assert!(http.caller_h(Some(b"Bearer s3cret")).is_ok());
+        admins.replace(vec![token("ci", "other")], vec!["CN=ops".into()]);
+        for auth in [&http, &grpc] {
+            assert_eq!(
+                auth.caller_h(Some(b"Bearer s3cret")).unwrap_err(),
+                AuthError::InvalidAdminToken
+            );
+            assert!(auth
+                .caller_h(Some(b"Bearer other"))
+                .unwrap()
+                .is_authenticated_admin());
+            assert!(auth.caller(None, Some("CN=ops")).unwrap().is_admin());
+        }
+        // Emptied: loopback listeners fall back to loopback admins.
+        admins.replace(vec![], vec![]);
+        assert_eq!(http.caller_h(None).unwrap().admin, Some(Admin::Loopback));
     }
 
     #[test]

@@ -150,7 +150,7 @@ pub struct Settings {
     pub protocols: Arc<dgw_core::protocol::Registry>,
     pub limits: Limits,
     /// TLS (ALPN `h2`); none: plain text.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: Option<dgw_net::tls::LiveTls>,
 }
 
 /// Serves gRPC on `listener` until `shutdown` resolves (then health turns
@@ -198,7 +198,6 @@ pub async fn serve(
     // ours carry it, or Nagle holds back each answer's trailers.
     let tracker = Tracker::new(limits);
     let (accepted, incoming) = tokio::sync::mpsc::channel::<std::io::Result<GrpcIo>>(64);
-    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let acceptor = tokio::spawn(async move {
         loop {
             let (stream, peer) = tracker.accept(&listener).await;
@@ -207,7 +206,7 @@ pub async fn serve(
                 continue;
             };
             let accepted = accepted.clone();
-            let Some(tls) = tls.clone() else {
+            let Some(tls) = tls.as_ref().map(|t| t.acceptor()) else {
                 if accepted.send(Ok(GrpcIo::Plain(io))).await.is_err() {
                     return;
                 }

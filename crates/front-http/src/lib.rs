@@ -98,7 +98,7 @@ impl HttpFront {
             }
             (&Method::GET, "/metrics") => {
                 self.gate.refresh_gauges().await;
-                for up in self.mcp.proxy.upstreams() {
+                for up in self.mcp.proxy.upstreams().iter() {
                     dgw_core::telemetry::set_upstream_up(&up.name, up.is_ready());
                 }
                 let text = self
@@ -332,13 +332,12 @@ pub async fn serve(
     listener: TcpListener,
     front: Arc<HttpFront>,
     limits: Limits,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<dgw_net::tls::LiveTls>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
     let graceful = GracefulShutdown::new();
     let tracker = Tracker::new(limits);
-    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let handshake_limit = limits
         .header_read_timeout
         .unwrap_or(Duration::from_secs(10));
@@ -352,7 +351,7 @@ pub async fn serve(
                     continue;
                 };
                 let (front, tracker, watcher, tls) =
-                    (front.clone(), tracker.clone(), graceful.watcher(), tls.clone());
+                    (front.clone(), tracker.clone(), graceful.watcher(), tls.as_ref().map(|t| t.acceptor()));
                 tokio::spawn(async move {
                     let state = io.state();
                     let served = match tls {

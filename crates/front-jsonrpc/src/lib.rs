@@ -30,7 +30,19 @@ pub struct JsonRpc {
     protocols: Arc<Registry>,
     audit: Arc<dyn AuditSink>,
     max_body_bytes: usize,
+    reload: Option<Reload>,
 }
+
+/// Reloads the gateway's configuration for `dgw/reload`: called with the
+/// admin's name, it answers the report, or why the file was refused.
+pub type Reload = Arc<
+    dyn Fn(
+            String,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<serde_json::Value, String>> + Send>,
+        > + Send
+        + Sync,
+>;
 
 impl JsonRpc {
     pub fn new(
@@ -44,6 +56,13 @@ impl JsonRpc {
             protocols,
             audit,
             max_body_bytes,
+            reload: None,
         }
+    }
+
+    /// Serves `dgw/reload` with `reload`.
+    pub fn with_reload(mut self, reload: Reload) -> Self {
+        self.reload = Some(reload);
+        self
     }
 }

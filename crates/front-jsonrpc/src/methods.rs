@@ -29,6 +29,7 @@ pub const METHODS: &[&str] = &[
     "dgw/authorize",
     "dgw/audit",
     "dgw/revoke",
+    "dgw/reload",
 ];
 
 #[derive(Deserialize)]
@@ -70,6 +71,11 @@ struct RevokeWithProof {
     #[serde(default)]
     dct: Option<String>,
 }
+
+/// Params of methods that take none.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmptyParams {}
 
 /// `dgw/authorize` params: the request, and the credential of any
 /// registered protocol in its members (`_delegateos`, a Talos envelope) or
@@ -150,6 +156,7 @@ impl JsonRpc {
             "dgw/authorize" => self.authorize_any(caller, p).await,
             "dgw/audit" => self.audit(caller, p).await,
             "dgw/revoke" => self.admin_revoke(caller, p).await,
+            "dgw/reload" => self.reload(caller, p).await,
             "delegateos/delegate" => self.delegate(p).await,
             "delegateos/complete" => self.complete(p).await,
             "delegateos/revoke" => self.revoke(caller, p).await,
@@ -373,6 +380,40 @@ impl JsonRpc {
             .await
             .map_err(|e| gate(&GateError::Storage(e)))?;
         Ok((json!({"events": events}), Outcome::Ok))
+    }
+
+    /// Reads the config file again (an authenticated admin: it changes who
+    /// is trusted, as a forced revocation does).
+    async fn reload(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        if !caller.is_authenticated_admin() {
+            return Err(gate(&GateError::Forbidden {
+                kind: dgw_core::gatekeeper::Forbidden::AdminRequired,
+                detail: "dgw/reload needs an admin token or certificate".into(),
+            }));
+        }
+        let _: EmptyParams = params(p.or_else(|| Some(json!({})))).map_err(err)?;
+        let Some(reload) = &self.reload else {
+            return Err((
+                RpcError::new(
+                    METHOD_NOT_FOUND,
+                    "method_not_found",
+                    "this gateway does not reload",
+                ),
+                Outcome::Error,
+            ));
+        };
+        let by = caller.admin_name().unwrap_or_default();
+        match reload(by).await {
+            Ok(report) => Ok((report, Outcome::Ok)),
+            Err(problem) => Err((
+                RpcError::new(REJECTED, "config_invalid", problem),
+                Outcome::Error,
+            )),
+        }
     }
 
     async fn admin_revoke(

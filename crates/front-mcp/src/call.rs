@@ -321,10 +321,11 @@ impl McpProxy {
             e.data["tool"] = json!(name);
             return Err(e);
         };
-        let upstream = self.upstreams[tool.upstream].clone();
+        let upstream = tool.upstream.clone();
         labels.upstream = upstream.name.clone();
         labels.tool = tool.exposed.clone();
-        let Some(policy) = upstream.rules.policy_for(&tool.original) else {
+        let rules = upstream.rules();
+        let Some(policy) = rules.policy_for(&tool.original) else {
             let detail = format!("tool {name:?} is not mapped to a capability, so it is denied");
             if let Some(d) = self
                 .refused_early(found, &name, caller, EarlyRefusal::UnmappedTool, &detail)

@@ -21,5 +21,5 @@ pub mod streamable;
 pub mod tools;
 pub mod upstream;
 
-pub use proxy::McpProxy;
+pub use proxy::{McpProxy, UpstreamChanges};
 pub use upstream::{TransportSpec, Upstream, UpstreamSpec};

@@ -7,12 +7,15 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use super::cancel::{Cancel, InFlight};
 use super::message::{Id, Message, Reply};
-use super::upstream::{Upstream, UpstreamError, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
+use super::upstream::{
+    Upstream, UpstreamError, UpstreamSpec, PROTOCOL_VERSION, SUPPORTED_VERSIONS,
+};
 use dgw_core::gatekeeper::Gatekeeper;
 use dgw_core::protocol::{Denial, Found, Registry};
 use dgw_core::telemetry::{Outcome, RequestRecord};
@@ -92,7 +95,7 @@ pub struct Caller<'a> {
 #[derive(Debug, Clone)]
 pub(super) struct CatalogTool {
     pub(super) exposed: String,
-    pub(super) upstream: usize,
+    pub(super) upstream: Arc<Upstream>,
     pub(super) original: String,
     pub(super) definition: Map<String, Value>,
 }
@@ -147,7 +150,7 @@ impl Catalog {
             catalog.by_name.insert(exposed.clone(), catalog.tools.len());
             catalog.tools.push(Arc::new(CatalogTool {
                 exposed,
-                upstream,
+                upstream: upstreams[upstream].clone(),
                 original,
                 definition,
             }));
@@ -166,11 +169,23 @@ pub fn offerable_tool_name(name: &str) -> bool {
         && !name.contains(CLASH_SEPARATOR)
 }
 
+/// What [`McpProxy::replace_upstreams`] did, by upstream name.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UpstreamChanges {
+    /// Running on, with the new rules and timeout.
+    pub kept: Vec<String>,
+    /// New, or reached another way.
+    pub started: Vec<String>,
+    /// No longer offered; stopped once their calls could have finished.
+    pub retired: Vec<String>,
+}
+
 /// The proxy over a gatekeeper and its upstreams.
 pub struct McpProxy {
     pub(super) gate: Arc<Gatekeeper>,
     pub(super) protocols: Arc<Registry>,
-    pub(super) upstreams: Vec<Arc<Upstream>>,
+    /// Replaced whole on reload; a call keeps the upstream it found.
+    upstreams: arc_swap::ArcSwap<Vec<Arc<Upstream>>>,
     unchecked_methods: Vec<String>,
     /// Drop upstream tools whose names are not [`offerable_tool_name`].
     strict_tool_names: bool,
@@ -216,15 +231,63 @@ impl McpProxy {
         Self {
             gate,
             protocols,
-            upstreams,
+            upstreams: arc_swap::ArcSwap::from_pointee(upstreams),
             unchecked_methods,
             strict_tool_names,
             catalog: RwLock::new(Arc::default()),
         }
     }
 
-    pub fn upstreams(&self) -> &[Arc<Upstream>] {
-        &self.upstreams
+    /// The upstreams as they stand now.
+    pub fn upstreams(&self) -> Arc<Vec<Arc<Upstream>>> {
+        self.upstreams.load_full()
+    }
+
+    /// Serves `specs` from now on (reload): an upstream reached the same
+    /// way keeps running with the new rules and timeout; a new or changed
+    /// one is started and given up to `ready_timeout` to initialize before
+    /// it is offered; one no longer configured is retired once the calls
+    /// it already has could have finished. Calls in flight are not failed.
+    pub async fn replace_upstreams(
+        &self,
+        specs: Vec<UpstreamSpec>,
+        ready_timeout: Duration,
+    ) -> UpstreamChanges {
+        let old = self.upstreams();
+        let mut changes = UpstreamChanges::default();
+        let mut next = Vec::with_capacity(specs.len());
+        for spec in specs {
+            match old.iter().find(|u| u.same_upstream(&spec)) {
+                Some(kept) => {
+                    kept.set_terms(&spec);
+                    changes.kept.push(spec.name.clone());
+                    next.push(kept.clone());
+                }
+                None => {
+                    changes.started.push(spec.name.clone());
+                    next.push(Upstream::start(spec));
+                }
+            }
+        }
+        let started: Vec<_> = next
+            .iter()
+            .filter(|u| !old.iter().any(|o| Arc::ptr_eq(o, u)))
+            .cloned()
+            .collect();
+        for up in &started {
+            if !up.wait_ready(ready_timeout).await {
+                tracing::error!(upstream = %up.name, limit = ?ready_timeout, "reloaded upstream not ready in time; offering it anyway, retried until it is");
+            }
+        }
+        for up in old.iter() {
+            if !next.iter().any(|n| Arc::ptr_eq(n, up)) {
+                changes.retired.push(up.name.clone());
+                up.retire();
+            }
+        }
+        self.upstreams.store(Arc::new(next));
+        self.rebuild_catalog();
+        changes
     }
 
     /// The protocols whose credentials calls may carry.
@@ -306,7 +369,7 @@ impl McpProxy {
 
     /// Lists every ready upstream's tools again and rebuilds the catalog.
     pub async fn refresh_catalog(&self) {
-        for up in &self.upstreams {
+        for up in self.upstreams().iter() {
             if let Err(e) = up.list_tools().await {
                 tracing::warn!(upstream = %up.name, error = %e, "listing tools failed; keeping the last list");
             }
@@ -316,7 +379,7 @@ impl McpProxy {
 
     /// Rebuilds the catalog from the tools the upstreams last listed.
     pub fn rebuild_catalog(&self) {
-        let catalog = Arc::new(Catalog::build(&self.upstreams, self.strict_tool_names));
+        let catalog = Arc::new(Catalog::build(&self.upstreams(), self.strict_tool_names));
         *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = catalog;
     }
 
@@ -416,7 +479,7 @@ impl McpProxy {
         let mut capabilities = Map::new();
         capabilities.insert("tools".into(), json!({"listChanged": false}));
         let mut instructions = Vec::new();
-        for up in &self.upstreams {
+        for up in self.upstreams().iter() {
             let Some(init) = up.initialize_result() else {
                 continue;
             };
@@ -507,14 +570,12 @@ impl McpProxy {
                 .tools
                 .iter()
                 .filter(|t| self.protocols.serving_tool(&t.exposed).is_none())
-                .filter(
-                    |t| match self.upstreams[t.upstream].rules.policy_for(&t.original) {
-                        None => false,
-                        Some(policy) => capabilities
-                            .as_deref()
-                            .is_none_or(|caps| policy.offered_to(caps)),
-                    },
-                )
+                .filter(|t| match t.upstream.rules().policy_for(&t.original) {
+                    None => false,
+                    Some(policy) => capabilities
+                        .as_deref()
+                        .is_none_or(|caps| policy.offered_to(caps)),
+                })
                 .map(|t| Value::Object(t.definition.clone())),
         );
         Ok(Reply::Result(json!({ "tools": tools })))
@@ -523,7 +584,7 @@ impl McpProxy {
     /// Finds a tool by the name offered downstream, listing again once when
     /// the name is unknown or an upstream said its list changed.
     pub(super) async fn find_tool(&self, name: &str) -> Option<Arc<CatalogTool>> {
-        let stale = self.upstreams.iter().any(|u| u.tools_stale());
+        let stale = self.upstreams.load().iter().any(|u| u.tools_stale());
         if !stale {
             let catalog = self.catalog();
             if let Some(&i) = catalog.by_name.get(name) {
@@ -554,9 +615,10 @@ impl McpProxy {
             other => other,
         };
         let upstream = self
-            .upstreams
+            .upstreams()
             .iter()
             .find(|u| u.is_ready() && u.declares(family))
+            .cloned()
             .ok_or_else(|| {
                 RpcError::new(
                     METHOD_NOT_FOUND,

@@ -54,12 +54,30 @@ enum Link {
     Http(Box<HttpLink>),
 }
 
+/// What reload may change of a running upstream without restarting it.
+#[derive(Debug)]
+struct Terms {
+    rules: Arc<ToolRules>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One upstream server.
 pub struct Upstream {
     pub name: String,
-    pub rules: ToolRules,
-    pub timeout: Duration,
+    /// How it is reached: an upstream reached another way is another upstream.
+    transport: TransportSpec,
+    terms: arc_swap::ArcSwap<Terms>,
     link: Link,
+    /// Set once the upstream is replaced or removed: its process stops.
+    retired: watch::Sender<bool>,
     next_id: AtomicU64,
     /// The upstream's `initialize` result.
     init: RwLock<Option<Map<String, Value>>>,
@@ -82,9 +100,13 @@ impl Upstream {
         };
         let up = Arc::new(Self {
             name: spec.name,
-            rules: spec.rules,
-            timeout: spec.timeout,
+            transport: spec.transport,
+            terms: arc_swap::ArcSwap::from_pointee(Terms {
+                rules: Arc::new(spec.rules),
+                timeout: spec.timeout,
+            }),
             link,
+            retired: watch::channel(false).0,
             next_id: AtomicU64::new(1),
             init: RwLock::new(None),
             tools: RwLock::new(Vec::new()),
@@ -93,12 +115,58 @@ impl Upstream {
         });
         let supervised = up.clone();
         tokio::spawn(async move {
-            match &supervised.link {
-                Link::Stdio(link) => link.supervise(&*supervised).await,
-                Link::Http(_) => HttpLink::supervise(&*supervised).await,
+            let mut retired = supervised.retired.subscribe();
+            let supervise = async {
+                match &supervised.link {
+                    Link::Stdio(link) => link.supervise(&*supervised).await,
+                    Link::Http(_) => HttpLink::supervise(&*supervised).await,
+                }
+            };
+            // Retiring drops the supervision, and with it the child process.
+            tokio::select! {
+                () = supervise => {}
+                _ = retired.wait_for(|r| *r) => {
+                    tracing::info!(upstream = %supervised.name, "retired upstream stopped");
+                }
             }
         });
         up
+    }
+
+    /// Whether `spec` names this upstream reached the same way (reload keeps
+    /// it running and only changes its rules and timeout).
+    pub fn same_upstream(&self, spec: &UpstreamSpec) -> bool {
+        self.name == spec.name && self.transport == spec.transport
+    }
+
+    /// Takes `spec`'s rules and timeout for the calls that start from now on.
+    pub fn set_terms(&self, spec: &UpstreamSpec) {
+        self.terms.store(Arc::new(Terms {
+            rules: Arc::new(spec.rules.clone()),
+            timeout: spec.timeout,
+        }));
+    }
+
+    /// Its tool rules, as they stand now.
+    pub fn rules(&self) -> Arc<ToolRules> {
+        self.terms.load().rules.clone()
+    }
+
+    /// How long a request may wait for its answer, as it stands now.
+    pub fn timeout(&self) -> Duration {
+        self.terms.load().timeout
+    }
+
+    /// Stops the upstream once the calls already sent to it have had their
+    /// timeout to finish; new calls no longer reach it (its proxy stopped
+    /// listing it first).
+    pub fn retire(self: &Arc<Self>) {
+        let up = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(up.timeout()).await;
+            up.set_ready(false);
+            up.retired.send_replace(true);
+        });
     }
 
     /// Waits until the upstream is initialized, up to `limit`.
@@ -191,10 +259,11 @@ impl Upstream {
         if let Message::Request { id: slot, .. } = message {
             *slot = json!(id);
         }
+        let timeout = self.timeout();
         let exchange = async {
             match &self.link {
-                Link::Stdio(s) => s.request(self, id, message, self.timeout).await,
-                Link::Http(h) => h.request(self, id, message, self.timeout).await,
+                Link::Stdio(s) => s.request(self, id, message, timeout).await,
+                Link::Http(h) => h.request(self, id, message, timeout).await,
             }
         };
         let sent = tokio::select! {

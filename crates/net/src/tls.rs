@@ -20,6 +20,29 @@ pub struct TlsFiles {
     pub client_ca_file: Option<PathBuf>,
 }
 
+/// A listener's TLS configuration that reload replaces: each new connection
+/// handshakes with the one current when it was accepted; open connections
+/// keep theirs.
+#[derive(Clone)]
+pub struct LiveTls(Arc<arc_swap::ArcSwap<ServerConfig>>);
+
+impl LiveTls {
+    /// Starts with `config`.
+    pub fn new(config: Arc<ServerConfig>) -> Self {
+        Self(Arc::new(arc_swap::ArcSwap::new(config)))
+    }
+
+    /// Replaces the configuration for connections accepted from now on.
+    pub fn replace(&self, config: Arc<ServerConfig>) {
+        self.0.store(config);
+    }
+
+    /// An acceptor with the current configuration.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        tokio_rustls::TlsAcceptor::from(self.0.load_full())
+    }
+}
+
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// The validated section.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AgentaConfig {
     /// The DelegateOS tenant whose DCTs pay for Agenta work.
     pub tenant: String,

@@ -44,7 +44,7 @@ struct RawIdentity {
 }
 
 /// dgw's own identity card's particulars.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OwnIdentity {
     /// `ldp:delegate:<name>` (default `dgw`).
     pub name: String,
@@ -65,7 +65,7 @@ struct RawDomain {
 }
 
 /// A trust domain whose routers' tasks a tenant pays without a DCT.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PayingDomain {
     /// The routers' trust domain (SESSION_PROPOSE's `trust_domain`).
     pub name: String,
@@ -108,7 +108,7 @@ struct RawDelegate {
 }
 
 /// A delegate behind dgw.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct Delegate {
     /// Its path segment: `/ldp/{name}/…`.
     pub name: String,
@@ -155,7 +155,7 @@ impl Delegate {
 }
 
 /// The section, validated.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LdpConfig {
     /// Where routers reach dgw.
     pub public_url: Option<String>,

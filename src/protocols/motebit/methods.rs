@@ -189,6 +189,7 @@ async fn revoke(m: &Motebit, caller: &Caller, params: Value) -> MethodResult {
             let key = motebit::encoding::parse_key(&rev.delegator_public_key).map_err(rejected)?;
             let configured = m
                 .config
+                .load()
                 .delegators
                 .iter()
                 .any(|d| d.motebit_id == rev.delegator_id && d.key == key);

@@ -70,7 +70,8 @@ const METHODS: &[&str] = &[
 
 /// The Motebit protocol.
 pub struct Motebit {
-    config: MotebitConfig,
+    /// Replaced whole on reload.
+    config: arc_swap::ArcSwap<MotebitConfig>,
     revocations: Arc<Revocations>,
     replay: Arc<dyn ReplayStore>,
     delegations: Arc<dyn DelegationStore>,
@@ -121,7 +122,7 @@ impl Motebit {
     pub async fn new(config: MotebitConfig, state: super::Services) -> Result<Self, StorageError> {
         state.revocations.track(REVOCATIONS).await?;
         Ok(Self {
-            config,
+            config: arc_swap::ArcSwap::from_pointee(config),
             revocations: state.revocations,
             replay: state.replay,
             delegations: state.delegations,
@@ -130,6 +131,11 @@ impl Motebit {
             pins: Pins::new(state.records),
             verified: Mutex::new(HashSet::new()),
         })
+    }
+
+    /// Trusts these delegators, for this audience, from now on (reload).
+    pub fn set_config(&self, config: MotebitConfig) {
+        self.config.store(Arc::new(config));
     }
 
     /// Appends an audit event and counts it.
@@ -220,7 +226,8 @@ impl Motebit {
             (Some(r), Some(l)) => (r, l),
             _ => return Ok(Err(Failure::malformed("the delegation chain is empty"))),
         };
-        let Some(delegator) = self.config.delegators.iter().find(|d| {
+        let config = self.config.load_full();
+        let Some(delegator) = config.delegators.iter().find(|d| {
             d.motebit_id == root.delegator_id && root.delegator_key().is_ok_and(|k| k == d.key)
         }) else {
             return Ok(Err(Failure::new(
@@ -248,11 +255,7 @@ impl Motebit {
         let bearer_digest = format!("b{}", bearer.digest(&delegate_key));
         let checked = self
             .verified_once(bearer_digest, || bearer.verify_signature(&delegate_key))
-            .and_then(|()| {
-                bearer
-                    .check_claims(&self.config.audience, now as f64)
-                    .map(drop)
-            });
+            .and_then(|()| bearer.check_claims(&config.audience, now as f64).map(drop));
         if let Err(f) = checked {
             return Ok(Err(f));
         }
@@ -523,7 +526,7 @@ impl Protocol for Motebit {
     fn tools(&self) -> Vec<Value> {
         // Served when Motebit callers are expected: the reference client
         // calls it first and disconnects when it fails (fail-closed).
-        if self.config.delegators.is_empty() {
+        if self.config.load().delegators.is_empty() {
             return Vec::new();
         }
         vec![json!({
@@ -559,6 +562,7 @@ impl Protocol for Motebit {
 
     fn budget_roots(&self) -> Vec<(String, String)> {
         self.config
+            .load()
             .delegators
             .iter()
             .map(|d| (budget_root(&d.motebit_id), d.tenant.clone()))

@@ -100,8 +100,9 @@ impl Gatekeeper {
         };
         let mut per_tenant: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         let adapter_roots = self.adapter_roots.read().unwrap_or_else(|p| p.into_inner());
-        let roots = self
-            .tenant_names
+        let tenants = self.tenants.load();
+        let roots = tenants
+            .names
             .iter()
             .map(|(root, name)| (root.to_string(), name.as_str()))
             .chain(adapter_roots.iter().map(|(r, n)| (r.clone(), n.as_str())));
@@ -123,5 +124,13 @@ impl Gatekeeper {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .push((root, tenant));
+    }
+
+    /// Replaces every adapter budget root (reload).
+    pub fn set_budget_roots(&self, roots: Vec<(String, String)>) {
+        *self
+            .adapter_roots
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = roots;
     }
 }

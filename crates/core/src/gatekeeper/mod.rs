@@ -97,12 +97,31 @@ type ContractsById = BTreeMap<delegateos::ContractId, delegateos::TaskContract>;
 struct Verified {
     token: VerifiedDct,
     levels: Vec<(BudgetKey, u64)>,
+    /// The [`Tenants::generation`] it was verified against: an entry from
+    /// before a reload is verified again.
+    generation: u64,
+}
+
+/// The trusted tenant roots, replaced whole on reload.
+struct Tenants {
+    generation: u64,
+    roots: Vec<PrincipalId>,
+    names: HashMap<PrincipalId, String>,
+}
+
+impl Tenants {
+    fn new(generation: u64, tenants: Vec<(String, PrincipalId)>) -> Self {
+        Self {
+            generation,
+            roots: tenants.iter().map(|(_, r)| r.clone()).collect(),
+            names: tenants.into_iter().map(|(n, r)| (r, n)).collect(),
+        }
+    }
 }
 
 /// The gatekeeper.
 pub struct Gatekeeper {
-    roots: Vec<PrincipalId>,
-    tenant_names: HashMap<PrincipalId, String>,
+    tenants: arc_swap::ArcSwap<Tenants>,
     /// Keyed by the token's bytes; `ahash` because the keys are kilobytes
     /// long and hashed on every request (keyed per process, so DoS-resistant).
     cache: RwLock<HashMap<String, Arc<Verified>, ahash::RandomState>>,
@@ -145,8 +164,7 @@ impl Gatekeeper {
         delegations: Arc<dyn DelegationStore>,
     ) -> Self {
         Self {
-            roots: tenants.iter().map(|(_, r)| r.clone()).collect(),
-            tenant_names: tenants.into_iter().map(|(n, r)| (r, n)).collect(),
+            tenants: arc_swap::ArcSwap::from_pointee(Tenants::new(0, tenants)),
             cache: RwLock::new(HashMap::default()),
             budgets,
             revocations,
@@ -157,6 +175,23 @@ impl Gatekeeper {
         }
     }
 
+    /// Trusts exactly these tenant roots from now on (reload): tokens
+    /// verified before are verified again against the new roots.
+    pub fn set_tenants(&self, tenants: Vec<(String, PrincipalId)>) {
+        let generation = self.tenants.load().generation + 1;
+        self.tenants
+            .store(Arc::new(Tenants::new(generation, tenants)));
+        self.cache
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Whether `root` is a trusted tenant root.
+    pub(crate) fn is_tenant_root(&self, root: &PrincipalId) -> bool {
+        self.tenants.load().roots.contains(root)
+    }
+
     /// The budgets, for the sweeper and metrics.
     pub fn budgets(&self) -> &Arc<dyn BudgetStore> {
         &self.budgets
@@ -164,20 +199,23 @@ impl Gatekeeper {
 
     /// §10.1 steps 1–4, from the cache when these exact bytes were verified before.
     fn verified(&self, token: &str) -> Result<Arc<Verified>, DenialReason> {
+        let tenants = self.tenants.load();
         if let Some(v) = self
             .cache
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(token)
+            .filter(|v| v.generation == tenants.generation)
         {
             return Ok(v.clone());
         }
-        let checked = dct::verify_token(token, &self.roots, &self.revocations.read())?;
+        let checked = dct::verify_token(token, &tenants.roots, &self.revocations.read())?;
         let levels =
             BudgetKey::for_chain(&checked.dct().token().authority.issuer, checked.levels());
         let verified = Arc::new(Verified {
             token: checked,
             levels,
+            generation: tenants.generation,
         });
         let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= TOKEN_CACHE_ENTRIES {
@@ -200,13 +238,15 @@ impl Gatekeeper {
     fn signed_chain(&self, token: &str) -> Option<VerifiedDct> {
         delegateos::Dct::decode(token)
             .ok()?
-            .verify_chain(&self.roots)
+            .verify_chain(&self.tenants.load().roots)
             .ok()
     }
 
     fn tenant_of(&self, verified: &VerifiedDct) -> String {
         let issuer = &verified.dct().token().authority.issuer;
-        self.tenant_names
+        self.tenants
+            .load()
+            .names
             .get(issuer)
             .cloned()
             .unwrap_or_else(|| issuer.to_string())

@@ -123,7 +123,7 @@ impl Gatekeeper {
         caller: &Caller,
         entry: &delegateos::RevocationEntry,
     ) -> Result<(), GateError> {
-        if caller.is_authenticated_admin() || self.roots.contains(&entry.revoked_by) {
+        if caller.is_authenticated_admin() || self.is_tenant_root(&entry.revoked_by) {
             return Ok(());
         }
         let signed_at_or_above = caller

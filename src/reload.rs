@@ -1,0 +1,229 @@
+//! Hot reload: SIGHUP and `dgw/reload` read the config file again and apply
+//! what can change under traffic (tenants, the protocols' trusted issuers
+//! and delegators, upstreams and their tool rules, admin tokens and
+//! certificates, the listeners' TLS files, the log level). A file that does
+//! not validate, or whose key or certificate files cannot be read, is
+//! refused whole and the running configuration kept. Calls in flight finish
+//! under the configuration they started with; sections that only a restart
+//! can change are named in the report and left as they run.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::caller::Admins;
+use crate::config::{Config, ConfigError};
+use crate::gatekeeper::Gatekeeper;
+use crate::keyfile::KeyFileError;
+use crate::mcp::{McpProxy, UpstreamChanges};
+use crate::protocol::Registry;
+use crate::state::AuditSink;
+use crate::tls::{LiveTls, TlsError};
+
+/// Why a reload was refused; the running configuration is unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("the gateway was not started from a config file")]
+    NoSource,
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    KeyFile(#[from] KeyFileError),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
+    #[error("log.level: {0}")]
+    LogLevel(#[from] crate::logs::LevelError),
+}
+
+/// What a reload changed.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadReport {
+    /// The sections applied (each is applied whole, changed or not).
+    pub applied: Vec<&'static str>,
+    /// Sections that differ from the running ones but need a restart;
+    /// they keep running as they were.
+    pub restart_needed: Vec<&'static str>,
+    pub upstreams: UpstreamChanges,
+}
+
+/// The listeners' live TLS configurations.
+#[derive(Clone)]
+pub struct ListenerTls {
+    pub http: LiveTls,
+    pub grpc: Option<LiveTls>,
+}
+
+/// Applies a protocol's section of a new configuration (its trusted
+/// issuers or delegators).
+pub type ApplySection = Box<dyn Fn(&Config) + Send + Sync>;
+
+/// The running parts that a reload changes.
+pub struct Parts {
+    pub gate: Arc<Gatekeeper>,
+    pub admins: Admins,
+    pub proxy: Arc<McpProxy>,
+    pub protocols: Arc<Registry>,
+    /// Each protocol whose trust lives in the config, by section name,
+    /// with what applies its section (the wiring registers them).
+    pub sections: Vec<(&'static str, ApplySection)>,
+    pub audit: Arc<dyn AuditSink>,
+    pub tls: Option<ListenerTls>,
+}
+
+/// Reloads the running gateway's configuration, one reload at a time.
+pub struct Reloader {
+    source: Option<PathBuf>,
+    /// What runs now: the last config applied, with its restart-only
+    /// sections as the gateway started.
+    running: tokio::sync::Mutex<Config>,
+    parts: Parts,
+}
+
+impl Reloader {
+    /// A reloader for a gateway started with `config`.
+    pub fn new(config: Config, parts: Parts) -> Self {
+        Self {
+            source: config.source.clone(),
+            running: tokio::sync::Mutex::new(config),
+            parts,
+        }
+    }
+
+    /// Reads the config file again and applies it; `by` names who asked
+    /// (for the audit record).
+    pub async fn reload(&self, by: &str) -> Result<ReloadReport, ReloadError> {
+        let outcome = self.reload_inner().await;
+        let record = match &outcome {
+            Ok(report) => serde_json::json!({
+                "event": "reload", "by": by, "at": crate::gatekeeper::now().1,
+                "applied": report.applied, "restartNeeded": report.restart_needed,
+                "upstreams": report.upstreams,
+            }),
+            Err(e) => serde_json::json!({
+                "event": "reload_refused", "by": by, "at": crate::gatekeeper::now().1,
+                "error": e.to_string(),
+            }),
+        };
+        if let Err(e) = self.parts.audit.append(&record).await {
+            tracing::error!(error = %e, "appending the reload to the audit log failed");
+        }
+        match &outcome {
+            Ok(report) => {
+                tracing::info!(%by, applied = ?report.applied, restart_needed = ?report.restart_needed, upstreams = ?report.upstreams, "configuration reloaded");
+                for section in &report.restart_needed {
+                    tracing::warn!(section, "changed in the file, but only a restart applies it; still running the old one");
+                }
+            }
+            Err(e) => {
+                tracing::error!(%by, error = %e, "reload refused; the running configuration is kept")
+            }
+        }
+        outcome
+    }
+
+    async fn reload_inner(&self) -> Result<ReloadReport, ReloadError> {
+        let source = self.source.as_deref().ok_or(ReloadError::NoSource)?;
+        let mut running = self.running.lock().await;
+        let next = Config::load(source)?;
+        // Everything that can fail is read before anything changes.
+        let tenants = next.tenant_roots()?;
+        crate::logs::parse_level(&next.log_level)?;
+        let restart_needed = restart_only_changes(&running, &next);
+        let tls = match (&self.parts.tls, &next.server.tls) {
+            (Some(_), Some(files)) => Some((
+                crate::tls::server_config(files, &[b"http/1.1"])?,
+                crate::tls::server_config(files, &[b"h2"])?,
+            )),
+            _ => None,
+        };
+
+        let p = &self.parts;
+        let mut applied = vec!["tenants", "admin"];
+        p.gate.set_tenants(tenants);
+        p.admins
+            .replace(next.admin_tokens.clone(), next.admin_certs.clone());
+        for (name, apply) in &p.sections {
+            apply(&next);
+            applied.push(name);
+        }
+        applied.push("upstreams");
+        p.gate.set_budget_roots(
+            p.protocols
+                .all()
+                .iter()
+                .flat_map(|protocol| protocol.budget_roots())
+                .collect(),
+        );
+        if let (Some(live), Some((http, grpc))) = (&p.tls, tls) {
+            live.http.replace(http);
+            if let Some(g) = &live.grpc {
+                g.replace(grpc);
+            }
+            applied.push("server.tls");
+        }
+        if crate::logs::set_level(&next.log_level)? {
+            applied.push("log");
+        }
+        let upstreams = p
+            .proxy
+            .replace_upstreams(next.upstreams.clone(), next.mcp.ready_timeout)
+            .await;
+
+        running.tenants = next.tenants;
+        running.admin_tokens = next.admin_tokens;
+        running.admin_certs = next.admin_certs;
+        running.talos = next.talos;
+        running.motebit = next.motebit;
+        running.upstreams = next.upstreams;
+        running.log_level = next.log_level;
+        if applied.contains(&"server.tls") {
+            running.server.tls = next.server.tls;
+        }
+        Ok(ReloadReport {
+            applied,
+            restart_needed,
+            upstreams,
+        })
+    }
+}
+
+/// The sections of `next` that differ from `running` and that only a
+/// restart applies: listeners and limits, where state lives, budgets,
+/// MCP sessions, Agenta and LDP (whose delegates hold open work).
+fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    let (mut a, mut b) = (running.server.clone(), next.server.clone());
+    let tls_switched = a.tls.is_some() != b.tls.is_some();
+    a.tls = None;
+    b.tls = None;
+    if a != b {
+        changed.push("server");
+    }
+    if tls_switched {
+        changed.push("server.tls");
+    }
+    if running.data_dir != next.data_dir {
+        changed.push("data_dir");
+    }
+    if running.key_file != next.key_file {
+        changed.push("key_file");
+    }
+    if running.budget != next.budget {
+        changed.push("budget");
+    }
+    if running.mcp != next.mcp {
+        changed.push("mcp");
+    }
+    if running.state != next.state {
+        changed.push("state");
+    }
+    if running.agenta != next.agenta {
+        changed.push("agenta");
+    }
+    if running.ldp != next.ldp {
+        changed.push("ldp");
+    }
+    changed
+}
