@@ -147,6 +147,16 @@ fn a_revocation_on_one_replica_reaches_every_replica() {
     }
     let again = r.gateways[2].ok("delegateos/revoke", json!({"revocation": rev}));
     assert_eq!(again["newlyRecorded"], false);
+    // Each follower timed the entry from the feed to itself, and says its
+    // index is current.
+    for g in &r.gateways {
+        let m = g.metrics();
+        assert!(
+            counter(&m, "dgw_revocation_feed_lag_seconds_count") >= 1,
+            "{m}"
+        );
+        assert!(m.contains("dgw_revocations_current 1"), "{m}");
+    }
     // Peers that are not dgw poll any replica's revocationEndpoint.
     let list = |g: &Gateway, query: &str| {
         let (status, body) = g.http("GET", &format!("/revocations{query}"), b"");
@@ -220,6 +230,9 @@ fn without_redis_every_replica_fails_closed_and_recovers() {
         assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
         assert!(String::from_utf8_lossy(&body).contains("state unavailable"));
         assert!(g.metrics().contains("dgw_state_writable 0"));
+        eventually("the feed reported lost", || {
+            g.metrics().contains("dgw_revocations_current 0")
+        });
     }
 
     redis.resume();
@@ -234,6 +247,9 @@ fn without_redis_every_replica_fails_closed_and_recovers() {
     let a = r.gateways[1].ok("delegateos/authorize", authorize(&token, 70));
     assert_eq!(a["allowed"], true);
     assert!(r.gateways[0].metrics().contains("dgw_state_writable 1"));
+    assert!(r.gateways[0]
+        .metrics()
+        .contains("dgw_revocations_current 1"));
 }
 
 /// The value of an unlabelled counter in a metrics page (0 when absent).

@@ -30,6 +30,8 @@ pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
 pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
 pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
 pub const MCP_UPSTREAM_UP: &str = "dgw_mcp_upstream_up";
+pub const REVOCATIONS_CURRENT: &str = "dgw_revocations_current";
+pub const REVOCATION_FEED_LAG: &str = "dgw_revocation_feed_lag_seconds";
 pub const PROTOCOL_EVENTS: &str = "dgw_protocol_events_total";
 pub const PROTOCOL_SETTLED: &str = "dgw_protocol_settled_microcents_total";
 
@@ -153,6 +155,15 @@ fn describe() {
     describe_gauge!(
         MCP_UPSTREAM_UP,
         "1 when an upstream MCP server is initialized and serving, else 0."
+    );
+    describe_gauge!(
+        REVOCATIONS_CURRENT,
+        "1 while this replica's revocation index holds every recorded revocation; 0 while the shared feed is lost (every decision is then refused)."
+    );
+    describe_histogram!(
+        REVOCATION_FEED_LAG,
+        Unit::Seconds,
+        "From a revocation's recording on the shared feed (the Redis stream entry's time) to this replica applying it."
     );
 }
 
@@ -316,6 +327,16 @@ pub fn record_connection_refused() {
 /// An idle connection closed to make room for a new one.
 pub fn record_connection_shed() {
     counter!(CONNECTIONS_SHED).increment(1);
+}
+
+/// Whether the revocation index is current (the shared feed followed).
+pub fn set_revocations_current(current: bool) {
+    gauge!(REVOCATIONS_CURRENT).set(if current { 1.0 } else { 0.0 });
+}
+
+/// How long a revocation took from the shared feed to this replica.
+pub fn record_revocation_feed_lag(lag: Duration) {
+    histogram!(REVOCATION_FEED_LAG).record(lag.as_secs_f64());
 }
 
 /// A revocation recorded.

@@ -82,10 +82,15 @@ return 1"
         };
         let (connection, feed, added) = (self.connection.clone(), self.feed(), self.added.clone());
         let following = self.following.clone();
+        // Entries recorded before this follower started are backlog, not lag.
+        let started_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(u64::MAX);
         runtime.spawn(async move {
             let mut last = "0-0".to_owned();
             loop {
-                if let Err(e) = follow_from(&connection, &feed, &added, &following, &mut last).await {
+                if let Err(e) = follow_from(&connection, &feed, &added, &following, &mut last, started_ms).await {
                     if *following.borrow() {
                         tracing::warn!(error = %e, "revocations: the Redis feed is lost; reconnecting");
                     }
@@ -97,6 +102,25 @@ return 1"
     }
 }
 
+/// Records how long an entry took to reach this replica, from its stream
+/// ID (`<ms>-<seq>`, Redis's clock at `XADD`); entries older than this
+/// follower (the backlog read at start) are not lag.
+fn record_lag(id: &str, started_ms: u64) {
+    let Some(recorded_ms) = id.split('-').next().and_then(|ms| ms.parse::<u64>().ok()) else {
+        return;
+    };
+    if recorded_ms < started_ms {
+        return;
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(recorded_ms);
+    dgw_core::telemetry::record_revocation_feed_lag(std::time::Duration::from_millis(
+        now_ms.saturating_sub(recorded_ms),
+    ));
+}
+
 /// Reads the feed after `last` until the connection fails.
 async fn follow_from(
     connection: &Connection,
@@ -104,6 +128,7 @@ async fn follow_from(
     added: &broadcast::Sender<RevocationRecord>,
     following: &watch::Sender<bool>,
     last: &mut String,
+    started_ms: u64,
 ) -> Result<(), StorageError> {
     let mut con = connection.dedicated(BLOCK).await?;
     loop {
@@ -131,6 +156,7 @@ async fn follow_from(
                         .find(|(f, _)| f == name)
                         .map(|(_, v)| v.as_str())
                 };
+                record_lag(&id, started_ms);
                 if let (Some(kind), Some(key), Some(value)) =
                     (field("kind"), field("key"), field("value"))
                 {
