@@ -354,3 +354,127 @@ fn the_systemd_unit_is_hardened_and_reloads_with_sighup() {
     let check = run(&["config", "check", config.to_str().unwrap()]);
     assert!(check.status.success(), "{}", stderr(&check));
 }
+
+/// The documents of a YAML file as JSON, read by PyYAML from `tests/.venv`.
+fn yaml_documents(rel: &str) -> Vec<Value> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv/bin");
+    let out = std::process::Command::new(venv.join("python"))
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
+        ])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel))
+        .output()
+        .expect("tests/.venv is missing: run tests/setup.sh (the README's test command does)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+#[test]
+fn the_kubernetes_manifests_validate_and_run_three_unprivileged_probed_replicas() {
+    // The Kubernetes API's own schemas, strict: an unknown or misspelt field fails.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes");
+    let out = std::process::Command::new(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv/bin/kubernetes-validate"),
+    )
+    .args(["--strict", "--no-warn"])
+    .arg(dir.join("dgw.yaml"))
+    .arg(dir.join("redis.yaml"))
+    .output()
+    .expect("tests/.venv is missing: run tests/setup.sh");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(said.matches(" passed for resource ").count(), 6, "{said}");
+
+    let dgw = yaml_documents("deploy/kubernetes/dgw.yaml");
+    let deployment = kind(&dgw, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let c = &pod["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("dgw"));
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert!(c["resources"]["requests"]["cpu"].is_string());
+    let ports: Vec<i64> = c["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["containerPort"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ports, [8080, 50051]);
+    let mounts: Vec<&str> = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    assert!(mounts.contains(&"/etc/dgw/config"), "{mounts:?}");
+    // Secrets come from the Secret, not the ConfigMap.
+    let env: Vec<&str> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["valueFrom"]["secretKeyRef"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(env, ["dgw-secrets", "dgw-secrets"]);
+    let pdb = kind(&dgw, "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 2);
+    assert_eq!(kind(&dgw, "Service")["spec"]["ports"][0]["port"], 8080);
+    let monitor = yaml_documents("deploy/kubernetes/servicemonitor.yaml");
+    assert_eq!(
+        kind(&monitor, "ServiceMonitor")["spec"]["endpoints"][0]["path"],
+        "/metrics"
+    );
+
+    // The config the pods run, with what the entrypoint appends, is one
+    // `dgw config check` accepts.
+    let toml = kind(&dgw, "ConfigMap")["data"]["gateway.toml"]
+        .as_str()
+        .unwrap()
+        .replace("/var/lib/dgw", "state")
+        + "\n[state]\nbackend = \"redis\"\nurl = \"redis://:pw@dgw-redis:6379/0\"\n"
+        + &format!(
+            "\n[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{}\"\n",
+            "ab".repeat(32)
+        );
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("gateway.toml");
+    std::fs::write(&file, toml).unwrap();
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_dgw"))
+        .current_dir(tmp.path())
+        .args(["config", "check", "gateway.toml"])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    let redis = yaml_documents("deploy/kubernetes/redis.yaml");
+    let args = kind(&redis, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        args.contains("--appendonly yes --appendfsync always"),
+        "{args}"
+    );
+}
