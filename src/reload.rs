@@ -191,7 +191,8 @@ impl Reloader {
 
 /// The sections of `next` that differ from `running` and that only a
 /// restart applies: listeners and limits, where state lives, budgets,
-/// MCP sessions, Agenta and LDP (whose delegates hold open work).
+/// MCP sessions, Agenta and LDP (whose delegates hold open work), the
+/// audit log.
 fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
     let mut changed = Vec::new();
     let (mut a, mut b) = (running.server.clone(), next.server.clone());
@@ -224,6 +225,9 @@ fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
     }
     if running.ldp != next.ldp {
         changed.push("ldp");
+    }
+    if running.audit != next.audit {
+        changed.push("audit");
     }
     changed
 }

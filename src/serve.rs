@@ -49,6 +49,8 @@ pub enum ServeError {
     Protocol(String),
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    #[error("the audit log: {0}")]
+    Audit(#[from] dgw_audit_log::AuditError),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -69,6 +71,8 @@ struct State {
     /// Their trusted issuers change on reload.
     talos: Arc<Talos>,
     motebit: Arc<Motebit>,
+    /// Sealed and synced at exit.
+    audit_log: Option<Arc<dgw_audit_log::AuditLog>>,
 }
 
 /// Opens the data directory, the keys and every store (the embedded backend
@@ -139,7 +143,26 @@ async fn open_state(
         revocations.clone(),
         stores.delegations.clone(),
     ));
-    let audit = stores.audit.clone();
+    // The tamper-evident log takes every decision, settlement, revocation
+    // and audit event (not with --ephemeral, which writes no files).
+    let audit_log = match (&config.audit, config.ephemeral) {
+        (Some(settings), false) => Some(Arc::new(dgw_audit_log::AuditLog::open(
+            settings.clone(),
+            gateway_key.clone(),
+        )?)),
+        _ => None,
+    };
+    let audit: Arc<dyn crate::state::AuditSink> = match &audit_log {
+        Some(log) => {
+            gate.set_trail(log.clone());
+            revocations.set_trail(log.clone());
+            Arc::new(dgw_audit_log::Trailed::new(
+                stores.audit.clone(),
+                log.clone(),
+            ))
+        }
+        None => stores.audit.clone(),
+    };
     // The protocols this gateway speaks: one registration each.
     let mut protocols = Registry::default();
     protocols
@@ -213,6 +236,7 @@ async fn open_state(
         ldp,
         talos,
         motebit,
+        audit_log,
     })
 }
 
@@ -263,6 +287,8 @@ fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> 
                 Ok(0) => {}
                 Ok(n) => {
                     telemetry::record_reservations_expired(n);
+                    gate.trail()
+                        .event("expired", serde_json::json!({"released": n}));
                     tracing::info!(released = n, "released expired reservations");
                 }
                 Err(e) => tracing::error!(error = %e, "sweeping reservations failed"),
@@ -285,6 +311,9 @@ fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> 
 
 /// Snapshots the budgets and flushes the state: the last step of every exit.
 fn close_state(state: &State) -> Result<(), ServeError> {
+    if let Some(log) = &state.audit_log {
+        log.flush();
+    }
     (state.stores.close)()?;
     tracing::info!("state flushed; bye");
     Ok(())

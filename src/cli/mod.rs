@@ -1,6 +1,7 @@
 //! The `dgw` command line: one module per command group.
 
 mod attestation;
+mod audit;
 mod contract;
 mod motebit;
 mod token;
@@ -73,6 +74,9 @@ enum Command {
     /// pin and unpin Motebit keys on a running gateway.
     #[command(subcommand)]
     Motebit(motebit::MotebitCommand),
+    /// Verify and export the tamper-evident audit log.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Create admin tokens for `[[admin.tokens]]`.
     #[command(name = "admin-token", subcommand)]
     AdminToken(AdminTokenCommand),
@@ -199,6 +203,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Check(args) => contract::check(args),
         Command::Attestation(cmd) => attestation::run(cmd),
         Command::Motebit(cmd) => motebit::run(cmd),
+        Command::Audit(cmd) => audit::run(cmd),
         Command::Config(ConfigCommand::Check { file }) => {
             let c =
                 crate::config::Config::load(&file).map_err(|e| CliError::Usage(e.to_string()))?;

@@ -3,6 +3,7 @@
 //! the defaults and the checks of its keys.
 
 mod admin;
+mod audit;
 mod budget;
 mod mcp;
 mod server;
@@ -79,6 +80,8 @@ pub struct Config {
     pub log_level: String,
     /// The file it was read from: what reload reads again.
     pub source: Option<PathBuf>,
+    /// The tamper-evident audit log (`[audit]`; `None`: disabled).
+    pub audit: Option<dgw_audit_log::Settings>,
 }
 
 /// `[log]`.
@@ -127,6 +130,8 @@ struct RawConfig {
     state: state::RawState,
     #[serde(default)]
     log: RawLog,
+    #[serde(default)]
+    audit: audit::RawAudit,
 }
 
 /// Names the file in every error a section's checks return.
@@ -237,6 +242,7 @@ impl Config {
         }
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
         let state = raw.state.validate(&check)?;
+        let audit = raw.audit.validate(&raw.data_dir, &check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
@@ -257,6 +263,7 @@ impl Config {
             ephemeral: false,
             log_level: raw.log.level,
             source: None,
+            audit,
         })
     }
 }

@@ -5,7 +5,8 @@
 // `cancellations` reports how many `wait` calls were cancelled, `big`
 // answers `bytes` bytes of text, and `shout` writes `bytes` bytes to stderr
 // on one line. With --odd-names it also offers tools whose names dgw must
-// drop.
+// drop. Over HTTP, `request_id` answers the X-Request-Id header its own
+// call came with.
 //   node echo-server.mjs            (stdio)
 //   node echo-server.mjs --http 0   (Streamable HTTP on 127.0.0.1; prints
 //                                     "echo-server listening port=N")
@@ -21,9 +22,15 @@ import { z } from "zod";
 
 let calls = 0;
 let cancellations = 0;
+let lastRequestId = "";
 
 function build() {
   const server = new McpServer({ name: "echo-server", version: "1.0.0" });
+  server.registerTool(
+    "request_id",
+    { description: "Answers the X-Request-Id of its own HTTP request", inputSchema: {} },
+    async () => ({ content: [{ type: "text", text: lastRequestId }] }),
+  );
   server.registerTool(
     "echo",
     { description: "Answers its text", inputSchema: { text: z.string() } },
@@ -112,6 +119,7 @@ if (http < 0) {
     const chunks = [];
     for await (const c of req) chunks.push(c);
     const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;
+    if (body?.method === "tools/call") lastRequestId = req.headers["x-request-id"] ?? "";
     const sid = req.headers["mcp-session-id"];
     let transport = sid ? transports.get(sid) : undefined;
     if (!transport) {

@@ -21,6 +21,8 @@ pub mod caller;
 pub mod gatekeeper;
 pub mod protocol;
 pub mod random;
+pub mod request_id;
 pub mod revocations;
 pub mod state;
 pub mod telemetry;
+pub mod trail;

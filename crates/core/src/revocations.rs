@@ -50,6 +50,8 @@ pub struct Revocations {
     /// store's feed is lost, until it is read again (decisions are refused
     /// meanwhile: a revocation made elsewhere may be missing).
     current: AtomicBool,
+    /// The tamper-evident audit trail, when the gateway keeps one.
+    trail: crate::trail::TrailSlot,
 }
 
 /// The revocation state a verification reads: signed entries (which apply
@@ -84,6 +86,7 @@ impl Revocations {
             by_admin: RwLock::new(HashSet::new()),
             names: RwLock::new(HashMap::new()),
             current: AtomicBool::new(true),
+            trail: crate::trail::TrailSlot::default(),
         };
         this.reload().await?;
         Ok(this)
@@ -211,6 +214,11 @@ impl Revocations {
         })
     }
 
+    /// Sends every revocation recorded here to `trail` from now on.
+    pub fn set_trail(&self, trail: std::sync::Arc<dyn crate::trail::Trail>) {
+        self.trail.set(trail);
+    }
+
     /// Records durably that an administrator (`by`) revoked the block
     /// `revocation_id`; `false` if it already was.
     pub async fn add_by_admin(
@@ -233,6 +241,11 @@ impl Revocations {
                     .map_err(|e| StorageError::Backend(e.to_string()))?,
             })
             .await?;
+        self.trail.event(
+            "revoke",
+            serde_json::json!({"kind": "admin", "id": record.revocation_id,
+                "by": record.revoked_by, "newlyRecorded": inserted}),
+        );
         // Visible to verification only once durable.
         write(&self.by_admin).insert(record.revocation_id);
         Ok(inserted)
@@ -250,6 +263,11 @@ impl Revocations {
                 value: serde_json::to_value(e).map_err(|e| StorageError::Backend(e.to_string()))?,
             })
             .await?;
+        self.trail.event(
+            "revoke",
+            serde_json::json!({"kind": "delegateos", "id": e.revocation_id,
+                "by": e.revoked_by.as_str(), "newlyRecorded": inserted}),
+        );
         // Visible to verification only once durable.
         write(&self.list).insert(entry);
         Ok(inserted)
@@ -271,6 +289,10 @@ impl Revocations {
                 value: record,
             })
             .await?;
+        self.trail.event(
+            "revoke",
+            serde_json::json!({"kind": kind, "id": name, "newlyRecorded": inserted}),
+        );
         write(&self.names)
             .entry(kind)
             .or_default()

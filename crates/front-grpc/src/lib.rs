@@ -6,6 +6,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod convert;
+mod request_ids;
 pub mod service;
 pub mod status;
 
@@ -254,6 +255,7 @@ pub async fn serve(
         // once: each held stream costs memory until request_timeout.
         .max_concurrent_streams(Some(MAX_CONCURRENT_STREAMS))
         .concurrency_limit_per_connection(MAX_CONCURRENT_STREAMS as usize)
+        .layer(request_ids::RequestIds)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

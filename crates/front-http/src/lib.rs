@@ -406,7 +406,18 @@ where
         let busy = tracker.busy(&state);
         req.extensions_mut().insert(subject.clone());
         async move {
-            let response = front.route(req).await;
+            let id = dgw_core::request_id::from_header(
+                req.headers().get("x-request-id").map(|v| v.as_bytes()),
+            );
+            let span = tracing::info_span!("request", request_id = %id);
+            let mut response = dgw_core::request_id::scope(
+                id.clone(),
+                tracing::Instrument::instrument(front.route(req), span),
+            )
+            .await;
+            if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
+                response.headers_mut().insert("x-request-id", value);
+            }
             drop(busy);
             Ok::<_, Infallible>(response)
         }

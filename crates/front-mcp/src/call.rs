@@ -397,7 +397,7 @@ impl McpProxy {
         let (id, cancel, session) = (id.clone(), cancel.clone(), session.to_owned());
         let (tool, action) = (routed.tool.exposed.clone(), routed.action.clone());
         let (requests, cost) = (routed.requests.clone(), routed.cost);
-        let forwarded = tokio::spawn(async move {
+        let forwarded = tokio::spawn(carried(async move {
             let started = Instant::now();
             let mut reply = upstream.request("tools/call", Some(params), &cancel).await;
             let took = started.elapsed();
@@ -458,7 +458,7 @@ impl McpProxy {
                 Err(_) => {}
             }
             (reply, took, withheld)
-        });
+        }));
         forwarded.await.map_err(|e| {
             RpcError::new(
                 INTERNAL_ERROR,
@@ -514,4 +514,10 @@ impl McpProxy {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// `f` with the request's ID and log span, for the task that calls the
+/// upstream on the request's behalf.
+fn carried<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
+    tracing::Instrument::instrument(dgw_core::request_id::carried(f), tracing::Span::current())
 }

@@ -92,6 +92,12 @@ impl HttpLink {
                 upstream: up.name().to_owned(),
                 detail: e.to_string(),
             })?;
+        // The request this call serves, for the upstream's own logs.
+        if let Some(id) = dgw_core::request_id::current() {
+            if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
+                req.headers_mut().insert("x-request-id", value);
+            }
+        }
         if !is_initialize {
             let headers = req.headers_mut();
             if let Some(s) = self

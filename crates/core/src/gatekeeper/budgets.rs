@@ -44,10 +44,23 @@ impl Gatekeeper {
         actual_microcents: u64,
     ) -> Result<Settlement, GateError> {
         self.check_holder(caller, reservation_id).await?;
-        self.budgets
+        let settled = self
+            .budgets
             .settle(reservation_id, actual_microcents)
             .await
-            .map_err(ledger_error)
+            .map_err(ledger_error)?;
+        self.trail_settlement(&settled, caller);
+        Ok(settled)
+    }
+
+    fn trail_settlement(&self, s: &Settlement, caller: &Caller) {
+        self.trail.event(
+            "settle",
+            serde_json::json!({"reservationId": s.reservation_id,
+                "chargedMicrocents": s.charged_microcents,
+                "releasedMicrocents": s.released_microcents,
+                "by": caller.admin_name()}),
+        );
     }
 
     /// Settles a reservation made with [`OnExpiry::Charge`] without waiting
@@ -57,19 +70,29 @@ impl Gatekeeper {
         reservation_id: &str,
         actual_microcents: u64,
     ) -> Result<Settlement, GateError> {
-        self.budgets
+        let settled = self
+            .budgets
             .settle_charged(reservation_id, actual_microcents)
             .await
-            .map_err(ledger_error)
+            .map_err(ledger_error)?;
+        self.trail_settlement(&settled, &Caller::gateway());
+        Ok(settled)
     }
 
     /// Cancels a reservation.
     pub async fn release(&self, caller: &Caller, reservation_id: &str) -> Result<u64, GateError> {
         self.check_holder(caller, reservation_id).await?;
-        self.budgets
+        let released = self
+            .budgets
             .release(reservation_id)
             .await
-            .map_err(ledger_error)
+            .map_err(ledger_error)?;
+        self.trail.event(
+            "release",
+            serde_json::json!({"reservationId": reservation_id,
+                "releasedMicrocents": released, "by": caller.admin_name()}),
+        );
+        Ok(released)
     }
 
     /// Refreshes the budget gauges (before a scrape).

@@ -42,6 +42,47 @@ pub struct DecisionEvent {
     pub reservation_id: Option<String>,
     pub denial_type: Option<String>,
     pub detail: Option<String>,
+    /// The request it was made for ([`crate::request_id`]).
+    pub request_id: Option<std::sync::Arc<str>>,
+}
+
+impl crate::trail::Record for DecisionEvent {
+    fn to_json(&self) -> serde_json::Value {
+        let at = (self.at.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
+        let mut record = serde_json::json!({
+            "event": "decision",
+            "at": at,
+            "decision": self.kind.as_str(),
+            "allowed": self.allowed,
+            "chain": self.chain.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
+            "costMicrocents": self.cost_microcents,
+        });
+        let Some(r) = record.as_object_mut() else {
+            return record;
+        };
+        if let Some(t) = &self.tenant {
+            r.insert("tenant".into(), t.as_str().into());
+        }
+        if let Some(id) = &self.request_id {
+            r.insert("requestId".into(), id.as_ref().into());
+        }
+        if let Some(req) = &self.request {
+            r.insert(
+                "request".into(),
+                serde_json::json!({"namespace": req.namespace, "action": req.action, "resource": req.resource}),
+            );
+        }
+        for (key, value) in [
+            ("reservationId", &self.reservation_id),
+            ("denialType", &self.denial_type),
+            ("detail", &self.detail),
+        ] {
+            if let Some(v) = value {
+                r.insert(key.into(), v.as_str().into());
+            }
+        }
+        record
+    }
 }
 
 /// Decisions kept for a slow watcher before it misses some.
@@ -53,10 +94,18 @@ impl Gatekeeper {
         self.decisions.subscribe()
     }
 
-    /// Publishes a decision when someone watches (built only then).
+    /// Publishes a decision to watchers and the trail (built only when
+    /// one of them takes it).
     pub(super) fn publish(&self, make: impl FnOnce() -> DecisionEvent) {
-        if self.decisions.receiver_count() > 0 {
-            let _ = self.decisions.send(Arc::new(make()));
+        let watched = self.decisions.receiver_count() > 0;
+        if !watched && !self.trail.is_set() {
+            return;
+        }
+        let event = Arc::new(make());
+        self.trail
+            .record(|| crate::trail::TrailEntry::Decision(event.clone()));
+        if watched {
+            let _ = self.decisions.send(event);
         }
     }
 
@@ -96,6 +145,7 @@ impl Gatekeeper {
             reservation_id: outcome.ok().flatten().map(|r| r.reservation_id.clone()),
             denial_type: outcome.err().map(|d| d.kind.as_str().to_owned()),
             detail: outcome.err().map(|d| d.detail.clone()),
+            request_id: crate::request_id::current(),
         });
     }
 }

@@ -46,6 +46,7 @@ impl Gatekeeper {
                 reservation_id: None,
                 denial_type,
                 detail,
+                request_id: crate::request_id::current(),
             }
         });
         Ok(response)

@@ -132,6 +132,8 @@ pub struct Gatekeeper {
     decisions: tokio::sync::broadcast::Sender<Arc<DecisionEvent>>,
     /// Budget-key roots of adapters' grants, with their tenants (for gauges).
     adapter_roots: RwLock<Vec<(String, String)>>,
+    /// The tamper-evident audit trail, when the gateway keeps one.
+    trail: crate::trail::TrailSlot,
 }
 
 /// The current time, as a timestamp and as Unix milliseconds.
@@ -172,7 +174,18 @@ impl Gatekeeper {
             registry: CheckFunctionRegistry::with_builtins(),
             decisions: tokio::sync::broadcast::channel(decisions::DECISION_BACKLOG).0,
             adapter_roots: RwLock::new(Vec::new()),
+            trail: crate::trail::TrailSlot::default(),
         }
+    }
+
+    /// Sends every decision and settlement to `trail` from now on.
+    pub fn set_trail(&self, trail: Arc<dyn crate::trail::Trail>) {
+        self.trail.set(trail);
+    }
+
+    /// The trail, for the parts of the gateway that record into it.
+    pub fn trail(&self) -> &crate::trail::TrailSlot {
+        &self.trail
     }
 
     /// Trusts exactly these tenant roots from now on (reload): tokens

@@ -23,6 +23,9 @@ pub async fn record(
     });
     if let (Some(r), Value::Object(f)) = (record.as_object_mut(), fields) {
         r.extend(f);
+        if let Some(id) = crate::request_id::current() {
+            r.insert("requestId".into(), id.as_ref().into());
+        }
     }
     tracing::info!(target: "dgw::audit", event = %record, "audit");
     if let Err(e) = sink.append(&record).await {

@@ -1,0 +1,241 @@
+//! The audit log against real files: what verify finds when a record is
+//! changed, removed or reordered, a seal forged or a segment deleted; and
+//! that rotation, retention, reopening and a cut-off line keep it whole.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use delegateos::Keypair;
+use dgw_audit_log::{export, verify, AuditLog, Settings};
+use dgw_core::trail::{Trail, TrailEntry};
+use serde_json::json;
+
+fn key(seed: u8) -> Arc<Keypair> {
+    Arc::new(Keypair::from_seed([seed; 32]))
+}
+
+fn settings(dir: &Path) -> Settings {
+    Settings {
+        dir: dir.to_owned(),
+        seal_interval: Duration::from_secs(3600),
+        segment_bytes: 1 << 30,
+        segment_age: Duration::from_secs(86_400),
+        max_bytes: 1 << 40,
+        max_age: Duration::from_secs(86_400 * 365),
+    }
+}
+
+fn write(log: &AuditLog, n: usize) {
+    for i in 0..n {
+        log.record(TrailEntry::Event(json!({"event": "test", "n": i})));
+    }
+    log.flush();
+}
+
+fn segment(dir: &Path) -> std::path::PathBuf {
+    dir.join(format!("{:020}.jsonl", 0))
+}
+
+fn messages(report: &dgw_audit_log::Report) -> Vec<String> {
+    report
+        .problems
+        .iter()
+        .map(|p| format!("{}: {}", p.at, p.message))
+        .collect()
+}
+
+#[test]
+fn an_untouched_log_verifies_and_is_sealed_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    let log = AuditLog::open(settings(dir.path()), k.clone()).unwrap();
+    write(&log, 10);
+    let report = verify(dir.path(), k.principal_id()).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", messages(&report));
+    // Ten events and the seal after them.
+    assert_eq!(
+        (report.records, report.first, report.last),
+        (11, Some(0), Some(10))
+    );
+    assert_eq!(report.sealed_through, Some(10));
+    assert_eq!(report.unsealed(), 0);
+    let mode = std::fs::metadata(segment(dir.path())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(mode.permissions().mode() & 0o777, 0o600);
+}
+
+#[test]
+fn a_flipped_byte_and_a_removed_record_are_both_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    write(
+        &AuditLog::open(settings(dir.path()), k.clone()).unwrap(),
+        10,
+    );
+    let path = segment(dir.path());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    // Record 3's event: "n":3 becomes "n":7 (one byte).
+    lines[3] = lines[3].replacen("\"n\":3", "\"n\":7", 1);
+    assert_ne!(lines[3], text.lines().nth(3).unwrap());
+    // Record 6 removed.
+    lines.remove(6);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let report = verify(dir.path(), k.principal_id()).unwrap();
+    let found = messages(&report);
+    assert!(
+        found.iter().any(|m| m.contains(":4: record 3 was changed")),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("record 6 is missing (removed) before record 7")),
+        "{found:#?}"
+    );
+    assert_eq!(found.len(), 2, "{found:#?}");
+}
+
+#[test]
+fn a_record_whose_hash_was_recomputed_still_breaks_the_chain_and_the_seal() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    write(&AuditLog::open(settings(dir.path()), k.clone()).unwrap(), 5);
+    let path = segment(dir.path());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut r: dgw_audit_log::Record = serde_json::from_str(&lines[2]).unwrap();
+    r.event = json!({"event": "test", "n": 99});
+    r.hash = r.expected_hash().unwrap();
+    lines[2] = serde_json::to_string(&r).unwrap();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let found = messages(&verify(dir.path(), k.principal_id()).unwrap());
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("record 3 does not follow record 2")),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn reordered_records_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    write(&AuditLog::open(settings(dir.path()), k.clone()).unwrap(), 6);
+    let path = segment(dir.path());
+    let mut lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.swap(2, 3);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let found = messages(&verify(dir.path(), k.principal_id()).unwrap());
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("record 2 is out of order: it comes after record 3")),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn a_chain_rewritten_and_sealed_with_another_key_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gateway, forger) = (key(1), key(2));
+    write(&AuditLog::open(settings(dir.path()), forger).unwrap(), 3);
+    let found = messages(&verify(dir.path(), gateway.principal_id()).unwrap());
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("is not the gateway's signature")),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn the_chain_runs_on_across_reopening_rotation_and_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    let small = Settings {
+        segment_bytes: 2_000,
+        max_bytes: 8_000,
+        ..settings(dir.path())
+    };
+    for _ in 0..3 {
+        let log = AuditLog::open(small.clone(), k.clone()).unwrap();
+        for _ in 0..10 {
+            write(&log, 5);
+        }
+    }
+    let segments: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(segments.len() > 2, "rotated: {}", segments.len());
+    let report = verify(dir.path(), k.principal_id()).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", messages(&report));
+    assert!(
+        report.first.unwrap() > 0,
+        "retention removed the oldest segments"
+    );
+    let total: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(total <= 8_000 + 2_000 + 1_000, "{total} bytes kept");
+
+    // Removing the oldest remaining segment by hand is not retention.
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    std::fs::remove_file(&names[0]).unwrap();
+    let found = messages(&verify(dir.path(), k.principal_id()).unwrap());
+    assert!(
+        found
+            .iter()
+            .any(|m| m
+                .contains("are missing (removed), and no retention record says they were pruned")),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn a_line_cut_short_by_a_crash_is_cut_off_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    write(&AuditLog::open(settings(dir.path()), k.clone()).unwrap(), 3);
+    let path = segment(dir.path());
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    use std::io::Write;
+    f.write_all(b"{\"seq\":4,\"at\":\"20").unwrap();
+    drop(f);
+    write(&AuditLog::open(settings(dir.path()), k.clone()).unwrap(), 1);
+    let report = verify(dir.path(), k.principal_id()).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", messages(&report));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"recovered\""), "{text}");
+}
+
+#[test]
+fn export_selects_by_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    write(&AuditLog::open(settings(dir.path()), k.clone()).unwrap(), 4);
+    let mut all = Vec::new();
+    assert_eq!(export(dir.path(), None, None, &mut all).unwrap(), 5);
+    let first: serde_json::Value =
+        serde_json::from_slice(all.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["event"], json!({"event": "test", "n": 0}));
+    let mut none = Vec::new();
+    assert_eq!(
+        export(dir.path(), Some(i128::MAX - 1), None, &mut none).unwrap(),
+        0
+    );
+    let mut early = Vec::new();
+    assert_eq!(export(dir.path(), None, Some(0), &mut early).unwrap(), 0);
+}
