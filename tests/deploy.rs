@@ -478,3 +478,185 @@ fn the_kubernetes_manifests_validate_and_run_three_unprivileged_probed_replicas(
         "{args}"
     );
 }
+
+#[test]
+fn the_compose_stack_wires_two_replicas_redis_prometheus_and_grafana() {
+    // Docker Compose is not on this machine (nor a registry): the file is
+    // read, and each piece it mounts is checked by the tool that reads it.
+    let compose = &yaml_documents("deploy/compose.yaml")[0];
+    let services = compose["services"].as_object().unwrap();
+    let mut names: Vec<&str> = services.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["dgw-a", "dgw-b", "grafana", "prometheus", "redis"]);
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    for (name, service) in services {
+        for volume in service["volumes"].as_array().into_iter().flatten() {
+            let source = volume.as_str().unwrap().split(':').next().unwrap();
+            // The shared gateway key is the operator's to create.
+            if source.starts_with("./") && !source.ends_with("gateway.key") {
+                assert!(
+                    deploy.join(source).exists(),
+                    "{name} mounts {source}, which is missing"
+                );
+            }
+        }
+    }
+    for replica in ["dgw-a", "dgw-b"] {
+        let s = &services[replica];
+        assert_eq!(s["build"]["dockerfile"], "deploy/container/Containerfile");
+        assert!(deploy
+            .join(s["build"]["context"].as_str().unwrap())
+            .join("deploy/container/Containerfile")
+            .exists());
+        assert_eq!(s["read_only"], true);
+        assert_eq!(s["cap_drop"], json!(["ALL"]));
+        assert_eq!(s["depends_on"]["redis"]["condition"], "service_healthy");
+    }
+    let redis_command = services["redis"]["command"].to_string();
+    assert!(
+        redis_command.contains("/usr/local/etc/redis/redis.conf"),
+        "{redis_command}"
+    );
+
+    // Prometheus reads its config (with the rules beside it, as mounted)
+    // and scrapes both replicas by name.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        deploy.join("compose/prometheus.yml"),
+        tmp.path().join("prometheus.yml"),
+    )
+    .unwrap();
+    std::fs::copy(
+        deploy.join("prometheus/rules.yml"),
+        tmp.path().join("rules.yml"),
+    )
+    .unwrap();
+    let check = std::process::Command::new("promtool")
+        .args(["check", "config", "prometheus.yml"])
+        .current_dir(tmp.path())
+        .output()
+        .expect("promtool (tests/setup.sh installs it)");
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let prometheus = &yaml_documents("deploy/compose/prometheus.yml")[0];
+    assert_eq!(
+        prometheus["scrape_configs"][0]["static_configs"][0]["targets"],
+        json!(["dgw-a:8080", "dgw-b:8080"])
+    );
+
+    // Grafana's data source is the Prometheus service; its dashboards come
+    // from where compose mounts dgw.json.
+    let datasource =
+        &yaml_documents("deploy/compose/grafana/provisioning/datasources/prometheus.yaml")[0];
+    assert_eq!(
+        datasource["datasources"][0]["url"],
+        "http://prometheus:9090"
+    );
+    let dashboards = &yaml_documents("deploy/compose/grafana/provisioning/dashboards/dgw.yaml")[0];
+    let path = dashboards["providers"][0]["options"]["path"]
+        .as_str()
+        .unwrap();
+    assert!(services["grafana"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{path}/dgw.json:ro"))));
+
+    // The replicas' config, as the entrypoint writes it, is valid.
+    let config = std::fs::read_to_string(deploy.join("compose/gateway.toml"))
+        .unwrap()
+        .replace("@REDIS_PASSWORD@", "0123456789abcdef")
+        .replace("/var/lib/dgw", "state");
+    std::fs::write(tmp.path().join("gateway.toml"), config).unwrap();
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_dgw"))
+        .current_dir(tmp.path())
+        .args(["config", "check", "gateway.toml"])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+/// docs/operations.md, "Back up and restore": a stopped gateway's data_dir,
+/// copied elsewhere, starts as the same gateway: what was spent stays
+/// spent, revocations hold, and the audit chain runs on and verifies.
+#[test]
+fn a_stopped_data_dir_copied_elsewhere_is_the_same_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], "");
+    let mut gw = Gateway::start(&config);
+    let token = root_token(&root, &seed(2), &["docs:read:/project/**"], 100, 3600);
+    let t = token.encode();
+    let authorize = |gw: &Gateway, cost: u64| {
+        gw.call(
+            "delegateos/authorize",
+            json!({"dct": t, "namespace": "docs", "action": "read",
+                   "resource": "/project/a", "costMicrocents": cost}),
+        )
+    };
+    let a = authorize(&gw, 60);
+    gw.ok(
+        "delegateos/settle",
+        json!({"reservationId": a["result"]["reservationId"], "actualMicrocents": 60, "dct": t}),
+    );
+    let revoked = root_token(&root, &seed(3), &["docs:read:/project/**"], 100, 3600);
+    let rev = delegateos::RevocationEntry::sign(
+        &root,
+        &revoked.revocation_ids()[0],
+        at(0),
+        delegateos::RevocationScope::Block,
+    )
+    .unwrap();
+    gw.ok("delegateos/revoke", json!({"revocation": rev}));
+    assert!(gw.terminate().success());
+
+    // The backup: a copy of the stopped data_dir, restored elsewhere.
+    let restored = tempfile::tempdir().unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(dir.path().join("data"))
+        .arg(restored.path().join("data"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let config = gateway_config(restored.path(), &[("acme", root.principal_id())], "");
+    let mut gw = Gateway::start(&config);
+    assert_eq!(
+        authorize(&gw, 41)["error"]["data"]["type"],
+        "budget_exceeded"
+    );
+    assert_eq!(authorize(&gw, 40)["result"]["allowed"], true);
+    let e = gw.err(
+        "delegateos/authorize",
+        json!({"dct": revoked.encode(), "namespace": "docs", "action": "read",
+               "resource": "/project/a", "costMicrocents": 0}),
+    );
+    assert_eq!(e["data"]["type"], "revoked");
+    assert!(gw.terminate().success());
+    let gateway = delegateos::KeyFile::parse(
+        &std::fs::read(restored.path().join("data/gateway.key")).unwrap(),
+    )
+    .unwrap()
+    .principal_id()
+    .to_string();
+    let log = restored.path().join("data/audit");
+    let verified = run(&[
+        "audit",
+        "verify",
+        log.to_str().unwrap(),
+        "--gateway",
+        &gateway,
+    ]);
+    assert!(verified.status.success(), "{}", stdout(&verified));
+}
