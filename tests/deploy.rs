@@ -236,6 +236,22 @@ fn the_dashboard_parses_and_names_only_metrics_a_running_dgw_exports() {
     for name in &names {
         assert!(exported(name), "{name} is not on /metrics:\n{metrics}");
     }
+    // The top spender's own gauges: 5 settled plus the MCP call's 1, of 1000.
+    let delegation = t.token().authority.delegation_id.as_str().to_owned();
+    let line = |name: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name) && l.contains(&format!("delegation=\"{delegation}\"")))
+            .unwrap_or_else(|| panic!("no {name} for {delegation}:\n{metrics}"))
+            .to_owned()
+    };
+    assert!(line("dgw_delegation_spent_microcents").contains("tenant=\"acme\""));
+    assert!(
+        line("dgw_delegation_spent_microcents").ends_with(" 6"),
+        "{}",
+        line("dgw_delegation_spent_microcents")
+    );
+    assert!(line("dgw_delegation_budget_microcents").ends_with(" 1000"));
 }
 
 /// The Redis configuration `deploy/` ships keeps what dgw acknowledges

@@ -13,6 +13,8 @@ pub const DENIALS_TOTAL: &str = "dgw_denials_total";
 pub const AUTHORIZE_DURATION: &str = "dgw_authorize_duration_seconds";
 pub const BUDGET_SPENT: &str = "dgw_budget_spent_microcents";
 pub const BUDGET_REMAINING: &str = "dgw_budget_remaining_microcents";
+pub const DELEGATION_SPENT: &str = "dgw_delegation_spent_microcents";
+pub const DELEGATION_BUDGET: &str = "dgw_delegation_budget_microcents";
 pub const RESERVATIONS_OPEN: &str = "dgw_reservations_open";
 pub const REVOCATIONS_TOTAL: &str = "dgw_revocations_total";
 pub const FLUSH_DURATION: &str = "dgw_sled_flush_duration_seconds";
@@ -48,7 +50,14 @@ static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 pub fn install_metrics() -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
+            // Gauges are set again before every scrape; one left unset for
+            // five minutes (a tenant or upstream removed by a reload) is
+            // dropped rather than shown stale for ever.
             let recorder = PrometheusBuilder::new()
+                .idle_timeout(
+                    metrics_util::MetricKindMask::GAUGE,
+                    Some(std::time::Duration::from_secs(300)),
+                )
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full(FLUSH_BATCH.into()), BATCH_BUCKETS)
@@ -155,6 +164,14 @@ fn describe() {
     describe_gauge!(
         MCP_UPSTREAM_UP,
         "1 when an upstream MCP server is initialized and serving, else 0."
+    );
+    describe_gauge!(
+        DELEGATION_SPENT,
+        "Microcents spent under a top-level delegation, for the ten that spent most (others are not exported)."
+    );
+    describe_gauge!(
+        DELEGATION_BUDGET,
+        "The budget of a top-level delegation, for the ten that spent most."
     );
     describe_gauge!(
         REVOCATIONS_CURRENT,
@@ -342,6 +359,16 @@ pub fn record_revocation_feed_lag(lag: Duration) {
 /// A revocation recorded.
 pub fn record_revocation() {
     counter!(REVOCATIONS_TOTAL).increment(1);
+}
+
+/// A top spender's gauges, refreshed before each scrape (the others age out).
+pub fn set_delegation_gauges(tenant: &str, delegation: &str, spent: u64, budget: u64) {
+    let labels = [
+        ("tenant", tenant.to_owned()),
+        ("delegation", delegation.to_owned()),
+    ];
+    gauge!(DELEGATION_SPENT, &labels).set(spent as f64);
+    gauge!(DELEGATION_BUDGET, &labels).set(budget as f64);
 }
 
 /// Budget gauges, refreshed before each scrape.

@@ -1,6 +1,5 @@
 //! Budgets in memory: the budget model under one lock, nothing on disk.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -9,7 +8,7 @@ use async_trait::async_trait;
 use dgw_core::budget::book::{Book, Entry, ReservationRecord};
 use dgw_core::budget::{
     BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, ReservationIds,
-    Settlement, TenantTotals,
+    Settlement, TopLevel,
 };
 use dgw_core::state::{BudgetSettings, BudgetStore, StorageError};
 
@@ -169,8 +168,8 @@ impl BudgetStore for MemoryBudgets {
         Ok(self.book().report(delegation_id))
     }
 
-    async fn tenant_totals(&self) -> Result<HashMap<String, TenantTotals>, LedgerError> {
-        Ok(self.book().tenant_totals())
+    async fn top_levels(&self) -> Result<Vec<TopLevel>, LedgerError> {
+        Ok(self.book().top_levels())
     }
 
     async fn open_reservations(&self) -> Result<usize, LedgerError> {

@@ -14,7 +14,6 @@
 //! after an unclean stop. A reservation under every level's durable ceiling
 //! is journaled lazily and need not wait for the disk. See [`LeasePolicy`].
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ use super::{encode, get, scan, Db, Storage};
 use dgw_core::budget::book::{Book, Entry, LevelRecord, LevelState, ReservationRecord, Unsaved};
 use dgw_core::budget::{
     BudgetKey, HolderDigest, LeasePolicy, LedgerError, LevelReport, OnExpiry, Reservation,
-    ReservationIds, Settlement, TenantTotals,
+    ReservationIds, Settlement, TopLevel,
 };
 use dgw_core::state::{BudgetSettings, BudgetStore, StorageError};
 
@@ -533,8 +532,8 @@ impl BudgetStore for Ledger {
         Ok(self.book().report(delegation_id))
     }
 
-    async fn tenant_totals(&self) -> Result<HashMap<String, TenantTotals>, LedgerError> {
-        Ok(self.book().tenant_totals())
+    async fn top_levels(&self) -> Result<Vec<TopLevel>, LedgerError> {
+        Ok(self.book().top_levels())
     }
 
     async fn open_reservations(&self) -> Result<usize, LedgerError> {

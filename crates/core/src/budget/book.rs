@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, TenantTotals};
+use super::{BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, TopLevel};
 
 /// The stored state of a node: its limit and what has been spent.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -438,14 +438,15 @@ impl Book {
     }
 
     /// Spent and remaining over each tenant root's top-level nodes.
-    pub fn tenant_totals(&self) -> HashMap<String, TenantTotals> {
-        let mut totals: HashMap<String, TenantTotals> = HashMap::new();
-        for (key, s) in self.levels.iter().filter(|(k, _)| k.is_top()) {
-            let t = totals.entry(key.root().to_owned()).or_default();
-            t.spent += s.spent;
-            t.remaining += s.limit.saturating_sub(s.spent).saturating_sub(s.reserved);
-        }
-        totals
+    pub fn top_levels(&self) -> Vec<TopLevel> {
+        self.levels
+            .iter()
+            .filter(|(k, _)| k.is_top())
+            .map(|(key, s)| TopLevel {
+                root: key.root().to_owned(),
+                level: level_report(key, *s),
+            })
+            .collect()
     }
 }
 

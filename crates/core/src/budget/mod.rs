@@ -19,6 +19,7 @@
 
 pub mod book;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -264,6 +265,25 @@ pub struct LevelReport {
 pub struct TenantTotals {
     pub spent: u64,
     pub remaining: u64,
+}
+
+/// A top-level node (a root's direct delegation) with its root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopLevel {
+    /// The budget-key root: a tenant root's principal ID or a protocol's root.
+    pub root: String,
+    pub level: LevelReport,
+}
+
+/// Spent and remaining per root, summed over its top-level nodes.
+pub fn tenant_totals(levels: &[TopLevel]) -> HashMap<String, TenantTotals> {
+    let mut totals: HashMap<String, TenantTotals> = HashMap::new();
+    for t in levels {
+        let sum = totals.entry(t.root.clone()).or_default();
+        sum.spent += t.level.spent_microcents;
+        sum.remaining += t.level.remaining_microcents;
+    }
+    totals
 }
 
 /// The digest a reservation's holder is known by: BLAKE2b-256 of the

@@ -9,6 +9,9 @@ use crate::budget::{HolderDigest, Settlement};
 use crate::caller::Caller;
 use crate::telemetry;
 
+/// How many delegations get a spend gauge of their own.
+pub const TOP_DELEGATIONS: usize = 10;
+
 impl Gatekeeper {
     /// Whether `caller` may end `reservation_id`: its holder (the same
     /// credential, compared by digest), the gateway, or an administrator who
@@ -95,7 +98,6 @@ impl Gatekeeper {
         Ok(released)
     }
 
-    /// Refreshes the budget gauges (before a scrape).
     /// Whether the state can be used now (`/readyz`): the budgets ready
     /// (a shared backend reachable) and the revocation index current.
     /// Sets `dgw_state_writable`.
@@ -110,17 +112,21 @@ impl Gatekeeper {
         ready
     }
 
+    /// Refreshes the gauges (before a scrape): per tenant, and for the
+    /// [`TOP_DELEGATIONS`] top-level delegations that spent most.
     pub async fn refresh_gauges(&self) {
+        telemetry::set_revocations_current(self.revocations.is_current());
         if self.state_ready().await.is_err() {
             return;
         }
-        let (Ok(totals), Ok(open)) = (
-            self.budgets.tenant_totals().await,
+        let (Ok(mut tops), Ok(open)) = (
+            self.budgets.top_levels().await,
             self.budgets.open_reservations().await,
         ) else {
             tracing::error!("reading the budgets for the gauges failed");
             return;
         };
+        let totals = crate::budget::tenant_totals(&tops);
         let mut per_tenant: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         let adapter_roots = self.adapter_roots.read().unwrap_or_else(|p| p.into_inner());
         let tenants = self.tenants.load();
@@ -135,8 +141,37 @@ impl Gatekeeper {
             sum.0 += t.spent;
             sum.1 += t.remaining;
         }
-        for (name, (spent, remaining)) in per_tenant {
-            telemetry::set_budget_gauges(name, spent, remaining, open);
+        for (name, (spent, remaining)) in &per_tenant {
+            telemetry::set_budget_gauges(name, *spent, *remaining, open);
+        }
+        // The delegations that spent most, and only those: a label per
+        // delegation for all of them would be unbounded.
+        tops.sort_by(|a, b| b.level.spent_microcents.cmp(&a.level.spent_microcents));
+        let tenant_of = |root: &str| {
+            tenants
+                .names
+                .iter()
+                .find(|(r, _)| r.as_str() == root)
+                .map(|(_, n)| n.as_str())
+                .or_else(|| {
+                    adapter_roots
+                        .iter()
+                        .find(|(r, _)| r == root)
+                        .map(|(_, n)| n.as_str())
+                })
+                .unwrap_or("unknown")
+        };
+        for t in tops
+            .iter()
+            .filter(|t| t.level.spent_microcents > 0)
+            .take(TOP_DELEGATIONS)
+        {
+            telemetry::set_delegation_gauges(
+                tenant_of(&t.root),
+                &t.level.delegation_id,
+                t.level.spent_microcents,
+                t.level.budget_microcents,
+            );
         }
     }
 

@@ -449,7 +449,10 @@ pub fn budget_bookkeeping<B: Backend>(b: B) {
         assert_eq!(chains_of_b[0][0].delegation_id, "a");
         assert_eq!(chains_of_b[0][1].spent_microcents, 4);
         assert_eq!(chains_of_b[0][1].remaining_microcents, 56);
-        let totals = store.tenant_totals().await.unwrap();
+        let tops = store.top_levels().await.unwrap();
+        let a = tops.iter().find(|t| t.level.delegation_id == "a").unwrap();
+        assert_eq!((a.root.as_str(), a.level.spent_microcents), ("ROOT", 4));
+        let totals = crate::budget::tenant_totals(&tops);
         assert_eq!(totals["ROOT"].spent, 4);
         assert_eq!(totals["ROOT"].remaining, 96);
         assert!(store.writable());

@@ -12,7 +12,6 @@
 //! subscribers see every entry. A new backend passes it or does not ship
 //! (`docs/architecture.md`, "Adding a state backend").
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -22,8 +21,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use crate::budget::{
-    BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
-    TenantTotals,
+    BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, Settlement, TopLevel,
 };
 
 #[cfg(any(test, feature = "contract-suite"))]
@@ -111,7 +109,9 @@ pub trait BudgetStore: Send + Sync {
     async fn report(&self, delegation_id: &str) -> Result<Vec<Vec<LevelReport>>, LedgerError>;
 
     /// Spent and remaining over each tenant root's top-level nodes.
-    async fn tenant_totals(&self) -> Result<HashMap<String, TenantTotals>, LedgerError>;
+    /// Every top-level node (a root's direct delegation), for the gauges
+    /// ([`crate::budget::tenant_totals`] sums them per root).
+    async fn top_levels(&self) -> Result<Vec<TopLevel>, LedgerError>;
 
     /// Open reservations.
     async fn open_reservations(&self) -> Result<usize, LedgerError>;

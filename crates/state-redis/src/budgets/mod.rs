@@ -17,7 +17,7 @@
 //! A reservation's ID carries its tree's tag (`res_….<tag>`), so settling
 //! by ID finds the tree.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ use redis::{AsyncCommands, Script, Value as Reply};
 use dgw_core::budget::book::ReservationRecord;
 use dgw_core::budget::{
     BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, ReservationIds,
-    Settlement, TenantTotals,
+    Settlement, TopLevel,
 };
 use dgw_core::state::{BudgetSettings, BudgetStore, StorageError};
 
@@ -497,7 +497,7 @@ impl BudgetStore for RedisBudgets {
         Ok(out)
     }
 
-    async fn tenant_totals(&self) -> Result<HashMap<String, TenantTotals>, LedgerError> {
+    async fn top_levels(&self) -> Result<Vec<TopLevel>, LedgerError> {
         let mut con = self.connection.get().await?;
         let tops: Vec<String> = con
             .smembers(self.index_key("tops"))
@@ -505,13 +505,20 @@ impl BudgetStore for RedisBudgets {
             .map_err(crate::backend)?;
         let keys: Vec<BudgetKey> = tops.iter().map(|k| BudgetKey::from_stored(k)).collect();
         let rows = self.read_levels(&keys).await?;
-        let mut totals: HashMap<String, TenantTotals> = HashMap::new();
-        for (k, [l, s, r]) in keys.iter().zip(rows) {
-            let t = totals.entry(k.root().to_owned()).or_default();
-            t.spent += s;
-            t.remaining += l.saturating_sub(s).saturating_sub(r);
-        }
-        Ok(totals)
+        Ok(keys
+            .iter()
+            .zip(rows)
+            .map(|(k, [l, s, r])| TopLevel {
+                root: k.root().to_owned(),
+                level: LevelReport {
+                    delegation_id: k.delegation_id().to_owned(),
+                    budget_microcents: l,
+                    spent_microcents: s,
+                    reserved_microcents: r,
+                    remaining_microcents: l.saturating_sub(s).saturating_sub(r),
+                },
+            })
+            .collect())
     }
 
     async fn open_reservations(&self) -> Result<usize, LedgerError> {
