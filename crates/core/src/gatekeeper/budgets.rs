@@ -146,7 +146,7 @@ impl Gatekeeper {
         }
         // The delegations that spent most, and only those: a label per
         // delegation for all of them would be unbounded.
-        tops.sort_by(|a, b| b.level.spent_microcents.cmp(&a.level.spent_microcents));
+        tops.sort_by_key(|t| std::cmp::Reverse(t.level.spent_microcents));
         let tenant_of = |root: &str| {
             tenants
                 .names
