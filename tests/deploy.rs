@@ -503,13 +503,22 @@ fn the_compose_stack_wires_two_replicas_redis_prometheus_and_grafana() {
     let services = compose["services"].as_object().unwrap();
     let mut names: Vec<&str> = services.keys().map(String::as_str).collect();
     names.sort();
-    assert_eq!(names, ["dgw-a", "dgw-b", "grafana", "prometheus", "redis"]);
+    assert_eq!(
+        names,
+        [
+            "dgw-a",
+            "dgw-b",
+            "gateway-key",
+            "grafana",
+            "prometheus",
+            "redis"
+        ]
+    );
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
     for (name, service) in services {
         for volume in service["volumes"].as_array().into_iter().flatten() {
             let source = volume.as_str().unwrap().split(':').next().unwrap();
-            // The shared gateway key is the operator's to create.
-            if source.starts_with("./") && !source.ends_with("gateway.key") {
+            if source.starts_with("./") {
                 assert!(
                     deploy.join(source).exists(),
                     "{name} mounts {source}, which is missing"
@@ -527,6 +536,10 @@ fn the_compose_stack_wires_two_replicas_redis_prometheus_and_grafana() {
         assert_eq!(s["read_only"], true);
         assert_eq!(s["cap_drop"], json!(["ALL"]));
         assert_eq!(s["depends_on"]["redis"]["condition"], "service_healthy");
+        assert_eq!(
+            s["depends_on"]["gateway-key"]["condition"],
+            "service_completed_successfully"
+        );
     }
     let redis_command = services["redis"]["command"].to_string();
     assert!(
