@@ -194,40 +194,25 @@ impl Reloader {
 /// MCP sessions, Agenta and LDP (whose delegates hold open work), the
 /// audit log.
 fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
-    let mut changed = Vec::new();
     let (mut a, mut b) = (running.server.clone(), next.server.clone());
     let tls_switched = a.tls.is_some() != b.tls.is_some();
     a.tls = None;
     b.tls = None;
-    if a != b {
-        changed.push("server");
-    }
-    if tls_switched {
-        changed.push("server.tls");
-    }
-    if running.data_dir != next.data_dir {
-        changed.push("data_dir");
-    }
-    if running.key_file != next.key_file {
-        changed.push("key_file");
-    }
-    if running.budget != next.budget {
-        changed.push("budget");
-    }
-    if running.mcp != next.mcp {
-        changed.push("mcp");
-    }
-    if running.state != next.state {
-        changed.push("state");
-    }
-    if running.agenta != next.agenta {
-        changed.push("agenta");
-    }
-    if running.ldp != next.ldp {
-        changed.push("ldp");
-    }
-    if running.audit != next.audit {
-        changed.push("audit");
-    }
-    changed
+    let differs = [
+        ("server", a != b),
+        ("server.tls", tls_switched),
+        ("data_dir", running.data_dir != next.data_dir),
+        ("key_file", running.key_file != next.key_file),
+        ("budget", running.budget != next.budget),
+        ("mcp", running.mcp != next.mcp),
+        ("state", running.state != next.state),
+        ("agenta", running.agenta != next.agenta),
+        ("ldp", running.ldp != next.ldp),
+        ("audit", running.audit != next.audit),
+    ];
+    differs
+        .iter()
+        .filter(|(_, d)| *d)
+        .map(|(name, _)| *name)
+        .collect()
 }

@@ -69,18 +69,8 @@ fn decisions_settlements_revocations_and_admin_actions_are_chained_and_verified(
     assert!(gw.terminate().success());
 
     let log = dir.path().join("data/audit");
-    let gateway =
-        delegateos::KeyFile::parse(&std::fs::read(dir.path().join("data/gateway.key")).unwrap())
-            .unwrap()
-            .principal_id()
-            .to_string();
-    let verified = run(&[
-        "audit",
-        "verify",
-        log.to_str().unwrap(),
-        "--gateway",
-        &gateway,
-    ]);
+    let gateway = gateway_principal(&dir.path().join("data"));
+    let verified = audit_verify(&log, &gateway);
     assert!(
         verified.status.success(),
         "{}{}",
@@ -145,13 +135,7 @@ fn decisions_settlements_revocations_and_admin_actions_are_chained_and_verified(
     );
     lines.remove(4);
     std::fs::write(&segment, lines.join("\n") + "\n").unwrap();
-    let tampered = run(&[
-        "audit",
-        "verify",
-        log.to_str().unwrap(),
-        "--gateway",
-        &gateway,
-    ]);
+    let tampered = audit_verify(&log, &gateway);
     assert_eq!(tampered.status.code(), Some(1), "{}", stdout(&tampered));
     let said = stdout(&tampered);
     assert!(said.contains(":2: record 1 was changed"), "{said}");
@@ -163,13 +147,7 @@ fn decisions_settlements_revocations_and_admin_actions_are_chained_and_verified(
     // Another gateway's key does not pass for this one's.
     let other = seed(9).principal_id().to_string();
     std::fs::write(&segment, text).unwrap();
-    let forged = run(&[
-        "audit",
-        "verify",
-        log.to_str().unwrap(),
-        "--gateway",
-        &other,
-    ]);
+    let forged = audit_verify(&log, &other);
     assert_eq!(forged.status.code(), Some(1));
     assert!(stdout(&forged).contains("is not the gateway's signature"));
 }

@@ -468,13 +468,7 @@ fn the_kubernetes_manifests_validate_and_run_three_unprivileged_probed_replicas(
             "ab".repeat(32)
         );
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("gateway.toml");
-    std::fs::write(&file, toml).unwrap();
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_dgw"))
-        .current_dir(tmp.path())
-        .args(["config", "check", "gateway.toml"])
-        .output()
-        .unwrap();
+    let check = config_check_in(tmp.path(), &toml);
     assert!(
         check.status.success(),
         "{}",
@@ -603,12 +597,7 @@ fn the_compose_stack_wires_two_replicas_redis_prometheus_and_grafana() {
         .unwrap()
         .replace("@REDIS_PASSWORD@", "0123456789abcdef")
         .replace("/var/lib/dgw", "state");
-    std::fs::write(tmp.path().join("gateway.toml"), config).unwrap();
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_dgw"))
-        .current_dir(tmp.path())
-        .args(["config", "check", "gateway.toml"])
-        .output()
-        .unwrap();
+    let check = config_check_in(tmp.path(), &config);
     assert!(
         check.status.success(),
         "{}",
@@ -673,19 +662,8 @@ fn a_stopped_data_dir_copied_elsewhere_is_the_same_gateway() {
     );
     assert_eq!(e["data"]["type"], "revoked");
     assert!(gw.terminate().success());
-    let gateway = delegateos::KeyFile::parse(
-        &std::fs::read(restored.path().join("data/gateway.key")).unwrap(),
-    )
-    .unwrap()
-    .principal_id()
-    .to_string();
+    let gateway = gateway_principal(&restored.path().join("data"));
     let log = restored.path().join("data/audit");
-    let verified = run(&[
-        "audit",
-        "verify",
-        log.to_str().unwrap(),
-        "--gateway",
-        &gateway,
-    ]);
+    let verified = audit_verify(&log, &gateway);
     assert!(verified.status.success(), "{}", stdout(&verified));
 }

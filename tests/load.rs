@@ -2,44 +2,14 @@
 //! each front's floor with must answer both of the load generator's fronts
 //! correctly, or the floor would be a floor of errors.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::process::Command;
+
+use support::LoadServer;
 
 fn dgw_load() -> Command {
     Command::new(env!("CARGO_BIN_EXE_dgw-load"))
-}
-
-/// A running floor server, killed on drop.
-struct Floor {
-    child: Child,
-    addr: String,
-}
-
-impl Floor {
-    fn start() -> Self {
-        let mut child = dgw_load()
-            .args(["--serve-floor", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("dgw-load runs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("dgw-load floor listening addr=")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, addr }
-    }
-}
-
-impl Drop for Floor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Runs the load generator against `addr` and returns its summary line.
@@ -66,7 +36,7 @@ fn answers(summary: &str) -> u64 {
 
 #[test]
 fn the_floor_answers_json_rpc_and_grpc_without_errors() {
-    let floor = Floor::start();
+    let floor = LoadServer::start("--serve-floor", "dgw-load floor listening addr=");
     for args in [
         &["--mode", "authorize"][..],
         &["--mode", "grpc"],

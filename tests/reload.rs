@@ -4,9 +4,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,37 +14,9 @@ use serde_json::{json, Value};
 use support::mcp::McpHttp;
 use support::*;
 
-/// A fast MCP echo upstream (`dgw-load --serve-upstream`), killed on drop.
-struct Echo {
-    child: Child,
-    addr: String,
-}
-
-impl Echo {
-    fn start() -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dgw-load"))
-            .args(["--serve-upstream", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("dgw-load runs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("dgw-load upstream listening http=")
-            .unwrap_or_else(|| panic!("{line:?}"))
-            .to_owned();
-        Self { child, addr }
-    }
-}
-
-impl Drop for Echo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A fast MCP echo upstream (`dgw-load --serve-upstream`).
+fn echo() -> LoadServer {
+    LoadServer::start("--serve-upstream", "dgw-load upstream listening http=")
 }
 
 fn digest(secret: &str) -> String {
@@ -169,7 +140,7 @@ fn echo_token(root: &delegateos::Keypair, budget: u64) -> String {
 #[test]
 fn reload_applies_tenants_admins_rules_and_refuses_a_bad_file_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let echo = Echo::start();
+    let echo = echo();
     let (acme, beta) = (seed(1), seed(7));
     let base = Variant {
         tenants: &[("acme", acme.principal_id())],
@@ -360,7 +331,7 @@ fn reload_applies_tenants_admins_rules_and_refuses_a_bad_file_whole() {
 #[test]
 fn the_log_level_follows_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let echo = Echo::start();
+    let echo = echo();
     let v = |extra| Variant {
         tenants: &[],
         admins: &[],
@@ -398,7 +369,7 @@ fn the_log_level_follows_the_file() {
 #[test]
 fn twenty_reloads_during_5000_calls_fail_none() {
     let dir = tempfile::tempdir().unwrap();
-    let (one, two) = (Echo::start(), Echo::start());
+    let (one, two) = (echo(), echo());
     let (acme, beta) = (seed(1), seed(7));
     let secret = "ops-secret-0123456789";
     let just_acme = [("acme", acme.principal_id())];

@@ -527,3 +527,69 @@ pub fn http_exchange(
     // dgw always answers with Content-Length, never chunked.
     (status, headers, response[split + 4..].to_vec())
 }
+
+/// The principal ID of the gateway key in `data_dir`.
+pub fn gateway_principal(data_dir: &Path) -> String {
+    delegateos::KeyFile::parse(&std::fs::read(data_dir.join("gateway.key")).unwrap())
+        .unwrap()
+        .principal_id()
+        .to_string()
+}
+
+/// `dgw audit verify LOG --gateway GATEWAY`.
+pub fn audit_verify(log: &Path, gateway: &str) -> Output {
+    run(&[
+        "audit",
+        "verify",
+        log.to_str().unwrap(),
+        "--gateway",
+        gateway,
+    ])
+}
+
+/// `dgw config check` on `toml`, written as `gateway.toml` in `dir` and
+/// checked from there (relative paths resolve in `dir`).
+pub fn config_check_in(dir: &Path, toml: &str) -> Output {
+    std::fs::write(dir.join("gateway.toml"), toml).unwrap();
+    dgw()
+        .current_dir(dir)
+        .args(["config", "check", "gateway.toml"])
+        .output()
+        .unwrap()
+}
+
+/// A `dgw-load` server (`--serve-upstream` or `--serve-floor`) on a free
+/// loopback port, killed on drop.
+pub struct LoadServer {
+    child: std::process::Child,
+    pub addr: String,
+}
+
+impl LoadServer {
+    /// Runs `dgw-load FLAG 127.0.0.1:0` and reads its address after `said`.
+    pub fn start(flag: &str, said: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dgw-load"))
+            .args([flag, "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("dgw-load runs");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix(said)
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, addr }
+    }
+}
+
+impl Drop for LoadServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
