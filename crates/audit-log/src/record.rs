@@ -9,7 +9,7 @@ use crate::AuditError;
 /// The `prev` of the first record ever written.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// One line of a segment.
+/// One line of a segment, as read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Record {
@@ -19,43 +19,57 @@ pub struct Record {
     /// The hash of the record before (or [`GENESIS`]).
     pub prev: String,
     pub event: Value,
-    /// The hash of this record's other members.
+    /// The BLAKE2b-256 of the line's bytes before `,"hash":`.
     pub hash: String,
 }
 
-/// What a record's hash covers.
-#[derive(Serialize)]
-struct Hashed<'a> {
+/// What follows a line's body: `,"hash":"<64 hex>"}`.
+const HASH_PREFIX: &[u8] = b",\"hash\":\"";
+const TAIL_LEN: usize = HASH_PREFIX.len() + 64 + 2;
+
+/// A line and its hash: `{"seq":…,"at":…,"prev":…,"event":…,"hash":"…"}`
+/// and a newline. The hash covers the exact bytes before `,"hash":`, so
+/// verifying needs no canonical form: any changed byte changes it.
+pub fn line(
     seq: u64,
-    at: &'a str,
-    prev: &'a str,
-    event: &'a Value,
+    at: &str,
+    prev: &str,
+    event: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+) -> Result<(Vec<u8>, String), AuditError> {
+    let mut out = Vec::with_capacity(512);
+    let text = |e: serde_json::Error| AuditError::Record(e.to_string());
+    out.extend_from_slice(b"{\"seq\":");
+    out.extend_from_slice(seq.to_string().as_bytes());
+    out.extend_from_slice(b",\"at\":");
+    serde_json::to_writer(&mut out, at).map_err(text)?;
+    out.extend_from_slice(b",\"prev\":");
+    serde_json::to_writer(&mut out, prev).map_err(text)?;
+    out.extend_from_slice(b",\"event\":");
+    event(&mut out).map_err(text)?;
+    let hash = hex::encode(delegateos::signing::blake2b256(&out));
+    out.extend_from_slice(HASH_PREFIX);
+    out.extend_from_slice(hash.as_bytes());
+    out.extend_from_slice(b"\"}\n");
+    Ok((out, hash))
+}
+
+/// The hash a line's bytes (without its newline) give, or `None` when it
+/// does not end in a hash member.
+pub fn hash_of_line(line: &[u8]) -> Option<String> {
+    let body_len = line.len().checked_sub(TAIL_LEN)?;
+    let (body, tail) = line.split_at(body_len);
+    if !tail.starts_with(HASH_PREFIX) || !tail.ends_with(b"\"}") {
+        return None;
+    }
+    Some(hex::encode(delegateos::signing::blake2b256(body)))
 }
 
 impl Record {
-    /// A record of `event` after `prev`, hashed.
-    pub fn new(seq: u64, at: String, prev: String, event: Value) -> Result<Self, AuditError> {
-        let mut r = Self {
-            seq,
-            at,
-            prev,
-            event,
-            hash: String::new(),
-        };
-        r.hash = r.expected_hash()?;
-        Ok(r)
-    }
-
-    /// The hash its content has (equal to `hash` unless it was changed).
-    pub fn expected_hash(&self) -> Result<String, AuditError> {
-        let digest = delegateos::signing::digest(&Hashed {
-            seq: self.seq,
-            at: &self.at,
-            prev: &self.prev,
-            event: &self.event,
+    /// This record as its line (what the writer would write for it).
+    pub fn to_line(&self) -> Result<(Vec<u8>, String), AuditError> {
+        line(self.seq, &self.at, &self.prev, |out| {
+            serde_json::to_writer(out, &self.event)
         })
-        .map_err(|e| AuditError::Record(e.to_string()))?;
-        Ok(hex::encode(digest))
     }
 
     /// The seal this record holds, if it is one.

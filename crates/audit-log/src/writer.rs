@@ -1,7 +1,7 @@
 //! The writer: one thread that chains, writes, seals, rotates and prunes.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,12 +13,14 @@ use delegateos::Keypair;
 use dgw_core::trail::{Trail, TrailEntry};
 use serde_json::{json, Value};
 
-use crate::record::{now_text, Record, Seal, GENESIS};
+use crate::record::{self, now_text, Record, Seal, GENESIS};
 use crate::segments::{self, io};
 use crate::AuditError;
 
 /// Entries waiting for the writer before new ones are counted as dropped.
 const QUEUE: usize = 65_536;
+/// The writer's pause between batches.
+const LINGER: Duration = Duration::from_millis(2);
 
 /// How the log is kept.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,7 +95,8 @@ impl Trail for AuditLog {
 struct Writer {
     settings: Settings,
     key: Arc<Keypair>,
-    file: File,
+    /// Written out at the end of each batch, and before every sync.
+    file: BufWriter<File>,
     path: PathBuf,
     /// Bytes in the current segment.
     size: u64,
@@ -141,6 +144,7 @@ impl Writer {
         };
         let file = open_segment(&path)?;
         let size = file.metadata().map_err(io(&path))?.len();
+        let file = BufWriter::with_capacity(1 << 16, file);
         let mut w = Self {
             settings,
             key,
@@ -154,7 +158,7 @@ impl Writer {
         };
         if cut > 0 {
             tracing::warn!(bytes = cut, path = %w.path.display(), "audit log: an unfinished last line was cut off");
-            w.append(json!({"event": "recovered", "cutBytes": cut}))?;
+            w.append(&json!({"event": "recovered", "cutBytes": cut}))?;
         }
         Ok(w)
     }
@@ -183,11 +187,11 @@ impl Writer {
             }
             let lost = dropped.swap(0, Ordering::Relaxed);
             if lost > 0 {
-                log_err(self.append(json!({"event": "dropped", "entries": lost})));
+                log_err(self.append(&json!({"event": "dropped", "entries": lost})));
             }
             for message in batch {
                 match message {
-                    Message::Entry(entry) => log_err(self.append(entry.to_json())),
+                    Message::Entry(entry) => log_err(self.append_with(|out| entry.write_json(out))),
                     Message::Flush(done) => {
                         log_err(self.seal());
                         last_seal = Instant::now();
@@ -199,19 +203,29 @@ impl Writer {
                 log_err(self.seal());
                 last_seal = Instant::now();
             }
+            log_err(self.write_out());
+            // Let entries gather: a writer that sleeps between batches is
+            // not woken by every entry (a wake is a system call on the
+            // caller's path).
+            std::thread::sleep(LINGER);
         }
     }
 
     /// Chains `event` and writes it.
-    fn append(&mut self, event: Value) -> Result<(), AuditError> {
-        let record = Record::new(self.next_seq, now_text(), self.head.clone(), event)?;
-        let mut line =
-            serde_json::to_vec(&record).map_err(|e| AuditError::Record(e.to_string()))?;
-        line.push(b'\n');
+    fn append(&mut self, event: &Value) -> Result<(), AuditError> {
+        self.append_with(|out| serde_json::to_writer(out, event))
+    }
+
+    /// Chains the event `write` writes and writes it.
+    fn append_with(
+        &mut self,
+        write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+    ) -> Result<(), AuditError> {
+        let (line, hash) = record::line(self.next_seq, &now_text(), &self.head, write)?;
         self.file.write_all(&line).map_err(io(&self.path))?;
         self.size += line.len() as u64;
         self.next_seq += 1;
-        self.head = record.hash;
+        self.head = hash;
         Ok(())
     }
 
@@ -222,9 +236,9 @@ impl Writer {
             return Ok(());
         }
         let seal = Seal::sign(&self.key, self.unsealed_from, self.next_seq - 1, &self.head)?;
-        self.append(json!({"event": "seal", "seal": seal}))?;
+        self.append(&json!({"event": "seal", "seal": seal}))?;
         self.unsealed_from = self.next_seq;
-        self.file.sync_data().map_err(io(&self.path))?;
+        self.sync()?;
         if self.size >= self.settings.segment_bytes
             || self.opened.elapsed() >= self.settings.segment_age
         {
@@ -235,8 +249,9 @@ impl Writer {
 
     /// Starts the next segment (the chain runs on) and applies retention.
     fn rotate(&mut self) -> Result<(), AuditError> {
+        self.write_out()?;
         let path = self.settings.dir.join(segments::name(self.next_seq));
-        self.file = open_segment(&path)?;
+        self.file = BufWriter::with_capacity(1 << 16, open_segment(&path)?);
         self.path = path;
         self.size = 0;
         self.opened = Instant::now();
@@ -275,7 +290,7 @@ impl Writer {
             sizes.remove(0);
         }
         if let Some((through, head)) = pruned_through {
-            self.append(json!({"event": "pruned", "through": through, "head": head}))?;
+            self.append(&json!({"event": "pruned", "through": through, "head": head}))?;
             self.seal_without_rotating()?;
         }
         Ok(())
@@ -283,9 +298,20 @@ impl Writer {
 
     fn seal_without_rotating(&mut self) -> Result<(), AuditError> {
         let seal = Seal::sign(&self.key, self.unsealed_from, self.next_seq - 1, &self.head)?;
-        self.append(json!({"event": "seal", "seal": seal}))?;
+        self.append(&json!({"event": "seal", "seal": seal}))?;
         self.unsealed_from = self.next_seq;
-        self.file.sync_data().map_err(io(&self.path))
+        self.sync()
+    }
+
+    /// Writes out what is buffered.
+    fn write_out(&mut self) -> Result<(), AuditError> {
+        self.file.flush().map_err(io(&self.path))
+    }
+
+    /// Writes out and syncs the segment.
+    fn sync(&mut self) -> Result<(), AuditError> {
+        self.write_out()?;
+        self.file.get_ref().sync_data().map_err(io(&self.path))
     }
 }
 

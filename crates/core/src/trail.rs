@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 
 /// Something the writer turns into its record off the caller's path.
 pub trait Record: Send + Sync + std::fmt::Debug {
-    fn to_json(&self) -> Value;
+    /// Writes the record as one JSON object.
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
 }
 
 /// One entry for the trail.
@@ -24,11 +25,11 @@ pub enum TrailEntry {
 }
 
 impl TrailEntry {
-    /// The entry as the JSON the trail records.
-    pub fn to_json(&self) -> Value {
+    /// Writes the entry as the JSON object the trail records.
+    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match self {
-            TrailEntry::Decision(d) => d.to_json(),
-            TrailEntry::Event(v) => v.clone(),
+            TrailEntry::Decision(d) => d.write_json(out),
+            TrailEntry::Event(v) => serde_json::to_writer(out, v),
         }
     }
 }

@@ -44,7 +44,8 @@ where
         let id = dgw_core::request_id::from_header(
             request.headers().get("x-request-id").map(|v| v.as_bytes()),
         );
-        let span = tracing::info_span!("request", request_id = %id);
+        // At debug (`[log] level = "info,dgw::request=debug"`), as on HTTP.
+        let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
         let answer = self.0.call(request);
         Box::pin(async move {
             let mut response =

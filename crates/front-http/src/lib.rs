@@ -409,7 +409,9 @@ where
             let id = dgw_core::request_id::from_header(
                 req.headers().get("x-request-id").map(|v| v.as_bytes()),
             );
-            let span = tracing::info_span!("request", request_id = %id);
+            // At debug (`[log] level = "info,dgw::request=debug"`): a span per
+            // request costs too much to keep on at info.
+            let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
             let mut response = dgw_core::request_id::scope(
                 id.clone(),
                 tracing::Instrument::instrument(front.route(req), span),

@@ -46,42 +46,60 @@ pub struct DecisionEvent {
     pub request_id: Option<std::sync::Arc<str>>,
 }
 
+/// A decision as the audit trail records it (no credential in it).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DecisionRecord<'a> {
+    event: &'static str,
+    at: u64,
+    decision: &'static str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<&'a str>,
+    chain: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request: Option<RequestRecord<'a>>,
+    cost_microcents: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reservation_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    denial_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+}
+
+#[derive(serde::Serialize)]
+struct RequestRecord<'a> {
+    namespace: &'a str,
+    action: &'a str,
+    resource: &'a str,
+}
+
 impl crate::trail::Record for DecisionEvent {
-    fn to_json(&self) -> serde_json::Value {
-        let at = (self.at.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
-        let mut record = serde_json::json!({
-            "event": "decision",
-            "at": at,
-            "decision": self.kind.as_str(),
-            "allowed": self.allowed,
-            "chain": self.chain.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
-            "costMicrocents": self.cost_microcents,
-        });
-        let Some(r) = record.as_object_mut() else {
-            return record;
-        };
-        if let Some(t) = &self.tenant {
-            r.insert("tenant".into(), t.as_str().into());
-        }
-        if let Some(id) = &self.request_id {
-            r.insert("requestId".into(), id.as_ref().into());
-        }
-        if let Some(req) = &self.request {
-            r.insert(
-                "request".into(),
-                serde_json::json!({"namespace": req.namespace, "action": req.action, "resource": req.resource}),
-            );
-        }
-        for (key, value) in [
-            ("reservationId", &self.reservation_id),
-            ("denialType", &self.denial_type),
-            ("detail", &self.detail),
-        ] {
-            if let Some(v) = value {
-                r.insert(key.into(), v.as_str().into());
-            }
-        }
-        record
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        serde_json::to_writer(
+            out,
+            &DecisionRecord {
+                event: "decision",
+                at: (self.at.unix_timestamp_nanos() / 1_000_000).max(0) as u64,
+                decision: self.kind.as_str(),
+                allowed: self.allowed,
+                request_id: self.request_id.as_deref(),
+                tenant: self.tenant.as_deref(),
+                chain: self.chain.iter().map(|d| d.as_str()).collect(),
+                request: self.request.as_ref().map(|r| RequestRecord {
+                    namespace: &r.namespace,
+                    action: &r.action,
+                    resource: &r.resource,
+                }),
+                cost_microcents: self.cost_microcents,
+                reservation_id: self.reservation_id.as_deref(),
+                denial_type: self.denial_type.as_deref(),
+                detail: self.detail.as_deref(),
+            },
+        )
     }
 }
 
