@@ -23,6 +23,7 @@ pub mod protocol;
 pub mod random;
 pub mod request_id;
 pub mod revocations;
+pub mod run_to_end;
 pub mod state;
 pub mod telemetry;
 pub mod trail;

@@ -88,16 +88,19 @@ impl HttpFront {
             );
         }
         match (req.method(), req.uri().path()) {
-            (&Method::POST, "/rpc") => self.rpc(req).await,
-            (&Method::POST, "/mcp") => self.mcp_post(req).await,
+            // Each boxed: a request's future holds only the route it runs,
+            // not the largest of them, so the connection does not copy tens
+            // of kilobytes per request (docs/performance.md).
+            (&Method::POST, "/rpc") => Box::pin(self.rpc(req)).await,
+            (&Method::POST, "/mcp") => Box::pin(self.mcp_post(req)).await,
             (&Method::DELETE, "/mcp") => {
-                let status = self.mcp.delete(req.headers()).await;
+                let status = Box::pin(self.mcp.delete(req.headers())).await;
                 let mut r = Response::new(Full::new(Bytes::new()));
                 *r.status_mut() = status;
                 r
             }
             (&Method::GET, "/metrics") => {
-                self.gate.refresh_gauges().await;
+                Box::pin(self.gate.refresh_gauges()).await;
                 for up in self.mcp.proxy.upstreams().iter() {
                     dgw_core::telemetry::set_upstream_up(&up.name, up.is_ready());
                 }
@@ -112,7 +115,7 @@ impl HttpFront {
                 text_response(StatusCode::OK, "ok\n".into(), "text/plain")
             }
             (&Method::GET, "/readyz") => {
-                if let Err(e) = self.gate.state_ready().await {
+                if let Err(e) = Box::pin(self.gate.state_ready()).await {
                     text_response(
                         StatusCode::SERVICE_UNAVAILABLE,
                         format!("not ready: {e}\n"),
@@ -136,7 +139,7 @@ impl HttpFront {
             (_, path) if self.protocols.serving_path(path).is_some() => {
                 let protocol = self.protocols.serving_path(path).cloned();
                 match protocol {
-                    Some(p) => self.protocol_endpoint(p, req).await,
+                    Some(p) => Box::pin(self.protocol_endpoint(p, req)).await,
                     None => {
                         text_response(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain")
                     }
@@ -252,16 +255,16 @@ impl HttpFront {
                 Ok(b) => b,
                 Err(r) => return r,
             };
-            // In a task of its own: a request that outlives the time limit
-            // (or a client that goes away) never stops a protocol halfway
-            // through a change of state.
+            // Run to its end: a request that outlives the time limit (or a
+            // client that goes away) never stops a protocol halfway through
+            // a change of state.
             let (method, path) = (parts.method.to_string(), parts.uri.path().to_owned());
             let query = parts.uri.query().map(str::to_owned);
             let authorization = authorization
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             let name = protocol.id().name;
-            let task = tokio::spawn(async move {
+            let task = dgw_core::run_to_end::run_to_end(async move {
                 protocol
                     .serve_http(HttpRequest {
                         method: &method,

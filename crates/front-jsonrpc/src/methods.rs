@@ -147,21 +147,23 @@ impl JsonRpc {
         method: &str,
         p: Option<Value>,
     ) -> (Result<Value, RpcError>, Outcome) {
+        // Each boxed: a call's future holds only the method it runs, not
+        // the largest of them (docs/performance.md).
         let result = match method {
-            "delegateos/authorize" => self.authorize(p).await,
-            "delegateos/settle" => self.settle(caller, p).await,
-            "delegateos/release" => self.release(caller, p).await,
-            "delegateos/budget" => self.budget(caller, p).await,
-            "delegateos/delegation" => self.delegation(caller, p).await,
-            "dgw/authorize" => self.authorize_any(caller, p).await,
-            "dgw/audit" => self.audit(caller, p).await,
-            "dgw/revoke" => self.admin_revoke(caller, p).await,
-            "dgw/reload" => self.reload(caller, p).await,
-            "delegateos/delegate" => self.delegate(p).await,
-            "delegateos/complete" => self.complete(p).await,
-            "delegateos/revoke" => self.revoke(caller, p).await,
+            "delegateos/authorize" => Box::pin(self.authorize(p)).await,
+            "delegateos/settle" => Box::pin(self.settle(caller, p)).await,
+            "delegateos/release" => Box::pin(self.release(caller, p)).await,
+            "delegateos/budget" => Box::pin(self.budget(caller, p)).await,
+            "delegateos/delegation" => Box::pin(self.delegation(caller, p)).await,
+            "dgw/authorize" => Box::pin(self.authorize_any(caller, p)).await,
+            "dgw/audit" => Box::pin(self.audit(caller, p)).await,
+            "dgw/revoke" => Box::pin(self.admin_revoke(caller, p)).await,
+            "dgw/reload" => Box::pin(self.reload(caller, p)).await,
+            "delegateos/delegate" => Box::pin(self.delegate(p)).await,
+            "delegateos/complete" => Box::pin(self.complete(p)).await,
+            "delegateos/revoke" => Box::pin(self.revoke(caller, p)).await,
             other if self.protocols.serving(other).is_some() => {
-                self.protocol_method(caller, other, p).await
+                Box::pin(self.protocol_method(caller, other, p)).await
             }
             other => Err((
                 RpcError::new(

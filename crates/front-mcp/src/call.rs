@@ -19,6 +19,7 @@ use super::upstream::{Upstream, UpstreamError};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller;
 use dgw_core::protocol::{Call, Completed, Decision, Denial, EarlyRefusal, Found, Review};
+use dgw_core::run_to_end::run_to_end;
 use dgw_core::telemetry;
 use dgw_front_jsonrpc::{denial_error, gate_error, RpcError, DENIED, INTERNAL_ERROR};
 
@@ -374,7 +375,7 @@ impl McpProxy {
         })
     }
 
-    /// Forwards under the upstream's own name in a task of its own: once the
+    /// Forwards under the upstream's own name, run to its end: once the
     /// upstream may act, the call ends here (answered, or cancelled upstream,
     /// and settled) even if the client goes away meanwhile, which cancels
     /// it. The protocols review a successful answer first (a Motebit
@@ -397,7 +398,7 @@ impl McpProxy {
         let (id, cancel, session) = (id.clone(), cancel.clone(), session.to_owned());
         let (tool, action) = (routed.tool.exposed.clone(), routed.action.clone());
         let (requests, cost) = (routed.requests.clone(), routed.cost);
-        let forwarded = tokio::spawn(carried(async move {
+        let forwarded = run_to_end(carried(async move {
             let started = Instant::now();
             let mut reply = upstream.request("tools/call", Some(params), &cancel).await;
             let took = started.elapsed();
@@ -516,8 +517,8 @@ impl McpProxy {
     }
 }
 
-/// `f` with the request's ID and log span, for the task that calls the
-/// upstream on the request's behalf.
+/// `f` with the request's ID and log span, for when it goes on in a task of
+/// its own.
 fn carried<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
     tracing::Instrument::instrument(dgw_core::request_id::carried(f), tracing::Span::current())
 }

@@ -429,11 +429,13 @@ impl McpProxy {
             },
         );
         let result = match method {
-            "initialize" => self.initialize(caller, params).await,
+            // Each boxed: a request's future holds only the method it
+            // runs, not the largest of them (docs/performance.md).
+            "initialize" => Box::pin(self.initialize(caller, params)).await,
             "ping" => Ok(Reply::Result(json!({}))),
-            "tools/list" => self.list_tools(caller, params).await,
-            "tools/call" => self.call_tool(caller, &id, params, cancel).await,
-            _ => self.pass_through(method, params, cancel).await,
+            "tools/list" => Box::pin(self.list_tools(caller, params)).await,
+            "tools/call" => Box::pin(self.call_tool(caller, &id, params, cancel)).await,
+            _ => Box::pin(self.pass_through(method, params, cancel)).await,
         };
         record.end(match &result {
             Ok(_) => Outcome::Ok,
