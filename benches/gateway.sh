@@ -32,9 +32,10 @@ root = "$root"
 $budget
 $extra
 TOML
-  RUST_LOG=${DGW_LOG:-info} ${DGW_CPUS:+taskset -c $DGW_CPUS} $bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "${DGW_ERR:-/dev/null}" &
+  # shellcheck disable=SC2086
+  RUST_LOG=${DGW_LOG:-info} ${DGW_CPUS:+taskset -c $DGW_CPUS} ${DGW_WRAP:-} $bin/dgw serve --config "$work/gateway.toml" > "$work/out" 2> "${DGW_ERR:-/dev/null}" &
   pid=$!
-  for _ in $(seq 100); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 300); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.1; done
   addr=$(sed -n 's/^dgw listening http=\([^ ]*\).*/\1/p' "$work/out")
   grpc=$(sed -n 's/.* grpc=\([^ ]*\).*/\1/p' "$work/out")
   token=$($bin/dgw token issue --key "$work/root.key" --to "$root" --cap 'docs:read:/**' \

@@ -568,9 +568,15 @@ pub struct LoadServer {
 impl LoadServer {
     /// Runs `dgw-load FLAG 127.0.0.1:0` and reads its address after `said`.
     pub fn start(flag: &str, said: &str) -> Self {
+        Self::start_with(flag, &[], said)
+    }
+
+    /// [`LoadServer::start`] with more arguments.
+    pub fn start_with(flag: &str, args: &[&str], said: &str) -> Self {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_dgw-load"))
             .args([flag, "127.0.0.1:0"])
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .expect("dgw-load runs");

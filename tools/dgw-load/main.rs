@@ -9,9 +9,11 @@
 //! `direct` sends the same call straight to an MCP server (the baseline that
 //! `mcp` is compared with); `grpc` sends `Authorize` to the gRPC front (and,
 //! with `--settle`, `Settle`). `--serve-upstream ADDR` runs instead a minimal,
-//! fast Streamable HTTP MCP server offering `echo`, for those two modes;
+//! fast Streamable HTTP MCP server offering `echo`, for those two modes
+//! (`--serve-stdio` the same on standard input and output);
 //! `--serve-floor ADDR` a server that does no work, answering `authorize`
-//! and `grpc` modes from memory (benches/floor.sh).
+//! and `grpc` modes from memory (benches/floor.sh); `--serve-proxy ADDR`
+//! a proxy that does nothing but forward to `--addr` (benches/compare/).
 //!
 //! By default each client sends its next request as soon as the last is
 //! answered (closed loop); `--rate R` instead sends R requests per second in
@@ -29,6 +31,9 @@ use hyper::client::conn::http1;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
+
+mod hold;
+mod proxy;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -65,6 +70,15 @@ struct Args {
     /// the transport, the client and this machine set for each front.
     #[arg(long)]
     serve_floor: Option<SocketAddr>,
+    /// Run the echo server on standard input and output instead (a stdio
+    /// upstream for dgw, benches/compare/).
+    #[arg(long)]
+    serve_stdio: bool,
+    /// Run the least an HTTP/1.1 proxy can do on this address instead of
+    /// generating load: every request sent on to `--addr` and its answer
+    /// back, nothing parsed (the floor of a proxy hop, benches/compare/).
+    #[arg(long)]
+    serve_proxy: Option<SocketAddr>,
     /// The serialized DCT to present (or @FILE).
     #[arg(long, default_value = "")]
     token: String,
@@ -94,6 +108,11 @@ struct Args {
     /// HTTP/1 cannot, so the other modes always use one per client.
     #[arg(long)]
     connections: Option<usize>,
+    /// Instead of measuring, leave N MCP sessions (`--mode mcp`) or N
+    /// unsettled reservations (`--mode authorize`) open in the gateway, then
+    /// exit (benches/memory.sh).
+    #[arg(long)]
+    open: Option<u64>,
     /// Open loop: send this many requests per second in total, each client
     /// on a fixed schedule, instead of each client sending its next request
     /// as soon as the last is answered (the default, closed loop).
@@ -176,7 +195,16 @@ async fn post(
     if bytes.is_empty() {
         return Ok((session, Value::Null));
     }
-    serde_json::from_slice(&bytes)
+    // A server may answer as a server-sent event stream (agentgateway
+    // does): the message is then the first event's `data:`.
+    let json = match bytes
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"data:"))
+    {
+        Some(data) => data.trim_ascii(),
+        None => &bytes[..],
+    };
+    serde_json::from_slice(json)
         .map(|v| (session, v))
         .map_err(|e| e.to_string())
 }
@@ -499,6 +527,43 @@ async fn http_client(
     Ok(stats)
 }
 
+/// The echo server's answer to one message (none to a notification):
+/// `initialize`, `tools/list` and `tools/call` of `echo`, from memory.
+fn echo_answer(message: &Value) -> Option<Value> {
+    let id = message.get("id")?.clone();
+    let result = match message["method"].as_str() {
+        Some("initialize") => json!({"protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "dgw-load-echo", "version": "1"}}),
+        Some("tools/list") => json!({"tools": [{"name": "echo",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}),
+        Some("tools/call") => json!({"content": [{"type": "text",
+            "text": message["params"]["arguments"]["text"]}]}),
+        _ => json!({}),
+    };
+    Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+/// The echo server over stdio (`--serve-stdio`): a JSON-RPC message per
+/// line in, an answer per line out, for dgw's stdio upstreams.
+async fn serve_stdio() -> Result<(), String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut out = tokio::io::stdout();
+    while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
+        let message: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if let Some(answer) = echo_answer(&message) {
+            let mut text = answer.to_string();
+            text.push('\n');
+            out.write_all(text.as_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+            out.flush().await.map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
 /// The fast MCP echo server: answers `initialize`, `tools/list` and
 /// `tools/call` of `echo` from memory, over one JSON body per POST.
 async fn serve_upstream(addr: SocketAddr) -> Result<(), String> {
@@ -511,21 +576,8 @@ async fn serve_upstream(addr: SocketAddr) -> Result<(), String> {
             let service = service_fn(|req: Request<hyper::body::Incoming>| async move {
                 let body = req.into_body().collect().await?.to_bytes();
                 let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                let id = message.get("id").cloned();
-                let result = match message["method"].as_str() {
-                    Some("initialize") => json!({"protocolVersion": "2025-06-18",
-                        "capabilities": {"tools": {}},
-                        "serverInfo": {"name": "dgw-load-echo", "version": "1"}}),
-                    Some("tools/list") => json!({"tools": [{"name": "echo",
-                        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}),
-                    Some("tools/call") => json!({"content": [{"type": "text",
-                        "text": message["params"]["arguments"]["text"]}]}),
-                    _ => json!({}),
-                };
-                let mut resp = hyper::Response::new(Full::new(match id {
-                    Some(id) => Bytes::from(
-                        json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
-                    ),
+                let mut resp = hyper::Response::new(Full::new(match echo_answer(&message) {
+                    Some(answer) => Bytes::from(answer.to_string()),
                     None => Bytes::new(),
                 }));
                 let h = resp.headers_mut();
@@ -631,7 +683,7 @@ async fn serve_floor(addr: SocketAddr) -> Result<(), String> {
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let args = Args::parse();
-    for addr in [args.serve_upstream, args.serve_floor]
+    for addr in [args.serve_upstream, args.serve_floor, args.serve_proxy]
         .into_iter()
         .flatten()
     {
@@ -642,8 +694,17 @@ async fn main() -> Result<(), String> {
     if let Some(addr) = args.serve_upstream {
         return serve_upstream(addr).await;
     }
+    if args.serve_stdio {
+        return serve_stdio().await;
+    }
     if let Some(addr) = args.serve_floor {
         return serve_floor(addr).await;
+    }
+    if let Some(addr) = args.serve_proxy {
+        if !args.addr.ip().is_loopback() {
+            return Err(format!("{} is not a loopback address", args.addr));
+        }
+        return proxy::serve(addr, args.addr).await;
     }
     if !args.addr.ip().is_loopback() {
         return Err(format!(
@@ -676,6 +737,9 @@ async fn main() -> Result<(), String> {
     }
     if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return Err("--rate must be a positive number of requests per second".into());
+    }
+    if let Some(n) = args.open {
+        return hold::open(Arc::new(args), Arc::new(token), n).await;
     }
     let start = Instant::now();
     let warm_until = start + warmup;

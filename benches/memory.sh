@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Peak memory of dgw serve (VmHWM, from /proc) with state held live: after
+# start, with SESSIONS (default 10000) MCP sessions open (dgw-load --open,
+# one DCT, never closed), then with RESERVATIONS (default 100000) more
+# reservations granted and never settled, each step on the same gateway
+# (sled, the default; the echo upstream of dgw-load behind /mcp).
+#   benches/memory.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. benches/gateway.sh
+cargo build --release --quiet --bin dgw --bin dgw-load
+bin=target/release
+sessions=${SESSIONS:-10000}
+reservations=${RESERVATIONS:-100000}
+work=$(mktemp -d)
+upstream_pid= pid=
+trap 'kill $pid $upstream_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+$bin/dgw-load --serve-upstream 127.0.0.1:0 > "$work/upstream.out" &
+upstream_pid=$!
+for _ in $(seq 100); do grep -q listening "$work/upstream.out" 2>/dev/null && break; sleep 0.1; done
+upstream=$(sed -n 's/^dgw-load upstream listening http=//p' "$work/upstream.out")
+DGW_LOG=warn start_gateway "$work" "
+[mcp]
+max_sessions = $((sessions + 100))
+max_sessions_per_credential = $((sessions + 100))
+[[upstreams]]
+name = \"echo\"
+url = \"http://$upstream/mcp\"
+[[upstreams.tools]]
+name = \"echo\"
+capability = \"docs:read\"
+resource = \"/text\"
+cost_microcents = 1
+"
+mem() { awk -v what="$1" '/^VmRSS|^VmHWM/{v[$1]=$2} END{printf "%-44s RSS %6.1f MiB, peak %6.1f MiB\n", what, v["VmRSS:"]/1024, v["VmHWM:"]/1024}' "/proc/$pid/status"; }
+sleep 1
+mem "started (upstream ready)"
+load_gen --mode mcp --addr "$addr" --token "$token" --concurrency 16 --open "$sessions" > /dev/null
+mem "with $sessions MCP sessions open"
+load_gen --mode authorize --addr "$addr" --token "$token" --concurrency 16 --open "$reservations" > /dev/null
+open=$(curl -s "http://$addr/metrics" | awk '/^dgw_reservations_open[ {]/{s+=$2} END{print s+0}')
+mem "… and $reservations reservations ($open open)"

@@ -1,0 +1,81 @@
+//! `--open N`: leaves state behind in the gateway instead of measuring
+//! latency, so its memory can be read with that state live
+//! (benches/memory.sh). In `mcp` mode, N MCP sessions opened with the token
+//! (and never closed); in `authorize` mode, N reservations granted (and
+//! never settled). The clients share the count, each on its own connection.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+
+use super::{is_result, mcp_session, post_bytes, Args, Mode, Target};
+
+/// Opens `n` sessions or reservations over `args.concurrency` connections.
+pub async fn open(args: Arc<Args>, token: Arc<String>, n: u64) -> Result<(), String> {
+    if !matches!(args.mode, Mode::Mcp | Mode::Authorize) {
+        return Err("--open applies to --mode mcp (sessions) or authorize (reservations)".into());
+    }
+    let left = Arc::new(AtomicU64::new(n));
+    let clients: Vec<_> = (0..args.concurrency)
+        .map(|_| tokio::spawn(client(args.clone(), token.clone(), left.clone())))
+        .collect();
+    for c in clients {
+        c.await.map_err(|e| e.to_string())??;
+    }
+    let what = if args.mode == Mode::Mcp {
+        "MCP sessions"
+    } else {
+        "reservations"
+    };
+    println!("opened {n} {what}");
+    Ok(())
+}
+
+async fn client(args: Arc<Args>, token: Arc<String>, left: Arc<AtomicU64>) -> Result<(), String> {
+    let stream = tokio::net::TcpStream::connect(args.addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let (path, headers) = if args.mode == Mode::Mcp {
+        ("/mcp", vec![("authorization", format!("DCT {token}"))])
+    } else {
+        ("/rpc", vec![])
+    };
+    let target = Target {
+        addr: args.addr,
+        host: args.addr.to_string(),
+        path,
+        headers,
+    };
+    let authorize = Bytes::from(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize", "params": {
+            "dct": token.as_str(), "namespace": args.namespace, "action": args.action,
+            "resource": args.resource, "costMicrocents": args.cost}})
+        .to_string(),
+    );
+    while left
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+    {
+        if args.mode == Mode::Mcp {
+            mcp_session(&mut sender, &target).await?;
+        } else {
+            let (_, answer) = post_bytes(&mut sender, &target, authorize.clone()).await?;
+            if !is_result(&answer) {
+                return Err(format!(
+                    "authorize was refused: {}",
+                    String::from_utf8_lossy(&answer)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
