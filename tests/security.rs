@@ -519,6 +519,70 @@ fn an_mcp_session_is_bound_to_the_credential_that_opened_it() {
     );
 }
 
+/// Threat 5 again, on one keep-alive connection: the gateway remembers the
+/// digest of the header a connection last presented (so as not to digest
+/// the same header per request), and another header on the same connection
+/// is still checked on its own.
+#[test]
+fn another_credential_on_the_same_connection_is_still_refused() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let (_dir, gw) = start("");
+    let alice = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let mallory =
+        root_token_for(&seed(1), &seed(3), &["docs:read:/x/**"], 10, 3600, del(5)).encode();
+    let (a, m) = (format!("DCT {alice}"), format!("DCT {mallory}"));
+    let id = session_of(&initialize(&gw, &[("Authorization", &a)]));
+    let stream = std::net::TcpStream::connect(&gw.addr).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    let mut ask = |authorization: Option<&str>| -> (u16, String) {
+        let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+        let auth = authorization
+            .map(|v| format!("Authorization: {v}\r\n"))
+            .unwrap_or_default();
+        write!(
+            writer,
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nMcp-Session-Id: {id}\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+            gw.addr,
+            body.len()
+        )
+        .unwrap();
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut answer = vec![0; length];
+        reader.read_exact(&mut answer).unwrap();
+        let v: Value = serde_json::from_slice(&answer).unwrap();
+        let code = status.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let kind = v["error"]["data"]["type"]
+            .as_str()
+            .unwrap_or("ok")
+            .to_owned();
+        (code, kind)
+    };
+    let refused = (403, "session_credential_mismatch".to_owned());
+    assert_eq!(ask(Some(&a)), (200, "ok".into()));
+    assert_eq!(ask(Some(&m)), refused);
+    assert_eq!(ask(Some(&a)), (200, "ok".into()));
+    assert_eq!(ask(None), refused);
+    assert_eq!(
+        ask(Some(&format!(" {a} "))),
+        (200, "ok".into()),
+        "the same credential"
+    );
+    assert_eq!(ask(Some(&m)), refused);
+}
+
 /// Threat 10: a flood of anonymous initializes locks every client out.
 #[test]
 fn anonymous_sessions_are_off_by_default_and_cannot_take_every_slot() {

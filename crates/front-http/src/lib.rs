@@ -31,7 +31,7 @@ use dgw_core::gatekeeper::Gatekeeper;
 use dgw_core::protocol::{HttpRequest, Protocol, Registry};
 use dgw_core::telemetry::Outcome;
 use dgw_front_jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
-use dgw_front_mcp::streamable::{answer_headers, StreamableHttp};
+use dgw_front_mcp::streamable::{answer_headers, HeaderDigests, StreamableHttp};
 use dgw_net::connections::{ConnState, Limits, Tracker};
 use dgw_net::http_guard::HttpGuard;
 
@@ -56,11 +56,18 @@ pub struct HttpFront {
 type Body = Full<Bytes>;
 
 fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(value.to_string())));
+    let mut r = Response::new(Full::new(json_bytes(value)));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
+}
+
+/// A JSON value's bytes, serialized straight into a buffer (`to_string`
+/// passes every piece through `fmt`).
+fn json_bytes(value: &Value) -> Bytes {
+    // A `Value` has only string keys: serializing it cannot fail.
+    Bytes::from(serde_json::to_vec(value).unwrap_or_default())
 }
 
 fn text_response(status: StatusCode, text: String, content_type: &'static str) -> Response<Body> {
@@ -94,7 +101,8 @@ impl HttpFront {
             (&Method::POST, "/rpc") => Box::pin(self.rpc(req)).await,
             (&Method::POST, "/mcp") => Box::pin(self.mcp_post(req)).await,
             (&Method::DELETE, "/mcp") => {
-                let status = Box::pin(self.mcp.delete(req.headers())).await;
+                let digests = connection_digests(req.extensions());
+                let status = Box::pin(self.mcp.delete(req.headers(), &digests)).await;
                 let mut r = Response::new(Full::new(Bytes::new()));
                 *r.status_mut() = status;
                 r
@@ -305,13 +313,10 @@ impl HttpFront {
                 Ok(b) => b,
                 Err(r) => return r,
             };
-            let answer = self.mcp.post(&parts.headers, &body).await;
+            let digests = connection_digests(&parts.extensions);
+            let answer = self.mcp.post(&parts.headers, &body, &digests).await;
             let mut r = Response::new(Full::new(
-                answer
-                    .body
-                    .as_ref()
-                    .map(|v| Bytes::from(v.to_string()))
-                    .unwrap_or_default(),
+                answer.body.as_ref().map(json_bytes).unwrap_or_default(),
             ));
             *r.status_mut() = answer.status;
             answer_headers(r.headers_mut(), &answer);
@@ -319,6 +324,15 @@ impl HttpFront {
         })
         .await
     }
+}
+
+/// The request's connection's memo of `Authorization` digests, or a new
+/// one for a request that came without (none does from [`serve`]).
+fn connection_digests(extensions: &hyper::http::Extensions) -> Arc<HeaderDigests> {
+    extensions
+        .get::<Arc<HeaderDigests>>()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The subject of the client certificate of the request's connection
@@ -404,10 +418,12 @@ where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let subject = PeerSubject(subject);
+    let digests = Arc::new(HeaderDigests::default());
     let service = service_fn(move |mut req: Request<Incoming>| {
         let front = front.clone();
         let busy = tracker.busy(&state);
         req.extensions_mut().insert(subject.clone());
+        req.extensions_mut().insert(digests.clone());
         async move {
             let id = dgw_core::request_id::from_header(
                 req.headers().get("x-request-id").map(|v| v.as_bytes()),
