@@ -25,5 +25,5 @@ for mode in $MODES; do
   b=$(awk '{print $14+$15}' /proc/$pid/stat)
   echo "dgw cpu: $(( (b-a) ))0 ms over the run (warm-up included)"
 done
-kill $pid
+kill $pid; wait $pid 2>/dev/null || true
 rm -rf "$work"

@@ -26,19 +26,9 @@ work=$(mktemp -d)
 upstream_pid=
 pid=
 trap 'kill $pid $upstream_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-$bin/dgw-load --serve-upstream 127.0.0.1:0 > "$work/upstream.out" &
-upstream_pid=$!
-for _ in $(seq 100); do grep -q listening "$work/upstream.out" 2>/dev/null && break; sleep 0.1; done
-upstream=$(sed -n 's/^dgw-load upstream listening http=//p' "$work/upstream.out")
+start_echo_upstream "$work"
 start_gateway "$work" "
-[[upstreams]]
-name = \"echo\"
-url = \"http://$upstream/mcp\"
-[[upstreams.tools]]
-name = \"echo\"
-capability = \"docs:read\"
-resource = \"/text\"
-cost_microcents = 1
+$(echo_upstream_toml "url = \"http://$upstream/mcp\"")
 "
 for mode in mcp authorize; do
   load_gen --mode "$mode" --addr "$addr" --token "$token" --concurrency 64 \

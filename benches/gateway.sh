@@ -50,3 +50,29 @@ TOML
 load_gen() {
   ${LOAD_CPUS:+taskset -c $LOAD_CPUS} target/release/dgw-load "$@"
 }
+
+# start_echo_upstream WORK: runs dgw-load's MCP echo server (Streamable
+# HTTP) on a free loopback port; sets upstream (its address) and
+# upstream_pid.
+start_echo_upstream() {
+  target/release/dgw-load --serve-upstream 127.0.0.1:0 > "$1/upstream.out" &
+  upstream_pid=$!
+  for _ in $(seq 100); do grep -q listening "$1/upstream.out" 2>/dev/null && break; sleep 0.1; done
+  upstream=$(sed -n 's/^dgw-load upstream listening http=//p' "$1/upstream.out")
+}
+
+# echo_upstream_toml TRANSPORT: the gateway's [[upstreams]] entry for the
+# echo server, TRANSPORT being its `url = ...` or `command = [...]` line; its
+# tool `echo` enforced as docs:read on /text at 1 microcent a call.
+echo_upstream_toml() {
+  cat <<TOML
+[[upstreams]]
+name = "echo"
+$1
+[[upstreams.tools]]
+name = "echo"
+capability = "docs:read"
+resource = "/text"
+cost_microcents = 1
+TOML
+}

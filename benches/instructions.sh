@@ -25,22 +25,12 @@ esac
 work=$(mktemp -d)
 upstream_pid= pid=
 trap 'kill $pid $upstream_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-target/release/dgw-load --serve-upstream 127.0.0.1:0 > "$work/upstream.out" &
-upstream_pid=$!
-for _ in $(seq 100); do grep -q listening "$work/upstream.out" 2>/dev/null && break; sleep 0.1; done
-upstream=$(sed -n 's/^dgw-load upstream listening http=//p' "$work/upstream.out")
+start_echo_upstream "$work"
 DGW_LOG=warn DGW_WRAP="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$work/callgrind.out" \
   start_gateway "$work" "
 [mcp]
 max_sessions_per_credential = 100000
-[[upstreams]]
-name = \"echo\"
-url = \"http://$upstream/mcp\"
-[[upstreams.tools]]
-name = \"echo\"
-capability = \"docs:read\"
-resource = \"/text\"
-cost_microcents = 1
+$(echo_upstream_toml "url = \"http://$upstream/mcp\"")
 "
 calls() { curl -s "http://$addr/metrics" | awk -v m="$metric" '$1 == m {print $2}'; }
 drive() {

@@ -30,19 +30,9 @@ trap 'kill $pid $upstream_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 mode=${MODE:-authorize}
 upstream_toml=
 if [ "$mode" = mcp ]; then
-  $bin/dgw-load --serve-upstream 127.0.0.1:0 > "$work/upstream.out" &
-  upstream_pid=$!
-  for _ in $(seq 100); do grep -q listening "$work/upstream.out" 2>/dev/null && break; sleep 0.1; done
-  upstream=$(sed -n 's/^dgw-load upstream listening http=//p' "$work/upstream.out")
+  start_echo_upstream "$work"
   upstream_toml="
-[[upstreams]]
-name = \"echo\"
-url = \"http://$upstream/mcp\"
-[[upstreams.tools]]
-name = \"echo\"
-capability = \"docs:read\"
-resource = \"/text\"
-cost_microcents = 1
+$(echo_upstream_toml "url = \"http://$upstream/mcp\"")
 "
 fi
 start_gateway "$work" "$upstream_toml"

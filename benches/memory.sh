@@ -15,22 +15,12 @@ reservations=${RESERVATIONS:-100000}
 work=$(mktemp -d)
 upstream_pid= pid=
 trap 'kill $pid $upstream_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-$bin/dgw-load --serve-upstream 127.0.0.1:0 > "$work/upstream.out" &
-upstream_pid=$!
-for _ in $(seq 100); do grep -q listening "$work/upstream.out" 2>/dev/null && break; sleep 0.1; done
-upstream=$(sed -n 's/^dgw-load upstream listening http=//p' "$work/upstream.out")
+start_echo_upstream "$work"
 DGW_LOG=warn start_gateway "$work" "
 [mcp]
 max_sessions = $((sessions + 100))
 max_sessions_per_credential = $((sessions + 100))
-[[upstreams]]
-name = \"echo\"
-url = \"http://$upstream/mcp\"
-[[upstreams.tools]]
-name = \"echo\"
-capability = \"docs:read\"
-resource = \"/text\"
-cost_microcents = 1
+$(echo_upstream_toml "url = \"http://$upstream/mcp\"")
 "
 mem() { awk -v what="$1" '/^VmRSS|^VmHWM/{v[$1]=$2} END{printf "%-44s RSS %6.1f MiB, peak %6.1f MiB\n", what, v["VmRSS:"]/1024, v["VmHWM:"]/1024}' "/proc/$pid/status"; }
 sleep 1

@@ -41,24 +41,14 @@ trap 'kill $pid $upstream_pid $agw_pid $proxy_pid 2>/dev/null || true; rm -rf "$
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 
-$bin/dgw-load --serve-upstream 127.0.0.1:0 > "$work/upstream.out" &
-upstream_pid=$!
-for _ in $(seq 100); do grep -q listening "$work/upstream.out" 2>/dev/null && break; sleep 0.1; done
-upstream=$(sed -n 's/^dgw-load upstream listening http=//p' "$work/upstream.out")
+start_echo_upstream "$work"
 
 # Every run opens fresh sessions with the same DCT: allow them all.
 DGW_LOG=${DGW_LOG:-warn} start_gateway "$work" "
 [mcp]
 max_sessions = 1000000
 max_sessions_per_credential = 1000000
-[[upstreams]]
-name = \"echo\"
-url = \"http://$upstream/mcp\"
-[[upstreams.tools]]
-name = \"echo\"
-capability = \"docs:read\"
-resource = \"/text\"
-cost_microcents = 1
+$(echo_upstream_toml "url = \"http://$upstream/mcp\"")
 ${DGW_TOML:-}"
 dgw_pid=$pid dgw_token=$token dgw_addr=$addr
 mkdir "$work/stdio"
@@ -66,14 +56,7 @@ DGW_LOG=${DGW_LOG:-warn} start_gateway "$work/stdio" "
 [mcp]
 max_sessions = 1000000
 max_sessions_per_credential = 1000000
-[[upstreams]]
-name = \"echo\"
-command = [\"$PWD/$bin/dgw-load\", \"--serve-stdio\"]
-[[upstreams.tools]]
-name = \"echo\"
-capability = \"docs:read\"
-resource = \"/text\"
-cost_microcents = 1
+$(echo_upstream_toml "command = [\"$PWD/$bin/dgw-load\", \"--serve-stdio\"]")
 ${DGW_TOML:-}"
 stdio_pid=$pid stdio_token=$token stdio_addr=$addr
 stdio_child=$(pgrep -P "$stdio_pid" -f -- --serve-stdio)
