@@ -481,15 +481,21 @@ fn foreign_origins_and_hosts_are_refused() {
     assert_eq!(r.0, 200, "{}", String::from_utf8_lossy(&r.2));
 }
 
-/// Threat 5: anyone who learns a session ID ends it or uses it.
-#[test]
-fn an_mcp_session_is_bound_to_the_credential_that_opened_it() {
-    let (_dir, gw) = start("");
+/// Alice's and Mallory's `Authorization` headers, and a session Alice opened.
+fn alices_session(gw: &Gateway) -> (String, String, String) {
     let alice = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
     let mallory =
         root_token_for(&seed(1), &seed(3), &["docs:read:/x/**"], 10, 3600, del(5)).encode();
     let (a, m) = (format!("DCT {alice}"), format!("DCT {mallory}"));
-    let id = session_of(&initialize(&gw, &[("Authorization", &a)]));
+    let id = session_of(&initialize(gw, &[("Authorization", &a)]));
+    (a, m, id)
+}
+
+/// Threat 5: anyone who learns a session ID ends it or uses it.
+#[test]
+fn an_mcp_session_is_bound_to_the_credential_that_opened_it() {
+    let (_dir, gw) = start("");
+    let (a, m, id) = alices_session(&gw);
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
     for headers in [
         vec![("Mcp-Session-Id", id.as_str())],
@@ -527,11 +533,7 @@ fn an_mcp_session_is_bound_to_the_credential_that_opened_it() {
 fn another_credential_on_the_same_connection_is_still_refused() {
     use std::io::{BufRead, BufReader, Read, Write};
     let (_dir, gw) = start("");
-    let alice = root_token(&seed(1), &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
-    let mallory =
-        root_token_for(&seed(1), &seed(3), &["docs:read:/x/**"], 10, 3600, del(5)).encode();
-    let (a, m) = (format!("DCT {alice}"), format!("DCT {mallory}"));
-    let id = session_of(&initialize(&gw, &[("Authorization", &a)]));
+    let (a, m, id) = alices_session(&gw);
     let stream = std::net::TcpStream::connect(&gw.addr).unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;

@@ -43,21 +43,21 @@ cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 
 start_echo_upstream "$work"
 
-# Every run opens fresh sessions with the same DCT: allow them all.
-DGW_LOG=${DGW_LOG:-warn} start_gateway "$work" "
+# gateway_to WORK TRANSPORT: a dgw for the echo server at TRANSPORT (its
+# `url` or `command` line). Every run opens fresh sessions with the same
+# DCT: allow them all.
+gateway_to() {
+  DGW_LOG=${DGW_LOG:-warn} start_gateway "$1" "
 [mcp]
 max_sessions = 1000000
 max_sessions_per_credential = 1000000
-$(echo_upstream_toml "url = \"http://$upstream/mcp\"")
+$(echo_upstream_toml "$2")
 ${DGW_TOML:-}"
+}
+gateway_to "$work" "url = \"http://$upstream/mcp\""
 dgw_pid=$pid dgw_token=$token dgw_addr=$addr
 mkdir "$work/stdio"
-DGW_LOG=${DGW_LOG:-warn} start_gateway "$work/stdio" "
-[mcp]
-max_sessions = 1000000
-max_sessions_per_credential = 1000000
-$(echo_upstream_toml "command = [\"$PWD/$bin/dgw-load\", \"--serve-stdio\"]")
-${DGW_TOML:-}"
+gateway_to "$work/stdio" "command = [\"$PWD/$bin/dgw-load\", \"--serve-stdio\"]"
 stdio_pid=$pid stdio_token=$token stdio_addr=$addr
 stdio_child=$(pgrep -P "$stdio_pid" -f -- --serve-stdio)
 pid="$dgw_pid $stdio_pid"

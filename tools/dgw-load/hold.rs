@@ -8,11 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
 use serde_json::json;
 
-use super::{is_result, mcp_session, post_bytes, Args, Mode, Target};
+use super::{http_connect, is_result, mcp_session, post_bytes, Args, Mode, Target};
 
 /// Opens `n` sessions or reservations over `args.concurrency` connections.
 pub async fn open(args: Arc<Args>, token: Arc<String>, n: u64) -> Result<(), String> {
@@ -36,14 +34,7 @@ pub async fn open(args: Arc<Args>, token: Arc<String>, n: u64) -> Result<(), Str
 }
 
 async fn client(args: Arc<Args>, token: Arc<String>, left: Arc<AtomicU64>) -> Result<(), String> {
-    let stream = tokio::net::TcpStream::connect(args.addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
+    let mut sender = http_connect(args.addr).await?;
     let (path, headers) = if args.mode == Mode::Mcp {
         ("/mcp", vec![("authorization", format!("DCT {token}"))])
     } else {

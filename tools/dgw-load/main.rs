@@ -437,6 +437,19 @@ async fn grpc_client(
     Ok(stats)
 }
 
+/// A keep-alive HTTP/1.1 connection to `addr`, its I/O driven by a task.
+async fn http_connect(addr: SocketAddr) -> Result<http1::SendRequest<Full<Bytes>>, String> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let (sender, conn) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
 /// An HTTP client on its own keep-alive connection (`authorize`, `mcp`, `direct`).
 async fn http_client(
     args: Arc<Args>,
@@ -445,14 +458,7 @@ async fn http_client(
     warm_until: Instant,
     stop_at: Instant,
 ) -> Result<Stats, String> {
-    let stream = tokio::net::TcpStream::connect(args.addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
+    let mut sender = http_connect(args.addr).await?;
     let mut stats = Stats {
         latencies_us: Vec::new(),
         errors: 0,
