@@ -763,6 +763,10 @@ fn metrics_move() {
         "dgw_budget_remaining_microcents{tenant=\"acme\"} 75",
         "dgw_reservations_open 0",
         "dgw_authorize_duration_seconds_count 1",
+        // t0 and "garbage" looked for and verified once each; t0 found
+        // by the second authorize (a settle matches the holder's digest).
+        "dgw_token_cache_lookups_total{result=\"miss\"} 2",
+        "dgw_token_cache_lookups_total{result=\"hit\"} 1",
     ] {
         assert!(m.lines().any(|l| l == line), "missing {line:?} in:\n{m}");
     }

@@ -36,6 +36,7 @@ pub const REVOCATIONS_CURRENT: &str = "dgw_revocations_current";
 pub const REVOCATION_FEED_LAG: &str = "dgw_revocation_feed_lag_seconds";
 pub const PROTOCOL_EVENTS: &str = "dgw_protocol_events_total";
 pub const PROTOCOL_SETTLED: &str = "dgw_protocol_settled_microcents_total";
+pub const TOKEN_CACHE_LOOKUPS: &str = "dgw_token_cache_lookups_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -103,6 +104,10 @@ fn describe() {
         "Budget reservations not yet settled or released."
     );
     describe_counter!(REVOCATIONS_TOTAL, "Revocation entries recorded.");
+    describe_counter!(
+        TOKEN_CACHE_LOOKUPS,
+        "DCTs looked up among those verified before, by result: hit (no signature checked) or miss (decoded and its chain verified)."
+    );
     describe_histogram!(
         FLUSH_DURATION,
         Unit::Seconds,
@@ -297,6 +302,11 @@ pub fn record_protocol_event(protocol: &'static str, event: &'static str) {
 /// Microcents settled for work a protocol brokered.
 pub fn record_protocol_settled(protocol: &'static str, microcents: u64) {
     counter!(PROTOCOL_SETTLED, "protocol" => protocol).increment(microcents);
+}
+
+/// A DCT found among the verified ones (`hit`) or verified anew.
+pub fn record_token_cache(hit: bool) {
+    counter!(TOKEN_CACHE_LOOKUPS, "result" => if hit { "hit" } else { "miss" }).increment(1);
 }
 
 /// How long an authorization took.

@@ -23,6 +23,7 @@ use crate::budget::{BudgetKey, LedgerError, LevelReport, Reservation};
 use crate::protocol::{ProtocolId, ProtocolInfo};
 use crate::revocations::Revocations;
 use crate::state::{BudgetStore, DelegationStore, StorageError};
+use crate::telemetry;
 
 mod budgets;
 mod decisions;
@@ -220,8 +221,10 @@ impl Gatekeeper {
             .get(token)
             .filter(|v| v.generation == tenants.generation)
         {
+            telemetry::record_token_cache(true);
             return Ok(v.clone());
         }
+        telemetry::record_token_cache(false);
         let checked = dct::verify_token(token, &tenants.roots, &self.revocations.read())?;
         let levels =
             BudgetKey::for_chain(&checked.dct().token().authority.issuer, checked.levels());
