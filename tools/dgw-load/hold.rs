@@ -7,10 +7,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
-use serde_json::json;
-
-use super::{http_connect, is_result, mcp_session, post_bytes, Args, Mode, Target};
+use super::{
+    authorize_call, http_connect, http_target, is_result, mcp_session, post_bytes, Args, Mode,
+};
 
 /// Opens `n` sessions or reservations over `args.concurrency` connections.
 pub async fn open(args: Arc<Args>, token: Arc<String>, n: u64) -> Result<(), String> {
@@ -35,23 +34,8 @@ pub async fn open(args: Arc<Args>, token: Arc<String>, n: u64) -> Result<(), Str
 
 async fn client(args: Arc<Args>, token: Arc<String>, left: Arc<AtomicU64>) -> Result<(), String> {
     let mut sender = http_connect(args.addr).await?;
-    let (path, headers) = if args.mode == Mode::Mcp {
-        ("/mcp", vec![("authorization", format!("DCT {token}"))])
-    } else {
-        ("/rpc", vec![])
-    };
-    let target = Target {
-        addr: args.addr,
-        host: args.addr.to_string(),
-        path,
-        headers,
-    };
-    let authorize = Bytes::from(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize", "params": {
-            "dct": token.as_str(), "namespace": args.namespace, "action": args.action,
-            "resource": args.resource, "costMicrocents": args.cost}})
-        .to_string(),
-    );
+    let target = http_target(&args, &token);
+    let authorize = authorize_call(&args, &token);
     while left
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
         .is_ok()

@@ -450,6 +450,32 @@ async fn http_connect(addr: SocketAddr) -> Result<http1::SendRequest<Full<Bytes>
     Ok(sender)
 }
 
+/// Where an HTTP client of `args.mode` posts, with the credential header
+/// `mcp` mode presents (`direct` calls the MCP server without one).
+fn http_target(args: &Args, token: &str) -> Target {
+    let (path, headers) = match args.mode {
+        Mode::Authorize => ("/rpc", vec![]),
+        Mode::Mcp => ("/mcp", vec![("authorization", format!("DCT {token}"))]),
+        _ => ("/mcp", vec![]),
+    };
+    Target {
+        addr: args.addr,
+        host: args.addr.to_string(),
+        path,
+        headers,
+    }
+}
+
+/// The `delegateos/authorize` call `authorize` mode sends, serialized.
+fn authorize_call(args: &Args, token: &str) -> Bytes {
+    Bytes::from(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize", "params": {
+            "dct": token, "namespace": args.namespace, "action": args.action,
+            "resource": args.resource, "costMicrocents": args.cost}})
+        .to_string(),
+    )
+}
+
 /// An HTTP client on its own keep-alive connection (`authorize`, `mcp`, `direct`).
 async fn http_client(
     args: Arc<Args>,
@@ -464,41 +490,20 @@ async fn http_client(
         errors: 0,
         late: 0,
     };
-    let (target, request) = match args.mode {
-        Mode::Authorize => (
-            Target {
-                addr: args.addr,
-                host: args.addr.to_string(),
-                path: "/rpc",
-                headers: vec![],
-            },
-            json!({"jsonrpc": "2.0", "id": 1, "method": "delegateos/authorize", "params": {
-                "dct": token.as_str(), "namespace": args.namespace, "action": args.action,
-                "resource": args.resource, "costMicrocents": args.cost}}),
-        ),
+    let mut target = http_target(&args, &token);
+    let body = match args.mode {
+        Mode::Authorize => authorize_call(&args, &token),
         // MCP, directly or through dgw (gRPC never gets here).
         _ => {
-            let mut target = Target {
-                addr: args.addr,
-                host: args.addr.to_string(),
-                path: "/mcp",
-                headers: vec![],
-            };
-            if args.mode == Mode::Mcp {
-                target
-                    .headers
-                    .push(("authorization", format!("DCT {token}")));
-            }
             let session = mcp_session(&mut sender, &target).await?;
             target.headers.push(("mcp-session-id", session));
-            (
-                target,
+            Bytes::from(
                 json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                    "name": "echo", "arguments": {"text": args.resource}}}),
+                    "name": "echo", "arguments": {"text": args.resource}}})
+                .to_string(),
             )
         }
     };
-    let body = Bytes::from(request.to_string());
     loop {
         let started = pace.due().await;
         if started >= stop_at {
