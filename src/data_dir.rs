@@ -18,6 +18,16 @@ pub fn private_umask() {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
+/// What dgw makes in a data directory on its first start (the embedded
+/// store, its journal, the audit log).
+const STATE_ENTRIES: [&str; 3] = ["db", "journal", "audit"];
+
+/// Whether `dir` has never held a gateway's state: only then may a missing
+/// gateway key be created (a missing key later is a mistake, not a start).
+pub fn is_new(dir: &Path) -> bool {
+    !STATE_ENTRIES.iter().any(|e| dir.join(e).exists())
+}
+
 /// Creates `dir` (mode 0700) if needed and tightens what is already there;
 /// returns how many entries were tightened.
 pub fn prepare(dir: &Path) -> io::Result<usize> {

@@ -29,6 +29,16 @@ pub enum KeyFileError {
         path: PathBuf,
         source: delegateos::principal::PrincipalError,
     },
+    #[error("{key}: key file {path} does not exist; {hint}")]
+    Missing {
+        key: String,
+        path: PathBuf,
+        hint: &'static str,
+    },
+    #[error(
+        "{key}: the directory of {path} does not exist; dgw creates directories only inside data_dir"
+    )]
+    NoDirectory { key: String, path: PathBuf },
     #[error(transparent)]
     Random(#[from] crate::random::RandomError),
 }
@@ -83,21 +93,76 @@ pub fn write(path: &Path, key: &Keypair, overwrite: bool) -> Result<(), KeyFileE
         .map_err(write_err)
 }
 
-/// Reads a key file, or creates it (mode 0600) on first use.
-pub fn read_or_create(path: &Path) -> Result<Keypair, KeyFileError> {
+/// Reads a key file, or creates it (mode 0600) when `create` allows.
+///
+/// A missing key is never made by surprise: a typo in a path must not give a
+/// tenant a new root or the gateway a new identity. `key` names the config
+/// key the path came from, for the error. A missing parent directory is
+/// created only inside `data_dir` (the gateway's own directory), never
+/// elsewhere.
+pub fn read_or_create(
+    path: &Path,
+    create: Create,
+    key: &str,
+    data_dir: &Path,
+) -> Result<Keypair, KeyFileError> {
     if path.exists() {
         return read(path);
     }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir).map_err(|source| KeyFileError::Write {
+    if let Create::Never { hint } = create {
+        return Err(KeyFileError::Missing {
+            key: key.to_owned(),
             path: path.to_owned(),
-            source,
-        })?;
+            hint,
+        });
     }
-    let key = generate()?;
-    write(path, &key, false)?;
-    tracing::info!(path = %path.display(), principal = %key.principal_id(), "created key file");
-    Ok(key)
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            if !lexically_within(dir, data_dir) {
+                return Err(KeyFileError::NoDirectory {
+                    key: key.to_owned(),
+                    path: path.to_owned(),
+                });
+            }
+            fs::create_dir_all(dir).map_err(|source| KeyFileError::Write {
+                path: path.to_owned(),
+                source,
+            })?;
+        }
+    }
+    let key_pair = generate()?;
+    write(path, &key_pair, false)?;
+    tracing::warn!(
+        key,
+        path = %path.display(),
+        principal = %key_pair.principal_id(),
+        "created a new key file"
+    );
+    Ok(key_pair)
+}
+
+/// Whether a missing key file may be created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Create {
+    /// Yes: the config asks for it, or this is the data directory's first start.
+    IfMissing,
+    /// No; the error ends with `hint`, what the operator can do.
+    Never { hint: &'static str },
+}
+
+/// `inner` is `outer` or below it, comparing the paths as written (made
+/// absolute against the current directory; `..` never counts as inside).
+fn lexically_within(inner: &Path, outer: &Path) -> bool {
+    let absolute = |p: &Path| match std::env::current_dir() {
+        Ok(cwd) if p.is_relative() => cwd.join(p),
+        _ => p.to_owned(),
+    };
+    let (inner, outer) = (absolute(inner), absolute(outer));
+    let up = |p: &Path| {
+        p.components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    };
+    !up(&inner) && !up(&outer) && inner.starts_with(&outer)
 }
 
 #[cfg(test)]

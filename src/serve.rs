@@ -58,6 +58,10 @@ pub enum ServeError {
     },
 }
 
+/// Why a missing gateway key is not replaced once the data directory holds
+/// state: a new key is a new gateway identity (audit seals, attestations).
+pub(crate) const GATEWAY_KEY_HINT: &str = "data_dir already holds state, so dgw will not make a new gateway identity: restore the key file or correct key_file";
+
 /// The gateway's opened state.
 struct State {
     gate: Arc<Gatekeeper>,
@@ -82,11 +86,23 @@ async fn open_state(
     config: &Config,
     extra_protocols: Vec<Arc<dyn crate::protocol::Protocol>>,
 ) -> Result<State, ServeError> {
+    let first_start = crate::data_dir::is_new(&config.data_dir);
     crate::data_dir::prepare(&config.data_dir).map_err(|source| ServeError::DataDir {
         path: config.data_dir.display().to_string(),
         source,
     })?;
-    let gateway_key = Arc::new(keyfile::read_or_create(&config.key_file)?);
+    let gateway_key = Arc::new(keyfile::read_or_create(
+        &config.key_file,
+        if first_start {
+            keyfile::Create::IfMissing
+        } else {
+            keyfile::Create::Never {
+                hint: GATEWAY_KEY_HINT,
+            }
+        },
+        "key_file",
+        &config.data_dir,
+    )?);
     let tenants = config.tenant_roots()?;
 
     let budget = BudgetSettings {

@@ -9,6 +9,7 @@ use delegateos::attestation::{
 };
 use delegateos::{CheckFunctionRegistry, TaskContract};
 
+use super::output::say;
 use super::{now, print_json, read_file, CliError, Outcome};
 use crate::{keyfile, random};
 
@@ -96,15 +97,17 @@ fn verify(
         print_json(&report);
     } else {
         match &report.reason {
-            None => println!(
+            None => say!(
                 "VALID attestation {} by {} ({} children verified)",
                 top.id,
                 top.principal,
                 report.verified_children.len()
             ),
-            Some(r) => println!(
+            Some(r) => say!(
                 "INVALID attestation {}: {} {}",
-                r.attestation_id, r.kind, r.detail
+                r.attestation_id,
+                r.kind,
+                r.detail
             ),
         }
     }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Subcommand, ValueEnum};
 use delegateos::PrincipalId;
 
+use super::output::say;
 use super::{CliError, Outcome};
 
 #[derive(Debug, Subcommand)]
@@ -65,14 +66,14 @@ pub(super) fn run(cmd: AuditCommand) -> Result<Outcome, CliError> {
                 )));
             }
             for p in &report.problems {
-                println!("{}: {}", p.at, p.message);
+                say!("{}: {}", p.at, p.message);
             }
             let range = match (report.first, report.last) {
                 (Some(a), Some(b)) => format!("records {a}..={b}"),
                 _ => "no records".to_owned(),
             };
             if report.problems.is_empty() {
-                println!(
+                say!(
                     "intact: {range} in {} segment(s), sealed by {gateway} through record {}{}",
                     report.segments,
                     report
@@ -85,7 +86,7 @@ pub(super) fn run(cmd: AuditCommand) -> Result<Outcome, CliError> {
                 );
                 Ok(Outcome::Success)
             } else {
-                println!("{} problem(s) in {range}", report.problems.len());
+                say!("{} problem(s) in {range}", report.problems.len());
                 Ok(Outcome::Negative)
             }
         }
@@ -98,8 +99,13 @@ pub(super) fn run(cmd: AuditCommand) -> Result<Outcome, CliError> {
             let (since, until) = (unix_ms("since", &since)?, unix_ms("until", &until)?);
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            dgw_audit_log::export(&dir, since, until, &mut out)
-                .map_err(|e| CliError::Usage(e.to_string()))?;
+            match dgw_audit_log::export(&dir, since, until, &mut out) {
+                // The reader stopped reading (`| head`): end quietly.
+                Err(dgw_audit_log::AuditError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::BrokenPipe => {}
+                Err(e) => return Err(CliError::Usage(e.to_string())),
+                Ok(_) => {}
+            }
             Ok(Outcome::Success)
         }
     }

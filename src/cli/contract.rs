@@ -11,6 +11,7 @@ use delegateos::{
 };
 use serde_json::{json, Map, Value};
 
+use super::output::say;
 use super::{now, print_json, read_file, timestamp_after, CliError, Outcome};
 use crate::{keyfile, random};
 
@@ -215,11 +216,12 @@ fn verify(file: &str, issuer: Option<&str>, json_out: bool) -> Result<Outcome, C
         }));
     } else {
         match &verdict {
-            Ok(()) => println!(
+            Ok(()) => say!(
                 "VALID contract {} signed by {}",
-                contract.id, contract.issuer
+                contract.id,
+                contract.issuer
             ),
-            Err(reason) => println!("INVALID contract {}: {reason}", contract.id),
+            Err(reason) => say!("INVALID contract {}: {reason}", contract.id),
         }
     }
     Ok(if verdict.is_ok() {
@@ -256,7 +258,7 @@ pub(super) fn check(a: CheckArgs) -> Result<Outcome, CliError> {
             .as_deref()
             .map(|d| format!(": {d}"))
             .unwrap_or_default();
-        println!("{verdict}{score}{details}");
+        say!("{verdict}{score}{details}");
     }
     Ok(if result.passed {
         Outcome::Success

@@ -4,6 +4,7 @@ mod attestation;
 mod audit;
 mod contract;
 mod motebit;
+mod output;
 mod token;
 
 use std::io::Read;
@@ -14,6 +15,7 @@ use clap::{Parser, Subcommand};
 use delegateos::Timestamp;
 
 use crate::keyfile::{self, KeyFileError};
+use output::say;
 
 /// dgw: the delegate gateway. Verifies, attenuates and enforces delegated
 /// authority for AI agents.
@@ -194,7 +196,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Keygen { out, force } => {
             let key = keyfile::generate()?;
             keyfile::write(&out, &key, force)?;
-            println!("{}", key.principal_id());
+            say!("{}", key.principal_id());
             eprintln!("wrote key file {} (mode 0600)", out.display());
             Ok(Outcome::Success)
         }
@@ -211,7 +213,13 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
                 crate::tls::server_config(tls, &[b"http/1.1"])
                     .map_err(|e| CliError::Usage(format!("config {}: TLS: {e}", file.display())))?;
             }
-            println!(
+            let notes = c
+                .check_key_files()
+                .map_err(|e| CliError::Usage(format!("config {}: {e}", file.display())))?;
+            for note in notes {
+                eprintln!("{note}");
+            }
+            say!(
                 "{}: valid (http {}, grpc {}, {} tenant(s), {} upstream(s), {} admin token(s), TLS {})",
                 file.display(),
                 c.server.http,
@@ -235,8 +243,8 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect();
-            println!("{secret}");
-            println!("[[admin.tokens]]\nname = \"{name}\"\nsha256 = \"{digest}\"");
+            say!("{secret}");
+            say!("[[admin.tokens]]\nname = \"{name}\"\nsha256 = \"{digest}\"");
             eprintln!("the first line is the secret: give it to the admin client; the rest goes in the config");
             Ok(Outcome::Success)
         }
@@ -290,7 +298,7 @@ fn timestamp_after(start: &Timestamp, duration: &str) -> Result<Timestamp, CliEr
 
 /// Prints a value as pretty JSON on stdout.
 fn print_json(value: &impl serde::Serialize) {
-    println!(
+    say!(
         "{}",
         serde_json::to_string_pretty(value).expect("CLI output always serializes")
     );

@@ -11,6 +11,7 @@ use delegateos::{
 };
 use serde_json::json;
 
+use super::output::say;
 use super::{arg_or_stdin, now, print_json, timestamp_after, CliError, Outcome};
 use crate::keyfile;
 
@@ -199,7 +200,7 @@ fn print_token(token: &Dct, json_out: bool, summary: String) {
             "revocationIds": token.revocation_ids(),
         }));
     } else {
-        println!("{}", token.encode());
+        say!("{}", token.encode());
         eprintln!("{summary}");
     }
 }
@@ -208,7 +209,7 @@ fn report_denial(reason: &DenialReason, json_out: bool) -> Outcome {
     if json_out {
         print_json(&json!({ "valid": false, "denial": reason }));
     } else {
-        println!("DENIED {}: {}", reason.kind, reason.detail);
+        say!("DENIED {}: {}", reason.kind, reason.detail);
     }
     Outcome::Negative
 }
@@ -292,40 +293,45 @@ fn inspect(arg: &str, json_out: bool) -> Result<Outcome, CliError> {
         return Ok(Outcome::Success);
     }
     let a = &t.authority;
-    println!("{} token (not verified)", t.format);
-    println!("  authority   {} → {}", a.issuer, a.delegatee);
-    println!(
+    say!("{} token (not verified)", t.format);
+    say!("  authority   {} → {}", a.issuer, a.delegatee);
+    say!(
         "    delegation {} (parent {}), contract {}",
-        a.delegation_id, a.parent_delegation_id, a.contract_id
+        a.delegation_id,
+        a.parent_delegation_id,
+        a.contract_id
     );
-    println!(
+    say!(
         "    budget     {} microcents, depth {}/{}",
-        a.max_budget_microcents, a.chain_depth, a.max_chain_depth
+        a.max_budget_microcents,
+        a.chain_depth,
+        a.max_chain_depth
     );
-    println!("    valid      {} … {}", a.issued_at, a.expires_at);
+    say!("    valid      {} … {}", a.issued_at, a.expires_at);
     for c in &a.capabilities {
-        println!("    grants     {c}");
+        say!("    grants     {c}");
     }
-    println!("    revocation {}", ids[0]);
+    say!("    revocation {}", ids[0]);
     for (i, att) in t.attenuations.iter().enumerate() {
-        println!("  attenuation {i}  {} → {}", att.attenuator, att.delegatee);
-        println!(
+        say!("  attenuation {i}  {} → {}", att.attenuator, att.delegatee);
+        say!(
             "    delegation {}, contract {}",
-            att.delegation_id, att.contract_id
+            att.delegation_id,
+            att.contract_id
         );
         if let Some(b) = att.max_budget_microcents {
-            println!("    budget     {b} microcents");
+            say!("    budget     {b} microcents");
         }
         if let Some(e) = &att.expires_at {
-            println!("    expires    {e}");
+            say!("    expires    {e}");
         }
         if let Some(d) = att.max_chain_depth {
-            println!("    max depth  {d}");
+            say!("    max depth  {d}");
         }
         for c in att.allowed_capabilities.iter().flatten() {
-            println!("    allows     {c}");
+            say!("    allows     {c}");
         }
-        println!("    revocation {}", ids[i + 1]);
+        say!("    revocation {}", ids[i + 1]);
     }
     Ok(Outcome::Success)
 }
@@ -359,7 +365,7 @@ fn verify(a: VerifyArgs) -> Result<Outcome, CliError> {
             if a.json {
                 print_json(&json!({ "valid": true, "scope": scope }));
             } else {
-                println!(
+                say!(
                     "ALLOWED {request} under {} (contract {}), {} microcents remaining, depth {}/{}",
                     scope.delegation_id,
                     scope.contract_id,

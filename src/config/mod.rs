@@ -286,6 +286,7 @@ root = "ghR9Wg8uFBXmxKpz5nngCFDkRt9ZLBGUyQqvJZ4p6uw"
 [[tenants]]
 name = "demo"
 root_key_file = "data/demo-root.key"
+create_if_missing = true
 "#;
 
     fn err(text: &str) -> String {

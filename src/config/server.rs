@@ -119,6 +119,16 @@ impl RawServer {
                 )
             })?),
         };
+        if let Some(grpc) = grpc {
+            if listeners_collide(http, grpc) {
+                return Err(check.invalid(
+                    "server.grpc",
+                    format!(
+                        "{grpc} takes the same port as server.http ({http}): give each listener its own port"
+                    ),
+                ));
+            }
+        }
         if raw.max_body_bytes < 1024 {
             return Err(check.invalid("server.max_body_bytes", "must be at least 1024".into()));
         }
@@ -155,4 +165,12 @@ impl RawServer {
             },
         })
     }
+}
+
+/// Whether two listeners would ask for the same socket: one port (not 0,
+/// which picks a free one) on the same address or on a wildcard address.
+fn listeners_collide(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }

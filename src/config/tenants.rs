@@ -6,6 +6,11 @@ use delegateos::PrincipalId;
 use serde::Deserialize;
 
 use super::{Check, ConfigError};
+use crate::keyfile::Create;
+
+/// What to do about a tenant's missing root key file.
+const TENANT_KEY_HINT: &str =
+    "restore it, fix the path, or set create_if_missing = true in the tenant's entry to make a new root key";
 
 /// A tenant: a name and the root key its tokens must be issued by.
 #[derive(Debug, Clone)]
@@ -19,9 +24,14 @@ pub struct Tenant {
 pub enum TenantRoot {
     /// A principal ID given in the config.
     Principal(PrincipalId),
-    /// A key file; created on first start when missing, so a fresh checkout
-    /// has a tenant whose tokens it can issue (`dgw token issue --key FILE`).
-    KeyFile(PathBuf),
+    /// A key file. Created when missing only if the tenant's entry says
+    /// `create_if_missing = true` (the shipped demo config, so a fresh
+    /// checkout has a tenant whose tokens it can issue); otherwise a missing
+    /// file is an error, never a new root by surprise.
+    KeyFile {
+        path: PathBuf,
+        create_if_missing: bool,
+    },
 }
 
 #[derive(Deserialize)]
@@ -32,6 +42,8 @@ pub(super) struct RawTenant {
     pub(super) root: Option<String>,
     #[serde(default)]
     pub(super) root_key_file: Option<PathBuf>,
+    #[serde(default)]
+    pub(super) create_if_missing: bool,
 }
 
 /// The validated `[[tenants]]`.
@@ -54,11 +66,20 @@ pub(super) fn validate(raw: Vec<RawTenant>, check: &Check<'_>) -> Result<Vec<Ten
         if tenants.iter().any(|x: &Tenant| x.name == t.name) {
             return Err(check.invalid(&key("name"), format!("{:?} is used twice", t.name)));
         }
+        if t.create_if_missing && t.root_key_file.is_none() {
+            return Err(check.invalid(
+                &key("create_if_missing"),
+                "applies only to `root_key_file`".into(),
+            ));
+        }
         let root = match (t.root, t.root_key_file) {
             (Some(id), None) => TenantRoot::Principal(
                 PrincipalId::parse(&id).map_err(|e| check.invalid(&key("root"), e.to_string()))?,
             ),
-            (None, Some(file)) => TenantRoot::KeyFile(file),
+            (None, Some(path)) => TenantRoot::KeyFile {
+                path,
+                create_if_missing: t.create_if_missing,
+            },
             _ => {
                 return Err(check.invalid(
                     &key("root"),
@@ -73,19 +94,79 @@ pub(super) fn validate(raw: Vec<RawTenant>, check: &Check<'_>) -> Result<Vec<Ten
 
 impl super::Config {
     /// Each tenant's name and root: given, or read from its key file
-    /// (created on first use).
+    /// (created when missing only where the tenant asks for it).
     pub fn tenant_roots(&self) -> Result<Vec<(String, PrincipalId)>, crate::keyfile::KeyFileError> {
         let mut tenants = Vec::with_capacity(self.tenants.len());
-        for t in &self.tenants {
+        for (i, t) in self.tenants.iter().enumerate() {
             let root = match &t.root {
                 TenantRoot::Principal(id) => id.clone(),
-                TenantRoot::KeyFile(path) => {
-                    crate::keyfile::read_or_create(path)?.principal_id().clone()
-                }
+                TenantRoot::KeyFile {
+                    path,
+                    create_if_missing,
+                } => crate::keyfile::read_or_create(
+                    path,
+                    if *create_if_missing {
+                        Create::IfMissing
+                    } else {
+                        Create::Never {
+                            hint: TENANT_KEY_HINT,
+                        }
+                    },
+                    &format!("tenants[{i}].root_key_file"),
+                    &self.data_dir,
+                )?
+                .principal_id()
+                .clone(),
             };
             tracing::info!(tenant = %t.name, root = %root, "trusting tenant root");
             tenants.push((t.name.clone(), root));
         }
         Ok(tenants)
+    }
+}
+
+impl super::Config {
+    /// What `dgw config check` says of the key files: each one present and
+    /// private, or to be created at start; an error names the key whose
+    /// file is missing and would not be created.
+    pub fn check_key_files(&self) -> Result<Vec<String>, crate::keyfile::KeyFileError> {
+        use crate::keyfile::{self, KeyFileError};
+        let mut notes = Vec::new();
+        let first_start = crate::data_dir::is_new(&self.data_dir);
+        let mut files = vec![("key_file".to_owned(), &self.key_file, first_start)];
+        for (i, t) in self.tenants.iter().enumerate() {
+            if let TenantRoot::KeyFile {
+                path,
+                create_if_missing,
+            } = &t.root
+            {
+                files.push((
+                    format!("tenants[{i}].root_key_file"),
+                    path,
+                    *create_if_missing,
+                ));
+            }
+        }
+        for (key, path, creatable) in files {
+            if path.exists() {
+                keyfile::read(path)?;
+            } else if creatable {
+                notes.push(format!(
+                    "{key}: {} does not exist yet; dgw creates it at start",
+                    path.display()
+                ));
+            } else {
+                return Err(KeyFileError::Missing {
+                    hint: if key == "key_file" {
+                        crate::serve::GATEWAY_KEY_HINT
+                    } else {
+                        TENANT_KEY_HINT
+                    },
+                    key,
+                    path: path.clone(),
+                });
+            }
+        }
+        Ok(notes)
     }
 }
