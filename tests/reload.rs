@@ -419,12 +419,19 @@ fn twenty_reloads_during_5000_calls_fail_none() {
         })
         .collect();
 
-    // Twenty reloads spread over the run.
+    // Twenty reloads spread over the run; the whole run has a deadline, so
+    // a stuck worker fails the test instead of hanging it.
+    let deadline = Instant::now() + Duration::from_secs(180);
     let mut reloads = 0;
     let mut by_signal = 0;
     while reloads < 20 {
         let due = (reloads + 1) * CALLS / 22;
         while done.load(Ordering::Relaxed) < due {
+            assert!(
+                Instant::now() < deadline,
+                "{} of {CALLS} calls done by the deadline",
+                done.load(Ordering::Relaxed)
+            );
             std::thread::sleep(Duration::from_millis(2));
         }
         reloads += 1;
@@ -447,6 +454,14 @@ fn twenty_reloads_during_5000_calls_fail_none() {
                 "{answer}"
             );
         }
+    }
+    while !workers.iter().all(|w| w.is_finished()) {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {CALLS} calls done by the deadline",
+            done.load(Ordering::Relaxed)
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
     let failures: Vec<String> = workers
         .into_iter()

@@ -7,7 +7,9 @@
 #  - promtool (Debian's prometheus package), which checks and tests the
 #    alert rules in deploy/prometheus;
 #  - redis-server (Debian's redis-server package), which the Redis state
-#    backend's tests start on free ports.
+#    backend's tests start on free ports;
+#  - systemd-analyze (Debian's systemd package), which verifies the unit in
+#    deploy/systemd.
 set -euo pipefail
 cd "$(dirname "$0")"
 npm ci --no-audit --no-fund --loglevel=error
@@ -21,6 +23,15 @@ if ! command -v promtool >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   else
     echo "tests/setup.sh: promtool is missing; install Debian's prometheus package" >&2
+    exit 1
+  fi
+fi
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null
+  else
+    echo "tests/setup.sh: systemd-analyze is missing; install Debian's systemd package" >&2
     exit 1
   fi
 fi

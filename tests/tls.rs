@@ -247,6 +247,46 @@ async fn tls_on_both_listeners_and_mtls_admins_by_subject() {
     c.watch_decisions(delegate_gateway::grpc::pb::WatchDecisionsRequest::default())
         .await
         .unwrap();
+
+    // The gRPC listener requires a client certificate from the CA as well:
+    // none, or one from another CA, gets no call through (refused at the
+    // handshake, or on the first read under TLS 1.3).
+    for (who, identity) in [
+        ("no client certificate", None),
+        (
+            "another CA's certificate",
+            Some(pki.other_ca.issue("ops", &["ops"])),
+        ),
+    ] {
+        let mut tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(&pki.ca.pem))
+            .domain_name("localhost");
+        if let Some((cert, key)) = identity {
+            tls = tls.identity(tonic::transport::Identity::from_pem(cert, key));
+        }
+        let refused = async {
+            let channel =
+                tonic::transport::Channel::from_shared(format!("https://localhost:{port}"))
+                    .unwrap()
+                    .tls_config(tls)
+                    .unwrap()
+                    .connect_timeout(std::time::Duration::from_secs(5))
+                    .timeout(std::time::Duration::from_secs(5))
+                    .connect()
+                    .await
+                    .map_err(|e| e.to_string())?;
+            let mut c =
+                delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient::new(
+                    channel,
+                );
+            c.watch_decisions(delegate_gateway::grpc::pb::WatchDecisionsRequest::default())
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        .await;
+        assert!(refused.is_err(), "{who}: a gRPC call went through");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,13 +4,50 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A free loopback port.
+/// A free loopback port. Another process may take it before Redis binds
+/// it: [`spawn_on_free_port`] retries on another port when that happens.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("a free port")
         .local_addr()
         .expect("its address")
         .port()
+}
+
+/// Whether `child` came to listen on `port`: the port answers while the
+/// child is still alive a moment later (a `redis-server` that could not
+/// bind exits at once, and the answer was then someone else's).
+fn listening(child: &mut Child, port: u16) -> bool {
+    for _ in 0..400 {
+        if child.try_wait().expect("redis-server waits").is_some() {
+            return false;
+        }
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            std::thread::sleep(Duration::from_millis(100));
+            return child.try_wait().expect("redis-server waits").is_none();
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
+/// Starts `command(port)` on free ports until one is its own.
+fn spawn_on_free_port(command: impl Fn(u16) -> Command) -> (Child, u16) {
+    for _ in 0..20 {
+        let port = free_port();
+        let mut child = command(port)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server runs (apt-get install redis-server)");
+        if listening(&mut child, port) {
+            return (child, port);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("redis-server found no free port in 20 tries");
 }
 
 /// A running `redis-server`.
@@ -35,14 +72,29 @@ impl RedisServer {
     }
 
     fn start_with(dir: Option<std::path::PathBuf>) -> RedisServer {
-        let port = free_port();
-        let mut server = RedisServer {
-            child: None,
+        let (child, port) = spawn_on_free_port(|port| Self::command(port, dir.as_deref()));
+        RedisServer {
+            child: Some(child),
             port,
             dir,
+        }
+    }
+
+    fn command(port: u16, dir: Option<&std::path::Path>) -> Command {
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", ""]);
+        match dir {
+            Some(dir) => command.arg("--dir").arg(dir).args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ]),
+            None => command.args(["--appendonly", "no"]),
         };
-        server.resume();
-        server
+        command
     }
 
     /// `redis://127.0.0.1:<port>`.
@@ -58,33 +110,20 @@ impl RedisServer {
         }
     }
 
-    /// Starts it again on the same port.
+    /// Starts it again on the same port (the clients know no other).
     pub fn resume(&mut self) {
-        let mut command = Command::new("redis-server");
-        command
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", ""]);
-        match &self.dir {
-            Some(dir) => command.arg("--dir").arg(dir).args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ]),
-            None => command.args(["--appendonly", "no"]),
-        };
-        let child = command
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server runs (apt-get install redis-server)");
-        self.child = Some(child);
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+        for _ in 0..20 {
+            let mut child = Self::command(self.port, self.dir.as_deref())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("redis-server runs (apt-get install redis-server)");
+            if listening(&mut child, self.port) {
+                self.child = Some(child);
                 return;
             }
-            std::thread::sleep(Duration::from_millis(25));
+            std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("redis-server did not listen on {}", self.port);
+        panic!("redis-server could not listen on {} again", self.port);
     }
 }
 
@@ -106,36 +145,29 @@ impl RedisCluster {
         let dir = tempfile::tempdir().expect("a temp dir");
         let mut nodes = Vec::new();
         for _ in 0..3 {
-            let port = free_port();
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args([
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--cluster-enabled",
-                    "yes",
-                ])
-                .arg("--cluster-config-file")
-                .arg(dir.path().join(format!("nodes-{port}.conf")))
-                .arg("--dir")
-                .arg(dir.path())
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("redis-server runs");
-            let node = RedisServer {
+            let (child, port) = spawn_on_free_port(|port| {
+                let mut command = Command::new("redis-server");
+                command
+                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                    .args([
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--cluster-enabled",
+                        "yes",
+                    ])
+                    .arg("--cluster-config-file")
+                    .arg(dir.path().join(format!("nodes-{port}.conf")))
+                    .arg("--dir")
+                    .arg(dir.path());
+                command
+            });
+            nodes.push(RedisServer {
                 child: Some(child),
                 port,
                 dir: None,
-            };
-            for _ in 0..200 {
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            nodes.push(node);
+            });
         }
         let addrs: Vec<String> = nodes
             .iter()
@@ -210,39 +242,33 @@ impl TlsRedisServer {
         std::fs::write(&cert_file, cert.pem()).expect("written");
         std::fs::write(&key_file, key.serialize_pem()).expect("written");
         std::fs::write(&ca_file, &ca_pem).expect("written");
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                "0",
-                "--tls-port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--tls-auth-clients",
-                "no",
-            ])
-            .arg("--tls-cert-file")
-            .arg(&cert_file)
-            .arg("--tls-key-file")
-            .arg(&key_file)
-            .arg("--tls-ca-cert-file")
-            .arg(&ca_file)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server runs");
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        let (child, port) = spawn_on_free_port(|port| {
+            let mut command = Command::new("redis-server");
+            command
+                .args([
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                ])
+                .args([
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--tls-auth-clients",
+                    "no",
+                ])
+                .arg("--tls-cert-file")
+                .arg(&cert_file)
+                .arg("--tls-key-file")
+                .arg(&key_file)
+                .arg("--tls-ca-cert-file")
+                .arg(&ca_file);
+            command
+        });
         TlsRedisServer {
             _server: RedisServer {
                 child: Some(child),
