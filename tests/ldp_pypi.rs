@@ -33,6 +33,8 @@ mod pypi;
 #[derive(Clone, Copy, PartialEq)]
 enum Peer {
     Pypi,
+    /// The PyPI delegate accepting every session under this one ID.
+    PypiAcceptingAs(&'static str),
     Crate,
 }
 
@@ -61,8 +63,12 @@ impl World {
             .unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let (pypi, delegate_url, name, id, nonce) = match peer {
-            Peer::Pypi => {
-                let d = pypi::PypiDelegate::start(tmp.path(), PYPI, SECRET, "test-domain");
+            Peer::Pypi | Peer::PypiAcceptingAs(_) => {
+                let fixed = match peer {
+                    Peer::PypiAcceptingAs(id) => Some(id),
+                    _ => None,
+                };
+                let d = pypi::PypiDelegate::start(tmp.path(), PYPI, SECRET, "test-domain", fixed);
                 let url = d.url.clone();
                 (Some(d), url, "pypi", PYPI, false)
             }
@@ -158,6 +164,27 @@ impl World {
         }
     }
 
+    /// The crate's router (its `LdpClient`), sending `token` as its DCT:
+    /// `body` in `session`, with a nonce, signed; the answer's signature
+    /// checked by the crate.
+    fn crate_send(
+        &self,
+        client: &ldp_protocol::LdpClient,
+        session: &str,
+        body: LdpMessageBody,
+        mode: PayloadMode,
+    ) -> Result<LdpEnvelope, String> {
+        let mut e = LdpEnvelope::new(session, ROUTER, self.id, body, mode);
+        e.nonce = Some(delegate_gateway::random::session_id().unwrap());
+        ldp_protocol::apply_signature(&mut e, SECRET);
+        let answer = self.rt.block_on(client.send_message(&self.url, &e));
+        if let Ok(a) = &answer {
+            let signature = a.signature.as_deref().expect("a signed answer");
+            assert!(ldp_protocol::verify_envelope(a, SECRET, signature), "{a:?}");
+        }
+        answer
+    }
+
     /// What the PyPI delegate received: each signed and verified by the
     /// package's own `verify_envelope`, addressed to it; their types.
     fn pypi_received(&self) -> Vec<(String, Value)> {
@@ -172,6 +199,19 @@ impl World {
             })
             .collect()
     }
+}
+
+/// The crate's `LdpClient` presenting `token` as its DCT.
+fn crate_router(token: &str) -> ldp_protocol::LdpClient {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("authorization", format!("DCT {token}").parse().unwrap());
+    ldp_protocol::LdpClient::with_http_client(
+        reqwest::Client::builder()
+            .default_headers(headers)
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .unwrap(),
+    )
 }
 
 /// The exchanges of the PyPI router's messages: (message type, answer
@@ -262,27 +302,8 @@ fn a_pypi_router_runs_a_whole_session_through_dgw_to_the_crate_delegate() {
 #[test]
 fn the_crate_router_runs_a_whole_session_through_dgw_to_a_pypi_delegate() {
     let w = World::new(Peer::Pypi, 1000, 100);
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("authorization", format!("DCT {}", w.token).parse().unwrap());
-    let client = ldp_protocol::LdpClient::with_http_client(
-        reqwest::Client::builder()
-            .default_headers(headers)
-            .timeout(std::time::Duration::from_secs(30))
-            .build()
-            .unwrap(),
-    );
-    let send = |session: &str, body: LdpMessageBody, mode: PayloadMode| {
-        let mut e = LdpEnvelope::new(session, ROUTER, PYPI, body, mode);
-        e.nonce = Some(delegate_gateway::random::session_id().unwrap());
-        ldp_protocol::apply_signature(&mut e, SECRET);
-        let answer = w.rt.block_on(client.send_message(&w.url, &e));
-        if let Ok(a) = &answer {
-            // Signed both ways: the delegate's answer verifies.
-            let signature = a.signature.as_deref().expect("a signed answer");
-            assert!(ldp_protocol::verify_envelope(a, SECRET, signature), "{a:?}");
-        }
-        answer
-    };
+    let client = crate_router(&w.token);
+    let send = |session: &str, body, mode| w.crate_send(&client, session, body, mode);
     let card = w.rt.block_on(client.fetch_identity_card(&w.url)).unwrap();
     assert_eq!(card.delegate_id, PYPI);
     let hello = LdpMessageBody::Hello {
@@ -472,4 +493,65 @@ fn fifty_concurrent_pypi_tasks_on_a_budget_for_ten() {
     let session = out["session_id"].as_str().unwrap();
     let record = w.session(session);
     assert_eq!(record["session"]["open_tasks"], json!([]), "{record}");
+}
+
+/// A delegate accepting a proposal under the ID of a session dgw already
+/// holds (another router's) does not get it: its answer is refused, the
+/// session keeps its payer, its state and its tasks, the proposal leaves
+/// nothing behind.
+#[test]
+fn a_delegate_cannot_accept_a_proposal_into_an_existing_session() {
+    const TAKEN: &str = "d1111111-2222-4333-8444-555555555555";
+    let w = World::new(Peer::PypiAcceptingAs(TAKEN), 1000, 100);
+    let propose = || LdpMessageBody::SessionPropose {
+        config: json!({"payload_mode": "text", "ttl_secs": 600, "trust_domain": "test-domain"}),
+    };
+    let task = |id: &str| LdpMessageBody::TaskSubmit {
+        task_id: id.into(),
+        skill: "echo".into(),
+        input: json!({"text": id}),
+        contract: None,
+    };
+    let mine = crate_router(&w.token);
+    let a = w
+        .crate_send(&mine, "p-1", propose(), PayloadMode::Text)
+        .unwrap();
+    assert!(
+        matches!(&a.body, LdpMessageBody::SessionAccept { session_id, .. } if session_id == TAKEN),
+        "{a:?}"
+    );
+    let a = w
+        .crate_send(&mine, TAKEN, task("t-1"), PayloadMode::Text)
+        .unwrap();
+    assert!(matches!(a.body, LdpMessageBody::TaskResult { .. }), "{a:?}");
+    // Another router, paying with another delegation.
+    let token = root_token_for(&seed(1), &seed(3), &["ldp:echo:pypi"], 1000, 3600, del(2));
+    let theirs = crate_router(&token.encode());
+    let e = w
+        .crate_send(&theirs, "p-2", propose(), PayloadMode::Text)
+        .unwrap_err();
+    assert!(
+        e.contains("502") && e.contains("delegate_answer_invalid") && e.contains("exists"),
+        "{e}"
+    );
+    let record = w.session(TAKEN);
+    assert_eq!(record["session"]["state"], "ACTIVE", "{record}");
+    assert_eq!(record["session"]["task_count"], 1, "{record}");
+    assert_eq!(record["payer"]["delegation_id"], json!(del(1).as_str()));
+    for gone in ["p-1", "p-2"] {
+        let r = w.gw.err(
+            "ldp/session",
+            json!({"delegate": "pypi", "session_id": gone}),
+        );
+        assert_eq!(r["data"]["type"], "invalid_params", "{r}");
+    }
+    // Their DCT pays nothing in it.
+    let a = w
+        .crate_send(&theirs, TAKEN, task("t-2"), PayloadMode::Text)
+        .unwrap();
+    assert!(matches!(a.body, LdpMessageBody::TaskFailed { .. }), "{a:?}");
+    assert_eq!(
+        w.spent(),
+        r#"dgw_budget_spent_microcents{tenant="acme"} 100"#
+    );
 }

@@ -48,14 +48,21 @@ pub struct PypiDelegate {
 impl PypiDelegate {
     /// Starts it as `delegate_id` with `secret` in `trust_domain`, logging
     /// what it receives to a file in `dir`; waits (at most 30 s) until it
-    /// listens.
-    pub fn start(dir: &Path, delegate_id: &str, secret: &str, trust_domain: &str) -> Self {
+    /// listens. With `session_id`, it accepts every session under that ID.
+    pub fn start(
+        dir: &Path,
+        delegate_id: &str,
+        secret: &str,
+        trust_domain: &str,
+        session_id: Option<&str>,
+    ) -> Self {
         let log = dir.join("pypi-delegate.jsonl");
         let stderr = dir.join("pypi-delegate.stderr.log");
         let mut child = Killed(
             Command::new(python())
                 .arg(script("pypi_delegate.py"))
                 .args([delegate_id, secret, trust_domain, log.to_str().unwrap()])
+                .envs(session_id.map(|s| ("PYPI_DELEGATE_SESSION_ID", s)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(std::fs::File::create(&stderr).unwrap())

@@ -9,11 +9,13 @@ one JSON line per message it receives: the raw envelope and whether the
 package's own `verify_envelope` accepts its signature, so the test can check
 what dgw sends is what this peer takes.
 
-One hostile behaviour, for the test of a result without provenance: a task
-whose input is `{"no_provenance": true}` is answered without provenance.
+Hostile behaviours, for the tests: a task whose input is
+`{"no_provenance": true}` is answered without provenance; with
+PYPI_DELEGATE_SESSION_ID set, every session is accepted under that ID.
 """
 
 import json
+import os
 import socket
 import sys
 
@@ -36,6 +38,13 @@ class Echo(LdpDelegate):
         answer = await super()._handle_task_submit(envelope)
         if isinstance(envelope.body.input, dict) and envelope.body.input.get("no_provenance"):
             answer.body.provenance = None
+        return answer
+
+    def _handle_session_propose(self, envelope):
+        answer = super()._handle_session_propose(envelope)
+        fixed = os.environ.get("PYPI_DELEGATE_SESSION_ID")
+        if fixed and answer.body.type == "SESSION_ACCEPT":
+            answer.session_id = answer.body.session_id = fixed
         return answer
 
     async def handle_message(self, envelope):

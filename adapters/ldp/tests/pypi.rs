@@ -90,6 +90,14 @@ fn other_types_members_pass_only_as_null() {
         Envelope::from_value(m).unwrap_err().reason,
         Reason::MissingProvenance
     );
+    // The package's model takes a TASK_FAILED error as a bare string (its
+    // constructors never write one): only the typed error is read.
+    let mut m = pypi_messages().remove(8);
+    m["body"]["error"] = json!("boom");
+    assert_eq!(
+        Envelope::from_value(m).unwrap_err().reason,
+        Reason::Malformed
+    );
     // Nulls inside a member are the member's business (unchanged).
     let mut m = pypi_messages().remove(2);
     m["body"]["config"]["surprise"] = Value::Null;
