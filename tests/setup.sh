@@ -3,7 +3,8 @@
 #  - Node packages (tests/package-lock.json): the TypeScript DelegateOS peer's
 #    libraries, the reference MCP filesystem server and the MCP TypeScript SDK;
 #  - a Python virtualenv in tests/.venv (tests/requirements.txt): grpcio, to
-#    prove the gRPC API usable from another ecosystem;
+#    prove the gRPC API usable from another ecosystem; the PyPI LDP reference
+#    (ldp-protocol 0.2.0) as router and delegate for tests/ldp_pypi.rs;
 #  - promtool (Debian's prometheus package), which checks and tests the
 #    alert rules in deploy/prometheus;
 #  - redis-server (Debian's redis-server package), which the Redis state

@@ -3,6 +3,13 @@
 //! examples differ). Unknown types, unknown members and missing ones are
 //! refused with the reason; re-serialized, a message carries only what
 //! dgw understood.
+//!
+//! One leniency, for the PyPI package `ldp-protocol` 0.2.0 (checked
+//! against that release): its body is one model holding every member of
+//! the tagged union, those of other types `null`. A body member that
+//! belongs to another message type is dropped when it is `null`, and
+//! refused when it carries a value; a name no type has is refused even
+//! when `null` (decision 167).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -25,6 +32,41 @@ pub const TYPES: [&str; 12] = [
     "ATTESTATION",
     "SESSION_CLOSE",
 ];
+
+/// Each type's body members besides `type`, as [`Body`] reads them (a
+/// unit test keeps the two in step).
+pub fn members(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "HELLO" => &["delegate_id", "supported_modes"],
+        "CAPABILITY_MANIFEST" => &["capabilities"],
+        "SESSION_PROPOSE" => &["config"],
+        "SESSION_ACCEPT" => &["session_id", "negotiated_mode", "fallback_chain"],
+        "SESSION_REJECT" => &["reason", "error"],
+        "TASK_SUBMIT" => &["task_id", "skill", "input", "contract"],
+        "TASK_UPDATE" => &["task_id", "progress", "message"],
+        "TASK_RESULT" => &["task_id", "output", "provenance"],
+        "TASK_FAILED" => &["task_id", "error"],
+        "TASK_CANCEL" => &["task_id"],
+        "ATTESTATION" => &["claim", "evidence"],
+        "SESSION_CLOSE" => &["reason"],
+        _ => &[],
+    }
+}
+
+/// Drops from `body` (of type `kind`) each `null` member that is another
+/// type's and not this one's: the PyPI package's shape. What remains is
+/// read strictly.
+fn drop_foreign_nulls(kind: &str, body: &mut Value) {
+    let Some(body) = body.as_object_mut() else {
+        return;
+    };
+    let own = members(kind);
+    body.retain(|name, value| {
+        !(value.is_null()
+            && !own.contains(&name.as_str())
+            && TYPES.iter().any(|t| members(t).contains(&name.as_str())))
+    });
+}
 
 /// Every LDP message's wrapper.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -403,7 +445,7 @@ impl Envelope {
     }
 
     /// The envelope `value` is.
-    pub fn from_value(value: Value) -> Result<Self, Refusal> {
+    pub fn from_value(mut value: Value) -> Result<Self, Refusal> {
         let kind = value
             .get("body")
             .and_then(|b| b.get("type"))
@@ -416,6 +458,9 @@ impl Envelope {
             ));
         }
         let kind = kind.to_owned();
+        if let Some(body) = value.get_mut("body") {
+            drop_foreign_nulls(&kind, body);
+        }
         let provenance = value.pointer("/body/provenance");
         if kind == "TASK_RESULT" && provenance.is_none_or(Value::is_null) {
             return Err(Refusal::new(

@@ -47,7 +47,10 @@ impl Ldp {
             .get(d)
             .await
             .map_err(|e| Refused::new(502, "delegate_unavailable", e))?;
-        if message.to != card.delegate_id {
+        // The delegate's ID, or its endpoint at dgw: the PyPI client
+        // addresses HELLO and SESSION_PROPOSE to the URL it posts to
+        // (decision 168).
+        if message.to != card.delegate_id && message.to.trim_end_matches('/') != self.endpoint(d) {
             return Err(Refused::new(
                 400,
                 "wrong_recipient",
@@ -172,6 +175,9 @@ impl Ldp {
         now: OffsetDateTime,
     ) -> Result<Envelope, Refused> {
         let mut out = message.clone();
+        // Addressed to the delegate by its ID, whichever way the router
+        // named it.
+        out.to = card.delegate_id.clone();
         out.nonce = d
             .nonce
             .then(|| crate::random::session_id().unwrap_or_default());
@@ -287,13 +293,28 @@ impl Ldp {
         }
         let answer = self.forward(d, card, message, now).await?;
         let session_id = match &answer.body {
-            Body::SessionAccept { session_id, .. } => session_id.clone(),
+            Body::SessionAccept { session_id, .. } if !session_id.is_empty() => session_id.clone(),
             _ => message.session_id.clone(),
         };
-        if message.session_id.is_empty() && !session_id.is_empty() {
-            self.sessions
+        if session_id != message.session_id {
+            // The delegate named the session (the PyPI package's always
+            // does): dgw keeps it by that name, the proposal's record
+            // forgotten (decision 169). A name taken is not the delegate's
+            // to reuse.
+            let created = self
+                .sessions
                 .create(&session_id, &new_record(&session_id)?)
                 .await?;
+            if !message.session_id.is_empty() {
+                self.sessions.remove(&d.name, &message.session_id).await?;
+            }
+            if !created {
+                return Err(Refused::new(
+                    502,
+                    "delegate_answer_invalid",
+                    format!("the delegate accepted the session as {session_id:?}, which exists"),
+                ));
+            }
         }
         self.sessions
             .update(&d.name, &session_id, |r| {

@@ -113,6 +113,15 @@ impl Sessions {
             .await
     }
 
+    /// Forgets a session that never opened (its proposal answered under
+    /// another ID).
+    pub async fn remove(&self, delegate: &str, session_id: &str) -> Result<(), StorageError> {
+        self.records
+            .remove(SPACE, &key(delegate, session_id))
+            .await
+            .map(drop)
+    }
+
     /// Changes a session by `change` (retried on a concurrent change): the
     /// record as changed, with what `change` returned.
     pub async fn update<T, E>(
