@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::config::Delegate;
+use super::ending::not_a_result;
 use super::payer::{session_budget, NoPayer};
 use super::refused::Refused;
 use super::sessions::Record;
@@ -74,7 +75,7 @@ impl Ldp {
             .into());
         }
         let answer = match &message.body {
-            Body::Hello { .. } => self.forward(d, &card, &message, now).await?,
+            Body::Hello { .. } => not_a_result(self.forward(d, &card, &message, now).await?)?,
             Body::SessionPropose { .. } => {
                 self.propose(d, &card, &message, request.authorization, now)
                     .await?
@@ -83,14 +84,10 @@ impl Ldp {
                 self.submit(d, &card, &message, request.authorization, now)
                     .await?
             }
-            Body::TaskCancel { task_id }
-            | Body::TaskUpdate { task_id, .. }
-            | Body::TaskResult { task_id, .. }
-            | Body::TaskFailed { task_id, .. } => {
-                let task_id = task_id.clone();
+            Body::TaskCancel { task_id } => {
+                self.payer_ends(d, &message, request.authorization).await?;
                 self.step(d, &message, Side::Initiator, now).await?;
-                self.end_task(d, &message.session_id, &task_id, None).await;
-                self.forward(d, &card, &message, now).await?
+                self.cancel(d, &card, &message, task_id, now).await?
             }
             Body::Attestation { claim, evidence } => {
                 // A DelegateOS attestation carried along must verify.
@@ -98,30 +95,16 @@ impl Ldp {
                     return Err(r.into());
                 }
                 self.step(d, &message, Side::Initiator, now).await?;
-                self.forward(d, &card, &message, now).await?
+                not_a_result(self.forward(d, &card, &message, now).await?)?
             }
             Body::SessionClose { .. } => {
-                let at = now.unix_timestamp();
-                let closed = self
-                    .sessions
-                    .update(&d.name, &message.session_id, |r| {
-                        r.session.apply(Side::Initiator, &message.body, at)?;
-                        Ok::<_, Refusal>(std::mem::take(&mut r.session.open_tasks))
-                    })
-                    .await?;
-                let Some((_, open)) = closed else {
-                    return Err(Refusal::new(
-                        Reason::IllegalInState,
-                        format!("no session {:?} with this delegate", message.session_id),
-                    )
-                    .into());
-                };
-                for task in &open {
-                    self.end_task(d, &message.session_id, task, None).await;
-                }
-                self.forward(d, &card, &message, now).await?
+                self.payer_ends(d, &message, request.authorization).await?;
+                self.close(d, &card, &message, now).await?
             }
-            Body::CapabilityManifest { .. }
+            Body::TaskUpdate { .. }
+            | Body::TaskResult { .. }
+            | Body::TaskFailed { .. }
+            | Body::CapabilityManifest { .. }
             | Body::SessionAccept { .. }
             | Body::SessionReject { .. } => {
                 return Err(Refusal::new(
@@ -154,12 +137,23 @@ impl Ldp {
             .await?
         {
             Some((record, ())) => Ok(record),
-            None => Err(Refusal::new(
-                Reason::IllegalInState,
-                format!("no session {:?} with this delegate", message.session_id),
-            )
-            .into()),
+            None => Err(no_session(&message.session_id)),
         }
+    }
+
+    /// A SESSION_CLOSE or TASK_CANCEL must come with the credential that
+    /// pays for the session (decision 145): the shared secret says only
+    /// that a router of this delegate sent it.
+    async fn payer_ends(
+        &self,
+        d: &Delegate,
+        message: &Envelope,
+        authorization: Option<&str>,
+    ) -> Result<(), Refused> {
+        let Some(record) = self.sessions.get(&d.name, &message.session_id).await? else {
+            return Err(no_session(&message.session_id));
+        };
+        self.may_end(d, &record, &message.from, authorization)
     }
 
     /// Re-signs `message` toward the delegate (its nonce as configured),
@@ -309,6 +303,15 @@ impl Ldp {
         .await;
         Ok(answer)
     }
+}
+
+/// The refusal of a message for a session dgw does not hold.
+pub(super) fn no_session(session_id: &str) -> Refused {
+    Refusal::new(
+        Reason::IllegalInState,
+        format!("no session {session_id:?} with this delegate"),
+    )
+    .into()
 }
 
 /// An LDP error of category `policy` (a decision of dgw's).

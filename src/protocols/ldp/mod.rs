@@ -12,6 +12,7 @@
 
 mod cards;
 mod config;
+mod ending;
 mod exchange;
 mod methods;
 mod payer;
@@ -49,6 +50,7 @@ const METHODS: &[&str] = &[
     "ldp/task",
     "ldp/attestation",
     "ldp/contract",
+    "ldp/session/close",
 ];
 
 /// The LDP protocol.
