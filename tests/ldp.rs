@@ -93,9 +93,14 @@ impl World {
 
     /// A signed envelope from `from` (any holder of the shared secret).
     fn message_from(from: &str, session: &str, body: LdpMessageBody) -> LdpEnvelope {
+        Self::signed(from, SECRET, session, body)
+    }
+
+    /// A signed envelope from `from`, with `secret`.
+    fn signed(from: &str, secret: &str, session: &str, body: LdpMessageBody) -> LdpEnvelope {
         let mut e = LdpEnvelope::new(session, from, ECHO, body, PayloadMode::Text);
         e.nonce = Some(delegate_gateway::random::session_id().unwrap());
-        ldp_protocol::apply_signature(&mut e, SECRET);
+        ldp_protocol::apply_signature(&mut e, secret);
         e
     }
 

@@ -12,13 +12,17 @@ const MALLORY: &str = "ldp:delegate:mallory";
 const ADMIN: &str = "ldp-test-admin-secret-0123456789abcdef";
 
 fn admin_config() -> String {
-    use sha2::Digest;
-    let digest = hex::encode(sha2::Sha256::digest(ADMIN.as_bytes()));
     format!(
         "session_budget_microcents = 100000\n\
-         [[ldp.domains]]\nname = \"test-domain\"\ntenant = \"acme\"\nbudget_microcents = 100000\n\
-         [[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n"
+         [[ldp.domains]]\nname = \"test-domain\"\ntenant = \"acme\"\nbudget_microcents = 100000\n{}",
+        admin_token()
     )
+}
+
+fn admin_token() -> String {
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(ADMIN.as_bytes()));
+    format!("[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n")
 }
 
 impl World {
@@ -195,5 +199,132 @@ fn body_kind(b: &LdpMessageBody) -> &'static str {
         LdpMessageBody::SessionClose { .. } => "SESSION_CLOSE",
         LdpMessageBody::TaskCancel { .. } => "TASK_CANCEL",
         _ => "other",
+    }
+}
+
+const MINE: &str = "router-a-own-secret-0123456789ab";
+const HERS: &str = "mallory-own-secret-0123456789abc";
+
+/// With routers listed, each with a secret of its own (and a pinned trust
+/// domain), `from` is known: another router can neither sign as the
+/// opener nor end its session, nor open one in a domain not its own; the
+/// delegate's secret is no router's any more, and answers are signed to
+/// each router with its secret.
+#[test]
+fn per_router_secrets_tell_routers_apart() {
+    let config = format!(
+        "[[ldp.delegates.routers]]\nid = {ROUTER:?}\nsecret = {MINE:?}\ntrust_domain = \"test-domain\"\n\
+         [[ldp.delegates.routers]]\nid = {MALLORY:?}\nsecret = {HERS:?}\ntrust_domain = \"elsewhere\"\n\
+         [[ldp.domains]]\nname = \"test-domain\"\ntenant = \"acme\"\nbudget_microcents = 100000\n{}",
+        admin_token()
+    );
+    let (mut w, delegate) = World::scripted(10_000, 100, &config);
+    w.client = World::client_with(None);
+    let session = "d3111111-2222-4333-8444-555555555555";
+    let hello = |from: &str| LdpMessageBody::Hello {
+        delegate_id: from.into(),
+        supported_modes: vec![PayloadMode::Text],
+    };
+    let propose = || LdpMessageBody::SessionPropose {
+        config: json!({"payload_mode": "text", "ttl_secs": 600, "trust_domain": "test-domain"}),
+    };
+    let verifies = |a: &LdpEnvelope, secret: &str| {
+        ldp_protocol::verify_envelope(a, secret, a.signature.as_deref().unwrap_or(""))
+    };
+    // The delegate's secret signs for no router now; an unlisted router
+    // is refused.
+    let e = w
+        .send(&World::message_from(ROUTER, "", hello(ROUTER)))
+        .unwrap_err();
+    assert!(e.contains("401") && e.contains("bad_signature"), "{e}");
+    let stranger = "ldp:delegate:stranger";
+    let e = w
+        .send(&World::signed(stranger, MINE, "", hello(stranger)))
+        .unwrap_err();
+    assert!(e.contains("401") && e.contains("unknown_router"), "{e}");
+    // The router opens a session its domain pays; answers are signed to it.
+    let a = w
+        .send(&World::signed(ROUTER, MINE, "", hello(ROUTER)))
+        .unwrap();
+    assert!(verifies(&a, MINE) && !verifies(&a, SECRET), "{a:?}");
+    let a = w
+        .send(&World::signed(ROUTER, MINE, session, propose()))
+        .unwrap();
+    assert_eq!(kind(&a), "accept", "{a:?}");
+    assert!(verifies(&a, MINE), "{a:?}");
+    // Mallory, with her own secret: not as the router, not as herself.
+    let e = w
+        .send(&World::signed(ROUTER, HERS, session, close_body()))
+        .unwrap_err();
+    assert!(e.contains("401") && e.contains("bad_signature"), "{e}");
+    let e = w
+        .send(&World::signed(MALLORY, HERS, session, close_body()))
+        .unwrap_err();
+    assert!(e.contains("403") && e.contains("not_session_payer"), "{e}");
+    // Nor does she open a session in the router's domain.
+    let theirs = "d4111111-2222-4333-8444-555555555555";
+    let a = w
+        .send(&World::signed(MALLORY, HERS, theirs, propose()))
+        .unwrap();
+    assert_eq!(kind(&a), "reject", "{a:?}");
+    assert!(verifies(&a, HERS), "{a:?}");
+    // The router's task and its close go through.
+    let task = LdpMessageBody::TaskSubmit {
+        task_id: "t-1".into(),
+        skill: "echo".into(),
+        input: json!({"text": "t-1"}),
+        contract: None,
+    };
+    let m = World::signed(ROUTER, MINE, session, task);
+    let (client, url) = (w.client.clone(), w.url.clone());
+    let p =
+        w.rt.spawn(async move { client.send_message(&url, &m).await });
+    assert!(delegate.wait_held("t-1", || p.is_finished()));
+    assert!(delegate.answer("t-1", Answer::Result));
+    let a = w.finish(p).unwrap();
+    assert_eq!(kind(&a), "result", "{a:?}");
+    assert!(verifies(&a, MINE), "{a:?}");
+    assert_eq!(w.state(session), "ACTIVE");
+    let a = w
+        .send(&World::signed(ROUTER, MINE, session, close_body()))
+        .unwrap();
+    assert!(verifies(&a, MINE), "{a:?}");
+    assert_eq!(w.state(session), "CLOSED");
+}
+
+/// A router's secret is its own: not the delegate's, not another
+/// router's, at least 16 bytes; its ID an LDP delegate ID, listed once.
+#[test]
+fn a_routers_secret_must_be_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = |routers: &str| {
+        format!(
+            "data_dir = \"data\"\nkey_file = \"data/gateway.key\"\n[server]\nhttp = \"127.0.0.1:0\"\n[ldp]\n[[ldp.delegates]]\nname = \"echo\"\n\
+             url = \"http://127.0.0.1:9\"\nsecret = {SECRET:?}\ntrust_domain = \"d\"\ntenant = \"acme\"\n\
+             cost_microcents = 1\n{routers}[[tenants]]\nname = \"acme\"\nroot = \"{}\"\n",
+            seed(1).principal_id()
+        )
+    };
+    let router = |id: &str, secret: &str| {
+        format!("[[ldp.delegates.routers]]\nid = {id:?}\nsecret = {secret:?}\n")
+    };
+    let ok = config_check_in(tmp.path(), &config(&router(ROUTER, MINE)));
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    for (routers, expect) in [
+        (router(ROUTER, SECRET), "routers[0].secret"),
+        (
+            router(ROUTER, MINE) + &router(MALLORY, MINE),
+            "routers[1].secret",
+        ),
+        (router(ROUTER, "short"), "at least 16 bytes"),
+        (router("router", MINE), "routers[0].id"),
+        (
+            router(ROUTER, MINE) + &router(ROUTER, HERS),
+            "routers[1].id",
+        ),
+    ] {
+        let out = config_check_in(tmp.path(), &config(&routers));
+        assert!(!out.status.success(), "{routers} was taken");
+        assert!(stderr(&out).contains(expect), "{}", stderr(&out));
     }
 }

@@ -110,13 +110,21 @@ impl Ldp {
             })?;
         if !cancelled {
             // The machine: the task leaves the session's open tasks (an
-            // update keeps it). A session that expired meanwhile refuses;
-            // the task's record has decided already.
+            // update keeps it). A session that expired meanwhile refuses,
+            // and is left for the sweep to close; the task's record has
+            // decided already, so the task only leaves its open tasks.
             let at = now.unix_timestamp();
             let _ = self
                 .sessions
                 .update(&d.name, session_id, |r| {
-                    r.session.apply(Side::Responder, &answer.body, at).map(drop)
+                    let before = r.session.clone();
+                    if r.session.apply(Side::Responder, &answer.body, at).is_err() {
+                        r.session = before;
+                        if !update {
+                            r.session.open_tasks.remove(task_id);
+                        }
+                    }
+                    Ok::<(), ()>(())
                 })
                 .await;
         }

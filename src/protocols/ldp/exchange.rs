@@ -59,7 +59,15 @@ impl Ldp {
             ));
         }
         freshness::check(&message.timestamp, now, self.config.freshness_secs)?;
-        signing::verify(&message, &d.secret, d.payload_digest)?;
+        // The router's own secret when routers are listed (decision 145).
+        let Some(secret) = d.router_secret(&message.from) else {
+            return Err(Refused::new(
+                401,
+                "unknown_router",
+                format!("{:?} is not a router of this delegate", message.from),
+            ));
+        };
+        signing::verify(&message, secret, d.payload_digest)?;
         let window = self.config.freshness_secs;
         let key = format!("{}\0{}\0{}", d.name, message.from, message.message_id);
         let seconds = now.unix_timestamp();
@@ -74,7 +82,7 @@ impl Ldp {
             )
             .into());
         }
-        let answer = match &message.body {
+        let mut answer = match &message.body {
             Body::Hello { .. } => not_a_result(self.forward(d, &card, &message, now).await?)?,
             Body::SessionPropose { .. } => {
                 self.propose(d, &card, &message, request.authorization, now)
@@ -114,6 +122,11 @@ impl Ldp {
                 .into())
             }
         };
+        if !d.routers.is_empty() {
+            // The router cannot check the delegate's secret: dgw, having
+            // checked the answer, signs it with the router's.
+            signing::apply(&mut answer, secret, d.payload_digest);
+        }
         Ok(HttpAnswer::new(
             200,
             serde_json::to_value(&answer).unwrap_or(Value::Null),
@@ -205,11 +218,22 @@ impl Ldp {
             return Err(Refused::new(500, "internal_error", "not a proposal"));
         };
         // The router holds this delegate's secret: without a domain of its
-        // own it is in the delegate's (decision 110).
+        // own it is in the delegate's (decision 110); a listed router's
+        // pinned domain is its only one (decision 145).
+        let pinned = d.router_domain(&message.from);
+        if let (Some(pin), Some(named)) = (pinned, &config.trust_domain) {
+            if pin != named {
+                let why = format!(
+                    "router {:?} is in trust domain {pin:?}, not {named:?}",
+                    message.from
+                );
+                return Ok(reject(d, card, message, "TRUST_VIOLATION", why, now));
+            }
+        }
         let initiator = ldp::trust::TrustDomain {
-            name: config
-                .trust_domain
-                .clone()
+            name: pinned
+                .map(str::to_owned)
+                .or_else(|| config.trust_domain.clone())
                 .unwrap_or_else(|| d.trust_domain.name.clone()),
             allow_cross_domain: true,
             trusted_peers: vec![d.trust_domain.name.clone()],
@@ -239,19 +263,7 @@ impl Ldp {
                     json!({"delegate": d.name, "router": message.from, "reason": why}),
                 )
                 .await;
-                let error = policy_error(code, "fatal", &why);
-                let body = Body::SessionReject {
-                    reason: why,
-                    error: Some(error),
-                };
-                return Ok(reply(
-                    d,
-                    card,
-                    message,
-                    body,
-                    ldp::mode::PayloadMode::Text,
-                    now,
-                ));
+                return Ok(reject(d, card, message, code, why, now));
             }
         };
         let at = now.unix_timestamp();
@@ -303,6 +315,23 @@ impl Ldp {
         .await;
         Ok(answer)
     }
+}
+
+/// dgw's SESSION_REJECT of a proposal (`code`, category `policy`).
+fn reject(
+    d: &Delegate,
+    card: &IdentityCard,
+    to: &Envelope,
+    code: &str,
+    why: String,
+    now: OffsetDateTime,
+) -> Envelope {
+    let error = policy_error(code, "fatal", &why);
+    let body = Body::SessionReject {
+        reason: why,
+        error: Some(error),
+    };
+    reply(d, card, to, body, ldp::mode::PayloadMode::Text, now)
 }
 
 /// The refusal of a message for a session dgw does not hold.
