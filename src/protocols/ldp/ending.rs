@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::config::Delegate;
-use super::exchange::{policy_error, reply};
-use super::refused::Refused;
+use super::refused::{no_session, Refused};
+use super::replies::{policy_error, reply};
 use super::sessions::Change;
 use super::{Ldp, ID};
 use crate::caller::Caller;
@@ -316,7 +316,7 @@ impl Ldp {
             })
             .await?;
         let Some((_, open)) = closed else {
-            return Err(super::exchange::no_session(&message.session_id));
+            return Err(no_session(&message.session_id));
         };
         for task in &open {
             self.cancel_task(d, &message.session_id, task).await;

@@ -3,7 +3,7 @@
 //! passed back (docs/adapters/ldp.md, "What dgw does with each message").
 
 use ldp::identity::IdentityCard;
-use ldp::message::{Body, Envelope, LdpError};
+use ldp::message::{Body, Envelope};
 use ldp::session::{Session, Side};
 use ldp::{freshness, signing, Reason, Refusal};
 use serde_json::{json, Value};
@@ -12,7 +12,8 @@ use time::OffsetDateTime;
 use super::config::Delegate;
 use super::ending::not_a_result;
 use super::payer::{session_budget, NoPayer};
-use super::refused::Refused;
+use super::refused::{no_session, Refused};
+use super::replies::reject;
 use super::sessions::Record;
 use super::{Ldp, ID};
 use crate::protocol::{HttpAnswer, HttpRequest};
@@ -221,15 +222,13 @@ impl Ldp {
         // own it is in the delegate's (decision 110); a listed router's
         // pinned domain is its only one (decision 145).
         let pinned = d.router_domain(&message.from);
-        if let (Some(pin), Some(named)) = (pinned, &config.trust_domain) {
-            if pin != named {
-                let why = format!(
-                    "router {:?} is in trust domain {pin:?}, not {named:?}",
-                    message.from
-                );
-                return Ok(reject(d, card, message, "TRUST_VIOLATION", why, now));
-            }
-        }
+        let mismatch = match (pinned, &config.trust_domain) {
+            (Some(pin), Some(named)) if pin != named => Some(format!(
+                "router {:?} is in trust domain {pin:?}, not {named:?}",
+                message.from
+            )),
+            _ => None,
+        };
         let initiator = ldp::trust::TrustDomain {
             name: pinned
                 .map(str::to_owned)
@@ -238,13 +237,15 @@ impl Ldp {
             allow_cross_domain: true,
             trusted_peers: vec![d.trust_domain.name.clone()],
         };
-        let refused = match ldp::trust::check_session(
+        let checked = ldp::trust::check_session(
             &initiator,
             &d.trust_domain,
             config.required_trust_domain.as_deref(),
-        ) {
-            Err(r) => Some(("TRUST_VIOLATION", r.detail)),
-            Ok(()) => None,
+        );
+        let refused = match (mismatch, checked) {
+            (Some(why), _) => Some(("TRUST_VIOLATION", why)),
+            (None, Err(r)) => Some(("TRUST_VIOLATION", r.detail)),
+            (None, Ok(())) => None,
         };
         // Who pays, decided before the delegate hears of the session.
         let paid = match refused {
@@ -315,73 +316,4 @@ impl Ldp {
         .await;
         Ok(answer)
     }
-}
-
-/// dgw's SESSION_REJECT of a proposal (`code`, category `policy`).
-fn reject(
-    d: &Delegate,
-    card: &IdentityCard,
-    to: &Envelope,
-    code: &str,
-    why: String,
-    now: OffsetDateTime,
-) -> Envelope {
-    let error = policy_error(code, "fatal", &why);
-    let body = Body::SessionReject {
-        reason: why,
-        error: Some(error),
-    };
-    reply(d, card, to, body, ldp::mode::PayloadMode::Text, now)
-}
-
-/// The refusal of a message for a session dgw does not hold.
-pub(super) fn no_session(session_id: &str) -> Refused {
-    Refusal::new(
-        Reason::IllegalInState,
-        format!("no session {session_id:?} with this delegate"),
-    )
-    .into()
-}
-
-/// An LDP error of category `policy` (a decision of dgw's).
-pub(super) fn policy_error(code: &str, severity: &str, message: &str) -> LdpError {
-    LdpError {
-        code: code.into(),
-        category: "policy".into(),
-        message: message.into(),
-        severity: severity.into(),
-        retryable: false,
-        partial_output: None,
-    }
-}
-
-/// A message of dgw's own to the router that sent `to`, in the delegate's
-/// name (a SESSION_REJECT or TASK_FAILED dgw decided), signed with the
-/// shared secret.
-pub(super) fn reply(
-    d: &Delegate,
-    card: &IdentityCard,
-    to: &Envelope,
-    body: Body,
-    payload_mode: ldp::mode::PayloadMode,
-    now: OffsetDateTime,
-) -> Envelope {
-    let mut e = Envelope {
-        message_id: crate::random::session_id().unwrap_or_default(),
-        session_id: to.session_id.clone(),
-        from: card.delegate_id.clone(),
-        to: to.from.clone(),
-        body,
-        payload_mode,
-        timestamp: now
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default(),
-        provenance: None,
-        signature: None,
-        signature_algorithm: None,
-        nonce: None,
-        payload_digest: None,
-    };
-    signing::apply(&mut e, &d.secret, d.payload_digest);
-    e
 }

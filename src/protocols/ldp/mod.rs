@@ -18,6 +18,7 @@ mod exchange;
 mod methods;
 mod payer;
 mod refused;
+mod replies;
 mod sessions;
 mod tasks;
 

@@ -106,9 +106,9 @@ impl Ldp {
                 // A refused authorization is the task's end, in LDP terms.
                 let body = Body::TaskFailed {
                     task_id: task_id.clone(),
-                    error: super::exchange::policy_error("DENIED", "error", &why),
+                    error: super::replies::policy_error("DENIED", "error", &why),
                 };
-                return Ok(super::exchange::reply(
+                return Ok(super::replies::reply(
                     d,
                     card,
                     message,
