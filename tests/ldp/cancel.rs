@@ -168,7 +168,8 @@ fn cancel_then_collect_gets_no_free_result() {
 /// The same through SESSION_CLOSE while a task is in flight, a cancelled
 /// task the delegate fails (released, not charged), a task the delegate
 /// answered with an update and is then cancelled (released), and a hostile
-/// delegate answering TASK_CANCEL with the task's result (withheld).
+/// delegate answering TASK_CANCEL with the task's result (withheld) or a
+/// task with another task's result (refused, released).
 #[test]
 fn no_result_after_its_task_ended_reaches_the_router() {
     let (w, delegate) = World::scripted(10_000, 100, "session_budget_microcents = 100000\n");
@@ -211,4 +212,16 @@ fn no_result_after_its_task_ended_reaches_the_router() {
     assert_eq!(w.spending(session), (100, 0));
     let e = w.submit(session, "t-after").unwrap_err();
     assert!(e.contains("409"), "{e}");
+    // A hostile delegate answering a task with another task's result:
+    // refused, released.
+    let other = "c3111111-2222-4333-8444-555555555555";
+    w.open(other);
+    let a = w.run_task(&delegate, other, "t-stray", Answer::Stray);
+    assert!(!is_result(&a), "another task's result passed on: {a:?}");
+    let e = a.unwrap_err();
+    assert!(
+        e.contains("502") && e.contains("delegate_answer_invalid"),
+        "{e}"
+    );
+    assert_eq!(w.spending(other), (0, 0));
 }

@@ -25,6 +25,8 @@ pub enum Answer {
     Failed,
     /// TASK_UPDATE (the task stays open at the delegate).
     Update,
+    /// Hostile: the TASK_RESULT of another task.
+    Stray,
 }
 
 /// The scripted delegate.
@@ -138,6 +140,17 @@ impl Scripted {
             Answer::Result => {
                 self.results.fetch_add(1, Ordering::SeqCst);
                 return echo.handle_message(envelope.clone()).await;
+            }
+            Answer::Stray => {
+                let mut other = envelope.clone();
+                other.body = LdpMessageBody::TaskSubmit {
+                    task_id: format!("{task_id}-other"),
+                    skill: "echo".into(),
+                    input: Value::Null,
+                    contract: None,
+                };
+                ldp_protocol::apply_signature(&mut other, SECRET);
+                return echo.handle_message(other).await;
             }
             Answer::Failed => LdpMessageBody::TaskFailed {
                 task_id: task_id.into(),
