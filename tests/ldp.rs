@@ -18,6 +18,8 @@ const ROUTER: &str = "ldp:delegate:router";
 #[path = "ldp/delegate.rs"]
 mod delegate;
 use delegate::echo_delegate;
+#[path = "ldp/scripted.rs"]
+mod scripted;
 
 struct World {
     rt: tokio::runtime::Runtime,
@@ -37,11 +39,21 @@ impl World {
 
     /// [`World::new`] with `extra` config.
     fn with(budget: u64, cost: u64, extra_config: &str) -> World {
+        Self::before(budget, cost, extra_config, echo_delegate)
+    }
+
+    /// [`World::with`] before the delegate `start` starts (its URL).
+    fn before(
+        budget: u64,
+        cost: u64,
+        extra_config: &str,
+        start: impl FnOnce(&tokio::runtime::Runtime) -> String,
+    ) -> World {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .unwrap();
-        let delegate = echo_delegate(&rt);
+        let delegate = start(&rt);
         let tmp = tempfile::tempdir().unwrap();
         let root = seed(1);
         let extra = format!(
@@ -76,9 +88,19 @@ impl World {
 
     /// A signed envelope from the router.
     fn message(&self, session: &str, body: LdpMessageBody) -> LdpEnvelope {
-        let mut e = LdpEnvelope::new(session, ROUTER, ECHO, body, PayloadMode::Text);
+        Self::message_from(ROUTER, session, body)
+    }
+
+    /// A signed envelope from `from` (any holder of the shared secret).
+    fn message_from(from: &str, session: &str, body: LdpMessageBody) -> LdpEnvelope {
+        Self::signed(from, SECRET, session, body)
+    }
+
+    /// A signed envelope from `from`, with `secret`.
+    fn signed(from: &str, secret: &str, session: &str, body: LdpMessageBody) -> LdpEnvelope {
+        let mut e = LdpEnvelope::new(session, from, ECHO, body, PayloadMode::Text);
         e.nonce = Some(delegate_gateway::random::session_id().unwrap());
-        ldp_protocol::apply_signature(&mut e, SECRET);
+        ldp_protocol::apply_signature(&mut e, secret);
         e
     }
 
@@ -548,3 +570,9 @@ fn no_dct_and_no_paying_domain_is_no_session() {
 
 #[path = "ldp/budget.rs"]
 mod budget;
+#[path = "ldp/cancel.rs"]
+mod cancel;
+#[path = "ldp/holder.rs"]
+mod holder;
+#[path = "ldp/interleavings.rs"]
+mod interleavings;

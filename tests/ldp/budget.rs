@@ -5,14 +5,15 @@
 
 use super::*;
 
-fn text_proposal() -> Value {
+pub(super) fn text_proposal() -> Value {
     json!({"payload_mode": "text", "ttl_secs": 600, "trust_domain": "test-domain"})
 }
 
-fn kind(a: &LdpEnvelope) -> &'static str {
+pub(super) fn kind(a: &LdpEnvelope) -> &'static str {
     match &a.body {
         LdpMessageBody::TaskResult { .. } => "result",
         LdpMessageBody::TaskFailed { .. } => "failed",
+        LdpMessageBody::TaskUpdate { .. } => "update",
         LdpMessageBody::SessionAccept { .. } => "accept",
         LdpMessageBody::SessionReject { .. } => "reject",
         _ => "other",
@@ -20,7 +21,7 @@ fn kind(a: &LdpEnvelope) -> &'static str {
 }
 
 /// The failure's or rejection's message, as the router reads it.
-fn why(a: &LdpEnvelope) -> String {
+pub(super) fn why(a: &LdpEnvelope) -> String {
     match &a.body {
         LdpMessageBody::TaskFailed { error, .. } => format!("{} {}", error.code, error.message),
         LdpMessageBody::SessionReject { reason, error } => {

@@ -105,6 +105,69 @@ struct RawDelegate {
     nonce: bool,
     #[serde(default)]
     payload_digest: bool,
+    #[serde(default)]
+    routers: Vec<RawRouter>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouter {
+    id: String,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    secret_file: Option<PathBuf>,
+    #[serde(default)]
+    trust_domain: Option<String>,
+}
+
+/// A router with a secret of its own (decision 145): what it signs is
+/// known to be its, and only dgw and the delegate hold the delegate's.
+#[derive(Clone, PartialEq)]
+pub struct Router {
+    /// Its `ldp:delegate:<name>` ID, the `from` of its messages.
+    pub id: String,
+    /// The secret it and dgw share.
+    pub secret: Vec<u8>,
+    /// The one trust domain it may open sessions in, when pinned.
+    pub trust_domain: Option<String>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("Router")
+            .field("id", &self.id)
+            .field("trust_domain", &self.trust_domain)
+            .finish()
+    }
+}
+
+/// A secret given inline or in a file (trailing whitespace dropped), at
+/// least 16 bytes; an error names the key.
+fn read_secret(
+    secret: Option<String>,
+    file: Option<PathBuf>,
+    key: &dyn Fn(&str) -> String,
+) -> Result<Vec<u8>, (String, String)> {
+    let secret = match (secret, file) {
+        (Some(s), None) => s.into_bytes(),
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .map_err(|e| (key("secret_file"), format!("{}: {e}", path.display())))?
+            .trim_end()
+            .as_bytes()
+            .to_vec(),
+        _ => {
+            return Err((
+                key("secret"),
+                "give exactly one of secret or secret_file".into(),
+            ))
+        }
+    };
+    if secret.len() < 16 {
+        return Err((key("secret"), "must be at least 16 bytes".into()));
+    }
+    Ok(secret)
 }
 
 /// A delegate behind dgw.
@@ -114,8 +177,12 @@ pub struct Delegate {
     pub name: String,
     /// The real delegate's base URL.
     pub url: String,
-    /// The secret routers, dgw and the delegate share.
+    /// The secret dgw and the delegate share (and its routers, unless
+    /// they have their own).
     pub secret: Vec<u8>,
+    /// Routers with secrets of their own; when any is listed, only they
+    /// are taken, each by its own secret.
+    pub routers: Vec<Router>,
     /// Its trust domain (cross-domain peers listed allow cross-domain sessions).
     pub trust_domain: ldp::trust::TrustDomain,
     /// Whose DCTs pay its tasks.
@@ -145,6 +212,27 @@ impl std::fmt::Debug for Delegate {
 }
 
 impl Delegate {
+    /// The secret messages from `router` are signed with, and answers to
+    /// it: its own when routers are listed (none for one not listed), else
+    /// the delegate's.
+    pub fn router_secret(&self, router: &str) -> Option<&[u8]> {
+        if self.routers.is_empty() {
+            return Some(&self.secret);
+        }
+        self.routers
+            .iter()
+            .find(|r| r.id == router)
+            .map(|r| r.secret.as_slice())
+    }
+
+    /// A listed router's pinned trust domain.
+    pub fn router_domain(&self, router: &str) -> Option<&str> {
+        self.routers
+            .iter()
+            .find(|r| r.id == router)
+            .and_then(|r| r.trust_domain.as_deref())
+    }
+
     /// What a task of `skill` reserves.
     pub fn cost(&self, skill: &str) -> u64 {
         self.skill_costs
@@ -196,22 +284,31 @@ impl RawLdp {
             if !(d.url.starts_with("http://") || d.url.starts_with("https://")) {
                 return Err((key("url"), "must be an http(s) URL".into()));
             }
-            let secret = match (d.secret, d.secret_file) {
-                (Some(s), None) => s.into_bytes(),
-                (None, Some(path)) => std::fs::read_to_string(&path)
-                    .map_err(|e| (key("secret_file"), format!("{}: {e}", path.display())))?
-                    .trim_end()
-                    .as_bytes()
-                    .to_vec(),
-                _ => {
+            let secret = read_secret(d.secret, d.secret_file, &key)?;
+            let mut routers: Vec<Router> = Vec::new();
+            for (j, r) in d.routers.into_iter().enumerate() {
+                let key = |field: &str| format!("ldp.delegates[{i}].routers[{j}].{field}");
+                let named =
+                    r.id.strip_prefix(ldp::identity::DELEGATE_PREFIX)
+                        .is_some_and(|n| !n.is_empty() && n.len() <= 128);
+                if !named || routers.iter().any(|x| x.id == r.id) {
+                    return Err((
+                        key("id"),
+                        "must be an ldp:delegate:<name> ID, listed once".into(),
+                    ));
+                }
+                let own = read_secret(r.secret, r.secret_file, &key)?;
+                if own == secret || routers.iter().any(|x| x.secret == own) {
                     return Err((
                         key("secret"),
-                        "give exactly one of secret or secret_file".into(),
-                    ))
+                        "must be the router's own: not the delegate's, nor another router's".into(),
+                    ));
                 }
-            };
-            if secret.len() < 16 {
-                return Err((key("secret"), "must be at least 16 bytes".into()));
+                routers.push(Router {
+                    id: r.id,
+                    secret: own,
+                    trust_domain: r.trust_domain,
+                });
             }
             if d.trust_domain.is_empty() || d.tenant.is_empty() {
                 return Err((
@@ -223,6 +320,7 @@ impl RawLdp {
                 name: d.name,
                 url: d.url.trim_end_matches('/').to_owned(),
                 secret,
+                routers,
                 trust_domain: ldp::trust::TrustDomain {
                     name: d.trust_domain,
                     allow_cross_domain: !d.trusted_peers.is_empty(),

@@ -3,15 +3,17 @@
 //! passed back (docs/adapters/ldp.md, "What dgw does with each message").
 
 use ldp::identity::IdentityCard;
-use ldp::message::{Body, Envelope, LdpError};
+use ldp::message::{Body, Envelope};
 use ldp::session::{Session, Side};
 use ldp::{freshness, signing, Reason, Refusal};
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::config::Delegate;
+use super::ending::not_a_result;
 use super::payer::{session_budget, NoPayer};
-use super::refused::Refused;
+use super::refused::{no_session, Refused};
+use super::replies::reject;
 use super::sessions::Record;
 use super::{Ldp, ID};
 use crate::protocol::{HttpAnswer, HttpRequest};
@@ -61,7 +63,15 @@ impl Ldp {
             ));
         }
         freshness::check(&message.timestamp, now, self.config.freshness_secs)?;
-        signing::verify(&message, &d.secret, d.payload_digest)?;
+        // The router's own secret when routers are listed (decision 145).
+        let Some(secret) = d.router_secret(&message.from) else {
+            return Err(Refused::new(
+                401,
+                "unknown_router",
+                format!("{:?} is not a router of this delegate", message.from),
+            ));
+        };
+        signing::verify(&message, secret, d.payload_digest)?;
         let window = self.config.freshness_secs;
         let key = format!("{}\0{}\0{}", d.name, message.from, message.message_id);
         let seconds = now.unix_timestamp();
@@ -76,8 +86,8 @@ impl Ldp {
             )
             .into());
         }
-        let answer = match &message.body {
-            Body::Hello { .. } => self.forward(d, &card, &message, now).await?,
+        let mut answer = match &message.body {
+            Body::Hello { .. } => not_a_result(self.forward(d, &card, &message, now).await?)?,
             Body::SessionPropose { .. } => {
                 self.propose(d, &card, &message, request.authorization, now)
                     .await?
@@ -86,14 +96,10 @@ impl Ldp {
                 self.submit(d, &card, &message, request.authorization, now)
                     .await?
             }
-            Body::TaskCancel { task_id }
-            | Body::TaskUpdate { task_id, .. }
-            | Body::TaskResult { task_id, .. }
-            | Body::TaskFailed { task_id, .. } => {
-                let task_id = task_id.clone();
+            Body::TaskCancel { task_id } => {
+                self.payer_ends(d, &message, request.authorization).await?;
                 self.step(d, &message, Side::Initiator, now).await?;
-                self.end_task(d, &message.session_id, &task_id, None).await;
-                self.forward(d, &card, &message, now).await?
+                self.cancel(d, &card, &message, task_id, now).await?
             }
             Body::Attestation { claim, evidence } => {
                 // A DelegateOS attestation carried along must verify.
@@ -101,30 +107,16 @@ impl Ldp {
                     return Err(r.into());
                 }
                 self.step(d, &message, Side::Initiator, now).await?;
-                self.forward(d, &card, &message, now).await?
+                not_a_result(self.forward(d, &card, &message, now).await?)?
             }
             Body::SessionClose { .. } => {
-                let at = now.unix_timestamp();
-                let closed = self
-                    .sessions
-                    .update(&d.name, &message.session_id, |r| {
-                        r.session.apply(Side::Initiator, &message.body, at)?;
-                        Ok::<_, Refusal>(std::mem::take(&mut r.session.open_tasks))
-                    })
-                    .await?;
-                let Some((_, open)) = closed else {
-                    return Err(Refusal::new(
-                        Reason::IllegalInState,
-                        format!("no session {:?} with this delegate", message.session_id),
-                    )
-                    .into());
-                };
-                for task in &open {
-                    self.end_task(d, &message.session_id, task, None).await;
-                }
-                self.forward(d, &card, &message, now).await?
+                self.payer_ends(d, &message, request.authorization).await?;
+                self.close(d, &card, &message, now).await?
             }
-            Body::CapabilityManifest { .. }
+            Body::TaskUpdate { .. }
+            | Body::TaskResult { .. }
+            | Body::TaskFailed { .. }
+            | Body::CapabilityManifest { .. }
             | Body::SessionAccept { .. }
             | Body::SessionReject { .. } => {
                 return Err(Refusal::new(
@@ -134,6 +126,11 @@ impl Ldp {
                 .into())
             }
         };
+        if !d.routers.is_empty() {
+            // The router cannot check the delegate's secret: dgw, having
+            // checked the answer, signs it with the router's.
+            signing::apply(&mut answer, secret, d.payload_digest);
+        }
         Ok(HttpAnswer::new(
             200,
             serde_json::to_value(&answer).unwrap_or(Value::Null),
@@ -157,12 +154,23 @@ impl Ldp {
             .await?
         {
             Some((record, ())) => Ok(record),
-            None => Err(Refusal::new(
-                Reason::IllegalInState,
-                format!("no session {:?} with this delegate", message.session_id),
-            )
-            .into()),
+            None => Err(no_session(&message.session_id)),
         }
+    }
+
+    /// A SESSION_CLOSE or TASK_CANCEL must come with the credential that
+    /// pays for the session (decision 145): the shared secret says only
+    /// that a router of this delegate sent it.
+    async fn payer_ends(
+        &self,
+        d: &Delegate,
+        message: &Envelope,
+        authorization: Option<&str>,
+    ) -> Result<(), Refused> {
+        let Some(record) = self.sessions.get(&d.name, &message.session_id).await? else {
+            return Err(no_session(&message.session_id));
+        };
+        self.may_end(d, &record, &message.from, authorization)
     }
 
     /// Re-signs `message` toward the delegate (its nonce as configured),
@@ -217,22 +225,33 @@ impl Ldp {
             return Err(Refused::new(500, "internal_error", "not a proposal"));
         };
         // The router holds this delegate's secret: without a domain of its
-        // own it is in the delegate's (decision 110).
+        // own it is in the delegate's (decision 110); a listed router's
+        // pinned domain is its only one (decision 145).
+        let pinned = d.router_domain(&message.from);
+        let mismatch = match (pinned, &config.trust_domain) {
+            (Some(pin), Some(named)) if pin != named => Some(format!(
+                "router {:?} is in trust domain {pin:?}, not {named:?}",
+                message.from
+            )),
+            _ => None,
+        };
         let initiator = ldp::trust::TrustDomain {
-            name: config
-                .trust_domain
-                .clone()
+            name: pinned
+                .map(str::to_owned)
+                .or_else(|| config.trust_domain.clone())
                 .unwrap_or_else(|| d.trust_domain.name.clone()),
             allow_cross_domain: true,
             trusted_peers: vec![d.trust_domain.name.clone()],
         };
-        let refused = match ldp::trust::check_session(
+        let checked = ldp::trust::check_session(
             &initiator,
             &d.trust_domain,
             config.required_trust_domain.as_deref(),
-        ) {
-            Err(r) => Some(("TRUST_VIOLATION", r.detail)),
-            Ok(()) => None,
+        );
+        let refused = match (mismatch, checked) {
+            (Some(why), _) => Some(("TRUST_VIOLATION", why)),
+            (None, Err(r)) => Some(("TRUST_VIOLATION", r.detail)),
+            (None, Ok(())) => None,
         };
         // Who pays, decided before the delegate hears of the session.
         let paid = match refused {
@@ -251,19 +270,7 @@ impl Ldp {
                     json!({"delegate": d.name, "router": message.from, "reason": why}),
                 )
                 .await;
-                let error = policy_error(code, "fatal", &why);
-                let body = Body::SessionReject {
-                    reason: why,
-                    error: Some(error),
-                };
-                return Ok(reply(
-                    d,
-                    card,
-                    message,
-                    body,
-                    ldp::mode::PayloadMode::Text,
-                    now,
-                ));
+                return Ok(reject(d, card, message, code, why, now));
             }
         };
         let at = now.unix_timestamp();
@@ -330,47 +337,4 @@ impl Ldp {
         .await;
         Ok(answer)
     }
-}
-
-/// An LDP error of category `policy` (a decision of dgw's).
-pub(super) fn policy_error(code: &str, severity: &str, message: &str) -> LdpError {
-    LdpError {
-        code: code.into(),
-        category: "policy".into(),
-        message: message.into(),
-        severity: severity.into(),
-        retryable: false,
-        partial_output: None,
-    }
-}
-
-/// A message of dgw's own to the router that sent `to`, in the delegate's
-/// name (a SESSION_REJECT or TASK_FAILED dgw decided), signed with the
-/// shared secret.
-pub(super) fn reply(
-    d: &Delegate,
-    card: &IdentityCard,
-    to: &Envelope,
-    body: Body,
-    payload_mode: ldp::mode::PayloadMode,
-    now: OffsetDateTime,
-) -> Envelope {
-    let mut e = Envelope {
-        message_id: crate::random::session_id().unwrap_or_default(),
-        session_id: to.session_id.clone(),
-        from: card.delegate_id.clone(),
-        to: to.from.clone(),
-        body,
-        payload_mode,
-        timestamp: now
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default(),
-        provenance: None,
-        signature: None,
-        signature_algorithm: None,
-        nonce: None,
-        payload_digest: None,
-    };
-    signing::apply(&mut e, &d.secret, d.payload_digest);
-    e
 }

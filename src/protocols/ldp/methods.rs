@@ -1,6 +1,7 @@
 //! `ldp/session`, `ldp/sessions`, `ldp/attestation`, `ldp/contract` (JSON-RPC, and gRPC's
 //! `CallProtocol`): what dgw holds of sessions, for administrators, and
-//! for a router presenting a DCT whose delegation paid in the session.
+//! for a router presenting a DCT whose delegation paid in the session;
+//! `ldp/session/close`, for administrators only.
 
 use serde_json::{json, Value};
 
@@ -20,6 +21,25 @@ fn field(params: &Value, f: &str) -> Result<String, GateError> {
 }
 
 pub(super) async fn call(l: &Ldp, caller: &Caller, method: &str, params: Value) -> MethodResult {
+    if method == "ldp/session/close" {
+        // Ending someone's session: an admin secret or certificate, never
+        // a loopback caller alone nor a DCT (routers send SESSION_CLOSE).
+        if !caller.is_authenticated_admin() {
+            return Err(GateError::Forbidden {
+                kind: Forbidden::AdminRequired,
+                detail: "ldp/session/close needs an admin token or certificate".into(),
+            });
+        }
+        let reason = params.get("reason").and_then(Value::as_str);
+        return l
+            .close_by_admin(
+                caller,
+                &field(&params, "delegate")?,
+                &field(&params, "session_id")?,
+                reason,
+            )
+            .await;
+    }
     // Whose sessions the caller may read: all (admin), or those its DCT's
     // delegation paid in.
     let payer = if caller.is_admin() {
@@ -78,7 +98,7 @@ pub(super) async fn call(l: &Ldp, caller: &Caller, method: &str, params: Value) 
             let (task, t) = task(&params).await?;
             Ok(json!({
                 "task_id": task, "reservation": t.reservation, "contract": t.contract,
-                "attestation": t.attestation,
+                "attestation": t.attestation, "in_flight": t.in_flight, "cancelled": t.cancelled,
             }))
         }
         "ldp/session" => {

@@ -5,17 +5,20 @@
 //! secret), and legal in its session; a TASK_SUBMIT is authorized and
 //! reserved through the one pipeline with the router's DCT; the delegate's
 //! answer is verified the same way; a TASK_RESULT settles the reservation
-//! and becomes a gateway-signed attestation, a TASK_FAILED or TASK_CANCEL
-//! releases it, and so does a session's expiry. Sessions live in the
-//! record store. Pure logic is in `adapters/ldp`; `docs/adapters/ldp.md`
+//! and becomes a gateway-signed attestation (a result reaches the router
+//! only if it was charged), a TASK_FAILED releases it; a TASK_CANCEL or
+//! SESSION_CLOSE, only from the session's payer, cancels tasks (`ending`).
+//! Sessions live in the record store. Pure logic is in `adapters/ldp`; `docs/adapters/ldp.md`
 //! maps each message to what dgw does.
 
 mod cards;
 mod config;
+mod ending;
 mod exchange;
 mod methods;
 mod payer;
 mod refused;
+mod replies;
 mod sessions;
 mod tasks;
 
@@ -49,6 +52,7 @@ const METHODS: &[&str] = &[
     "ldp/task",
     "ldp/attestation",
     "ldp/contract",
+    "ldp/session/close",
 ];
 
 /// The LDP protocol.

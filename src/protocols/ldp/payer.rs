@@ -8,7 +8,7 @@ use ldp::message::SessionConfig;
 
 use super::config::{Delegate, PayingDomain};
 use super::refused::Refused;
-use super::sessions::{Payer, SessionBudget};
+use super::sessions::{Payer, Record, SessionBudget};
 use super::{Ldp, ID};
 use crate::protocol::Grant;
 
@@ -151,6 +151,46 @@ impl Ldp {
             Some(b) => (grant.within(&b.level, b.budget_microcents), presented),
             None => (grant, presented),
         })
+    }
+
+    /// Whether the router that sent a SESSION_CLOSE or TASK_CANCEL may end
+    /// `record`'s session or its tasks (decision 145): a DCT of the
+    /// delegation that pays for it (verified afresh); in a session a trust
+    /// domain pays, no DCT and the `from` that opened it, which only
+    /// per-router secrets make more than a claim (docs/security.md, 15c).
+    pub(super) fn may_end(
+        &self,
+        d: &Delegate,
+        record: &Record,
+        from: &str,
+        authorization: Option<&str>,
+    ) -> Result<(), Refused> {
+        let not_payer = |why: String| Refused::new(403, "not_session_payer", why);
+        match (&record.payer, dct(authorization)) {
+            (Some(Payer::Delegation { delegation_id }), Some(token)) => {
+                let grant = self.dct_grant(d, token).map_err(not_payer)?;
+                let leaf = grant.chain.last().map(ToString::to_string);
+                match leaf.as_deref() == Some(delegation_id.as_str()) {
+                    true => Ok(()),
+                    false => Err(not_payer(format!(
+                        "this session is paid by delegation {delegation_id}; the DCT is of another"
+                    ))),
+                }
+            }
+            (Some(Payer::Delegation { .. }), None) => Err(Refused::new(
+                401,
+                "credential_required",
+                "ending this session or its tasks needs `Authorization: DCT <token>` of the delegation that pays for it",
+            )),
+            (Some(Payer::Domain { name }), Some(_)) => Err(not_payer(format!(
+                "this session is paid by trust domain {name:?}; a DCT does not end it"
+            ))),
+            (Some(Payer::Domain { .. }) | None, None) if from == record.router => Ok(()),
+            (Some(Payer::Domain { .. }) | None, _) => Err(not_payer(format!(
+                "this session was opened by {:?}, not {from:?}",
+                record.router
+            ))),
+        }
     }
 
     /// A DCT's grant, of the delegate's tenant.

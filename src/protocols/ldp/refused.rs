@@ -64,3 +64,12 @@ impl<E: Into<Refused>> From<Change<E>> for Refused {
         }
     }
 }
+
+/// The refusal of a message for a session dgw does not hold.
+pub(super) fn no_session(session_id: &str) -> Refused {
+    Refusal::new(
+        Reason::IllegalInState,
+        format!("no session {session_id:?} with this delegate"),
+    )
+    .into()
+}

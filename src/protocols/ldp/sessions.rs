@@ -29,6 +29,14 @@ pub struct TaskRecord {
     /// The attestation of its result.
     #[serde(default)]
     pub attestation: Option<String>,
+    /// Its TASK_SUBMIT waits on the delegate: the delegate's answer ends
+    /// the reservation, not a cancel (decision 143).
+    #[serde(default)]
+    pub in_flight: bool,
+    /// Cancelled (TASK_CANCEL, its session closed or expired): a result
+    /// that comes after is withheld from the router.
+    #[serde(default)]
+    pub cancelled: bool,
 }
 
 /// A session's record.

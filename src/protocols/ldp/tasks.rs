@@ -1,7 +1,6 @@
 //! Tasks in a session: a TASK_SUBMIT reserved through the pipeline with
-//! the router's DCT, the delegate's answer settling (with an attestation)
-//! or releasing it, and sessions idle past their TTL closed with their
-//! tasks released.
+//! the router's DCT, its contract signed, forwarded; how the delegate's
+//! answer ends it is in `ending`.
 
 use ldp::identity::IdentityCard;
 use ldp::message::{Body, Envelope};
@@ -14,7 +13,7 @@ use super::config::Delegate;
 use super::payer::NoPayer;
 use super::refused::Refused;
 use super::sessions::TaskRecord;
-use super::{Ldp, ID};
+use super::Ldp;
 use crate::budget::Hold;
 use crate::caller::Caller;
 use crate::protocol::Decision;
@@ -107,9 +106,9 @@ impl Ldp {
                 // A refused authorization is the task's end, in LDP terms.
                 let body = Body::TaskFailed {
                     task_id: task_id.clone(),
-                    error: super::exchange::policy_error("DENIED", "error", &why),
+                    error: super::replies::policy_error("DENIED", "error", &why),
                 };
-                return Ok(super::exchange::reply(
+                return Ok(super::replies::reply(
                     d,
                     card,
                     message,
@@ -131,6 +130,8 @@ impl Ldp {
             reservation: reservation.clone(),
             contract: Some(contract.id.to_string()),
             attestation: None,
+            in_flight: true,
+            cancelled: false,
         };
         let created = self
             .sessions
@@ -165,55 +166,20 @@ impl Ldp {
             return Err(e.into());
         }
         self.audit("task", json!({"delegate": d.name, "task_id": task_id, "skill": skill, "cost_microcents": cost})).await;
-        let answer = match self.forward(d, card, message, now).await {
-            Ok(a) => a,
-            Err(r) => {
-                self.end_task(d, &message.session_id, task_id, None).await;
-                let _ = self
-                    .sessions
-                    .update(&d.name, &message.session_id, |r| {
-                        r.session.open_tasks.remove(task_id);
-                        Ok::<(), Refusal>(())
-                    })
-                    .await;
-                return Err(r);
-            }
+        let task = super::ending::Submitted {
+            task_id,
+            cost,
+            reserved: reservation.is_some(),
+            contract: &contract.id,
+            delegation: payer.delegation(),
         };
-        let done = self
-            .sessions
-            .update(&d.name, &message.session_id, |r| {
-                r.session.apply(Side::Responder, &answer.body, at).map(drop)
-            })
-            .await;
-        match (&answer.body, done) {
-            (
-                Body::TaskResult {
-                    output, provenance, ..
-                },
-                Ok(_),
-            ) => {
-                let attestation = self
-                    .attest(
-                        d,
-                        card,
-                        &message.session_id,
-                        task_id,
-                        output,
-                        provenance,
-                        cost,
-                        &contract.id,
-                        payer.delegation(),
-                    )
-                    .await;
-                self.end_task(d, &message.session_id, task_id, Some((cost, attestation)))
-                    .await;
+        match self.forward(d, card, message, now).await {
+            Ok(answer) => self.answered(d, card, message, &task, answer, now).await,
+            Err(r) => {
+                self.unanswered(d, &message.session_id, task_id).await;
+                Err(r)
             }
-            (Body::TaskFailed { .. }, _) | (_, Err(_)) => {
-                self.end_task(d, &message.session_id, task_id, None).await;
-            }
-            _ => {} // an update: the task stays open and reserved
         }
-        Ok(answer)
     }
 
     /// A result as a gateway-signed attestation, stored; its ID.
@@ -264,87 +230,9 @@ impl Ldp {
         Some(signed.id.to_string())
     }
 
-    /// Ends a task's reservation, taken from its record (so it ends once):
-    /// settled at `cost` with its attestation recorded, or released.
-    pub(super) async fn end_task(
-        &self,
-        d: &Delegate,
-        session_id: &str,
-        task_id: &str,
-        settled: Option<(u64, Option<String>)>,
-    ) {
-        let attestation = settled.as_ref().and_then(|(_, a)| a.clone());
-        let mut taken = None;
-        let recorded = self
-            .sessions
-            .update_task(&d.name, session_id, task_id, |t| {
-                taken = t.reservation.take();
-                if attestation.is_some() {
-                    t.attestation.clone_from(&attestation);
-                }
-            })
-            .await;
-        if let Err(e) = recorded {
-            // The reservation stays open until its deadline, then is released.
-            tracing::error!(error = %e, "recording the end of an LDP task failed");
-        }
-        if let Some(id) = &taken {
-            let ended = match settled {
-                Some((cost, _)) => self
-                    .gate
-                    .settle(&Caller::gateway(), id, cost)
-                    .await
-                    .map(|_| crate::telemetry::record_protocol_settled(ID.name, cost)),
-                None => self.gate.release(&Caller::gateway(), id).await.map(drop),
-            };
-            if let Err(e) = ended {
-                tracing::warn!(reservation_id = %id, error = %e, "ending an LDP task's reservation failed");
-            }
-        }
-        self.audit(if attestation.is_some() { "result" } else { "task_ended" },
-            json!({"delegate": d.name, "session_id": session_id, "task_id": task_id, "attestation": attestation})).await;
-    }
-
     pub(super) async fn release(&self, reservation: Option<&str>) {
         if let Some(id) = reservation {
             let _ = self.gate.release(&Caller::gateway(), id).await;
-        }
-    }
-
-    /// Closes sessions idle past their TTL and releases their tasks.
-    pub(super) async fn expire_sessions(&self) {
-        let now = OffsetDateTime::now_utc().unix_timestamp();
-        let Ok(all) = self.sessions.all().await else {
-            return;
-        };
-        for (id, record) in all {
-            if !record.session.is_expired(now) {
-                continue;
-            }
-            let Some(d) = self.delegate(&record.delegate) else {
-                continue;
-            };
-            let closed = self
-                .sessions
-                .update(&d.name, &id, |r| {
-                    if r.session.is_expired(now) {
-                        r.session.state = State::Closed;
-                        Ok(std::mem::take(&mut r.session.open_tasks))
-                    } else {
-                        Err(())
-                    }
-                })
-                .await;
-            if let Ok(Some((_, open))) = closed {
-                for task in &open {
-                    self.end_task(d, &id, task, None).await;
-                }
-                self.audit(
-                    "session_expired",
-                    json!({"delegate": d.name, "session_id": id, "released": open.len()}),
-                )
-                .await;
-            }
         }
     }
 }
