@@ -231,6 +231,10 @@ fn delegation_lifecycle_delegate_complete_revoke() {
         assert_eq!(r["reason"], reason, "{r}");
         assert!(!r["details"].as_str().unwrap().is_empty());
     };
+    // A token of DelegateOS 0.3's Biscuit format, by name (decisions.md 180).
+    let mut p = delegate(&c, &t0, del(3), DelegationId::root_parent());
+    p["dctFormat"] = json!("delegateos-biscuit-v1");
+    reject(p, "unsupported_token_format");
     let mut tampered = serde_json::to_value(&c).unwrap();
     tampered["constraints"]["maxBudgetMicrocents"] = json!(1_000_000);
     let mut p = delegate(&c, &t0, del(3), DelegationId::root_parent());

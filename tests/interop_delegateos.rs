@@ -160,3 +160,122 @@ fn revocation_entries_signed_in_typescript_verify_here() {
     .unwrap();
     assert_eq!(serde_json::to_value(&ours).unwrap(), entry);
 }
+
+/// Tokens minted by DelegateOS 0.3.0 itself (`interop/delegateos-0.3.0/`,
+/// made by its `generate.mjs`), with dgw's verdict on each shape the package
+/// can emit: the SJT as `createDCT`/`attenuateDCT` and the A2A broker make
+/// it, the SJT stamped by `setTokenVersion`, and the Biscuit backend's.
+fn samples_030() -> serde_json::Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/delegateos-0.3.0/samples.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// What dgw answers each 0.3.0 sample: `Ok(delegation)` or `Err(type)`.
+fn verdict_030(name: &str) -> Result<&'static str, &'static str> {
+    match name {
+        "sjt_root" => Ok("del_0300000000a1"),
+        "sjt_attenuated" | "sjt_version_1_0" => Ok("del_0300000000b0"),
+        "sjt_version_1_1" | "sjt_version_2_0" => Err("unsupported_token_version"),
+        // Its delegation ID is random: any accepted verdict will do.
+        "a2a_broker_proposal" => Ok(""),
+        "biscuit_root" | "biscuit_attenuated" | "biscuit_widened_by_its_holder" => {
+            Err("unsupported_token_format")
+        }
+        other => panic!("a 0.3.0 sample this test does not know: {other}"),
+    }
+}
+
+#[test]
+fn every_token_shape_delegateos_0_3_0_emits_gets_a_typed_verdict() {
+    let samples = samples_030();
+    assert_eq!(samples["package"], "delegate-os 0.3.0");
+    let root = samples["root"].as_str().unwrap();
+    assert_eq!(root, seed(1).principal_id().as_str());
+    let list = samples["samples"].as_array().unwrap();
+    assert_eq!(list.len(), 9);
+    for sample in list {
+        let name = sample["name"].as_str().unwrap();
+        let expected = verdict_030(name);
+        let request = &sample["request"];
+        let serialized = &sample["serialized"];
+        // The bare token and the package's own {token, format} object alike.
+        for token in [
+            serialized["token"].as_str().unwrap().to_owned(),
+            serialized.to_string(),
+        ] {
+            let o = run(&[
+                "token",
+                "verify",
+                &token,
+                "--root",
+                root,
+                "--namespace",
+                request["namespace"].as_str().unwrap(),
+                "--action",
+                request["action"].as_str().unwrap(),
+                "--resource",
+                request["resource"].as_str().unwrap(),
+                "--now",
+                samples["now"].as_str().unwrap(),
+                "--json",
+            ]);
+            let out = json(&o);
+            match expected {
+                Ok(delegation) => {
+                    assert_eq!(o.status.code(), Some(0), "{name}: {out}");
+                    assert_eq!(out["valid"], true, "{name}: {out}");
+                    if !delegation.is_empty() {
+                        assert_eq!(out["scope"]["delegationId"], delegation, "{name}");
+                    }
+                }
+                Err(kind) => {
+                    assert_eq!(o.status.code(), Some(1), "{name}: {out}");
+                    assert_eq!(out["valid"], false, "{name}: {out}");
+                    assert_eq!(out["denial"]["type"], kind, "{name}: {out}");
+                }
+            }
+        }
+        // The package itself accepts every one of them (the Biscuit widened
+        // by its own holder included: why dgw refuses the format).
+        assert_eq!(sample["referenceVerdict"]["ok"], true, "{name}");
+    }
+}
+
+#[test]
+fn a_gateway_accepts_the_0_3_0_sjt_and_refuses_its_biscuit_and_newer_versions_by_name() {
+    let samples = samples_030();
+    let dir = tempfile::tempdir().unwrap();
+    let config = gateway_config(dir.path(), &[("acme", seed(1).principal_id())], "");
+    let gw = Gateway::start(&config);
+    let token = |name: &str| {
+        samples["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()["serialized"]["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let params = |name: &str| {
+        json!({"dct": token(name), "namespace": "docs", "action": "read",
+               "resource": "/project/src/lib.rs", "costMicrocents": 1})
+    };
+    for name in ["sjt_attenuated", "sjt_version_1_0", "a2a_broker_proposal"] {
+        let r = gw.call("delegateos/authorize", params(name));
+        assert!(r.get("error").is_none(), "{name}: {r}");
+    }
+    for (name, kind) in [
+        ("biscuit_attenuated", "unsupported_token_format"),
+        ("biscuit_widened_by_its_holder", "unsupported_token_format"),
+        ("sjt_version_2_0", "unsupported_token_version"),
+    ] {
+        let e = gw.err("delegateos/authorize", params(name));
+        assert_eq!(e["code"], -32001, "{name}: {e}");
+        assert_eq!(e["data"]["type"], kind, "{name}: {e}");
+    }
+}

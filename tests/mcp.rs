@@ -238,6 +238,19 @@ fn a_dct_presented_once_per_session_is_enforced_and_charged_like_a_per_call_one(
     );
     assert_eq!(r["error"]["data"]["type"], "delegation_mismatch", "{r}");
     assert_eq!(files.upstream_calls().len(), 3);
+    // A `format` other than ours (DelegateOS 0.3's Biscuit) is refused by name.
+    let r = c.request(
+        "tools/call",
+        json!({"name": "read_text_file", "arguments": {"path": files.path("a.txt")},
+               "_delegateos": {"dct": fresh, "format": "delegateos-biscuit-v1"}}),
+        None,
+    );
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    assert_eq!(
+        r["error"]["data"]["type"], "unsupported_token_format",
+        "{r}"
+    );
+    assert_eq!(files.upstream_calls().len(), 3);
     // Nothing was held against that delegation: the mismatch is refused
     // before anything is reserved, so no budget node exists for it.
     let budget = gw.call(

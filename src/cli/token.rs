@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use delegateos::dct::{self, AttenuateParams, CreateParams, SerializedDct, VerificationContext};
 use delegateos::{
-    Capability, CapabilityRequest, ContractId, Dct, DelegationId, DenialReason, PrincipalId,
-    Timestamp,
+    Capability, CapabilityRequest, ContractId, Dct, DelegationId, DenialReason, DenialType,
+    PrincipalId, Timestamp,
 };
 use serde_json::json;
 
@@ -167,29 +167,31 @@ fn capabilities(caps: &[String]) -> Result<Vec<Capability>, CliError> {
         .collect()
 }
 
-/// Reads a token argument: base64url, or the §3.2 `{"token","format"}` object.
-fn read_token(arg: &str) -> Result<String, CliError> {
+/// Reads a token argument: base64url, or the §3.2 `{"token","format"}`
+/// object; one in another format (a Biscuit token) is the denial
+/// `unsupported_token_format`.
+fn read_token(arg: &str) -> Result<Result<String, DenialReason>, CliError> {
     let text = arg_or_stdin(arg, "the token")?;
     if text.starts_with('{') {
         let serialized: SerializedDct = serde_json::from_str(&text).map_err(|e| {
             CliError::Usage(format!("token JSON is not {{\"token\",\"format\"}}: {e}"))
         })?;
-        if serialized.format != dct::FORMAT {
-            return Err(CliError::Usage(format!(
-                "token format {:?} is not {:?}",
-                serialized.format,
-                dct::FORMAT
-            )));
-        }
-        return Ok(serialized.token);
+        return Ok(dct::check_format(&serialized.format).map(|()| serialized.token));
     }
-    Ok(text)
+    Ok(Ok(text))
 }
 
-/// Decodes a token given on the command line; a malformed one is a usage error.
+/// Decodes a token given on the command line; one that is refused before
+/// verification is a usage error.
 fn decode(arg: &str) -> Result<Dct, CliError> {
-    Dct::decode(&read_token(arg)?)
-        .map_err(|r| CliError::Usage(format!("the token is malformed: {}", r.detail)))
+    read_token(arg)?
+        .and_then(|t| Dct::decode(&t))
+        .map_err(|r| match r.kind {
+            DenialType::MalformedToken => {
+                CliError::Usage(format!("the token is malformed: {}", r.detail))
+            }
+            kind => CliError::Usage(format!("the token is refused: {kind}: {}", r.detail)),
+        })
 }
 
 fn print_token(token: &Dct, json_out: bool, summary: String) {
@@ -337,7 +339,10 @@ fn inspect(arg: &str, json_out: bool) -> Result<Outcome, CliError> {
 }
 
 fn verify(a: VerifyArgs) -> Result<Outcome, CliError> {
-    let token = read_token(&a.token)?;
+    let token = match read_token(&a.token)? {
+        Ok(t) => t,
+        Err(reason) => return Ok(report_denial(&reason, a.json)),
+    };
     let roots = a
         .roots
         .iter()

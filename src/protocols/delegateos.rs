@@ -34,7 +34,7 @@ fn take_field(params: &mut Map<String, Value>) -> Result<Option<McpDelegateos>, 
     };
     let field: McpDelegateos = serde_json::from_value(raw)
         .map_err(|e| Denial::malformed(ID, format!("{MCP_FIELD}: {e}")))?;
-    field.check_format().map_err(|m| Denial::malformed(ID, m))?;
+    field.check_format().map_err(|r| Denial::pipeline(ID, r))?;
     Ok(Some(field))
 }
 

@@ -2,8 +2,10 @@
 //! `delegateos-sjt-v1` (§3): creation, attenuation, serialization and
 //! VERIFY_DCT (§10.1).
 //!
-//! A token's wire form is base64url of its RFC 8785 canonical JSON. We accept
-//! only that form: decoding re-canonicalizes the parsed token and compares
+//! A token's wire form is base64url of its RFC 8785 canonical JSON. Other
+//! formats (DelegateOS 0.3's Biscuit backend) are `unsupported_token_format`;
+//! a `version` other than `"1.0"` is `unsupported_token_version`
+//! (decisions.md 178–180). We accept only the canonical form: decoding re-canonicalizes the parsed token and compares
 //! bytes, so duplicate keys, `null`s, unknown fields, other number spellings
 //! and whitespace are all `malformed_token`, and every accepted token has
 //! exactly one serialization (which is what the gateway caches by).
@@ -21,6 +23,7 @@ use crate::principal::{Keypair, PrincipalId};
 use crate::revocation::RevocationCheck;
 use crate::signing;
 use crate::timestamp::Timestamp;
+use crate::version::TokenV10;
 
 /// The SJT format tag.
 pub const FORMAT: &str = "delegateos-sjt-v1";
@@ -145,6 +148,10 @@ pub struct SignedJsonToken {
     pub attenuations: Vec<Attenuation>,
     /// One signature per block.
     pub signatures: Vec<TokenSignature>,
+    /// `"1.0"` when DelegateOS 0.3's `setTokenVersion` stamped the token.
+    /// Unsigned: it changes nothing (decisions.md 179).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<TokenV10>,
 }
 
 /// The serialized form of §3.2.
@@ -352,6 +359,50 @@ pub struct VerifiedDct {
 /// How far in the future `issuedAt` may be (clock skew between issuer and gateway).
 pub const ISSUED_AT_SKEW: time::Duration = time::Duration::seconds(60);
 
+/// Refuses a format tag other than [`FORMAT`] as `unsupported_token_format`:
+/// DelegateOS 0.3's `delegateos-biscuit-v1` (decisions.md 180) or any other.
+pub fn check_format(format: &str) -> Result<(), DenialReason> {
+    if format == FORMAT {
+        return Ok(());
+    }
+    let shown = if format.len() <= 64 {
+        format!("{format:?}")
+    } else {
+        format!("of {} bytes", format.len())
+    };
+    Err(DenialReason::new(
+        DenialType::UnsupportedTokenFormat,
+        format!("token format {shown} is not supported: dgw verifies only {FORMAT:?}"),
+    ))
+}
+
+/// The typed refusals a token's JSON earns before its structure is read:
+/// another format, or a version DelegateOS 0.3 stamped other than `"1.0"`.
+fn check_format_and_version(value: &serde_json::Value) -> Result<(), DenialReason> {
+    if let Some(serde_json::Value::String(format)) = value.get("format") {
+        check_format(format)?;
+    }
+    match value.get("version") {
+        None => Ok(()),
+        Some(serde_json::Value::String(v)) if v == TokenV10::TEXT => Ok(()),
+        Some(other) => {
+            let text = other.to_string();
+            let shown = if text.len() <= 64 {
+                text
+            } else {
+                format!("of {} bytes", text.len())
+            };
+            Err(DenialReason::new(
+                DenialType::UnsupportedTokenVersion,
+                format!(
+                    "token version {shown} is not supported: dgw verifies only \"{}\" (or none)",
+                    TokenV10::TEXT
+                ),
+            ))
+        }
+    }
+}
+
 fn check_safe_integer(what: &str, value: u64) -> Result<(), DenialReason> {
     if value > MAX_SAFE_INTEGER {
         return Err(DenialReason::malformed(format!(
@@ -408,6 +459,7 @@ impl Dct {
             }],
             authority,
             attenuations: Vec::new(),
+            version: None,
         };
         Ok(Self { token })
     }
@@ -480,14 +532,10 @@ impl Dct {
             .map_err(|e| DenialReason::malformed(format!("token is not base64url: {e}")))?;
         let value = parse_strict(&bytes, MAX_TOKEN_CHARS)
             .map_err(|e| DenialReason::malformed(format!("token is not JSON: {e}")))?;
+        check_format_and_version(&value)?;
         let token: SignedJsonToken = serde_json::from_value(value)
             .map_err(|e| DenialReason::malformed(format!("token structure: {e}")))?;
-        if token.format != FORMAT {
-            return Err(DenialReason::malformed(format!(
-                "format is {:?}, expected {FORMAT:?}",
-                token.format
-            )));
-        }
+        check_format(&token.format)?;
         if token.attenuations.len() > MAX_ATTENUATIONS {
             return Err(DenialReason::malformed(format!(
                 "token has {} attenuations, more than {MAX_ATTENUATIONS}",

@@ -29,6 +29,12 @@ pub enum DenialType {
     TokenNotYetValid,
     /// The requested resource is not in canonical form (decisions.md).
     InvalidResource,
+    /// A token in a format other than `delegateos-sjt-v1`, such as the
+    /// Biscuit backend's `delegateos-biscuit-v1` (decisions.md 180).
+    UnsupportedTokenFormat,
+    /// A token stamped with a version other than `"1.0"` by DelegateOS
+    /// 0.3's `setTokenVersion` (decisions.md 179).
+    UnsupportedTokenVersion,
 }
 
 impl DenialType {
@@ -55,6 +61,8 @@ impl DenialType {
             DenialType::CapabilityNotGranted => "capability_not_granted",
             DenialType::TokenNotYetValid => "token_not_yet_valid",
             DenialType::InvalidResource => "invalid_resource",
+            DenialType::UnsupportedTokenFormat => "unsupported_token_format",
+            DenialType::UnsupportedTokenVersion => "unsupported_token_version",
         }
     }
 }

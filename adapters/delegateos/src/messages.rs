@@ -153,14 +153,11 @@ pub struct McpDelegateos {
 }
 
 impl McpDelegateos {
-    /// Refuses a `format` other than the one this version speaks.
-    pub fn check_format(&self) -> Result<(), String> {
-        match self.format.as_deref() {
-            None | Some(crate::dct::FORMAT) => Ok(()),
-            Some(other) => Err(format!(
-                "_delegateos.format is {other:?}, expected {:?}",
-                crate::dct::FORMAT
-            )),
-        }
+    /// Refuses a `format` other than the one this version speaks, as
+    /// `unsupported_token_format`.
+    pub fn check_format(&self) -> Result<(), crate::DenialReason> {
+        self.format
+            .as_deref()
+            .map_or(Ok(()), crate::dct::check_format)
     }
 }

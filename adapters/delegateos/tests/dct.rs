@@ -233,7 +233,6 @@ fn malformed_tokens() {
         ("fractional depth", encode_json(&float_depth)),
         ("bad timestamp", encode_json(&bad_time)),
         ("glob too deep", encode_json(&bad_glob)),
-        ("wrong format", encode_json(&wrong_format)),
         ("bad principal", encode_json(&bad_principal)),
         ("bad covers", encode_json(&bad_covers)),
         ("non-string field", encode_json(&non_string)),
@@ -251,6 +250,11 @@ fn malformed_tokens() {
             "{name}"
         );
     }
+    // Another format is refused by its own name (decisions.md 180).
+    assert_eq!(
+        denied(check(&encode_json(&wrong_format), &cast)),
+        DenialType::UnsupportedTokenFormat
+    );
 }
 
 #[test]
@@ -901,4 +905,74 @@ fn several_tenants_each_trust_their_own_root() {
     t.signatures[0].signer = other_tenant_root.principal_id().clone();
     resign(&mut t, &[&other_tenant_root]);
     assert!(check(&forge(&t), &cast).is_ok());
+}
+
+/// DelegateOS 0.3's `setTokenVersion` stamps an unsigned `version`: `"1.0"`
+/// is the format we speak and changes nothing; any other spelling or
+/// version is refused by name, before the structure is read.
+#[test]
+fn a_token_version_is_1_0_or_refused_by_name() {
+    let cast = Cast::new();
+    let token = cast.root_token().encode();
+    let mut stamped = json_of(&token);
+    stamped["version"] = json!("1.0");
+    let stamped_token = encode_json(&stamped);
+    let scope = check(&stamped_token, &cast).unwrap();
+    assert_eq!(scope, check(&token, &cast).unwrap());
+    // Kept as it came: re-encoding gives the same bytes.
+    assert_eq!(Dct::decode(&stamped_token).unwrap().encode(), stamped_token);
+    for bad in [
+        json!("1.1"),
+        json!("2.0"),
+        json!("1"),
+        json!("1.0 "),
+        json!("01.0"),
+        json!(1.0),
+        json!(null),
+        json!({"major": 1, "minor": 0}),
+        json!("9".repeat(10_000)),
+    ] {
+        let mut v = json_of(&token);
+        v["version"] = bad.clone();
+        let reason = Dct::decode(&encode_json(&v)).unwrap_err();
+        assert_eq!(reason.kind, DenialType::UnsupportedTokenVersion, "{bad}");
+        assert!(reason.detail.len() < 200, "{}", reason.detail);
+    }
+}
+
+/// Any format but `delegateos-sjt-v1`, in the token or in `_delegateos`, is
+/// `unsupported_token_format` (the Biscuit backend's tokens: decisions.md 180).
+#[test]
+fn another_token_format_is_refused_by_name() {
+    let cast = Cast::new();
+    let token = cast.root_token().encode();
+    for format in [
+        "delegateos-biscuit-v1".to_owned(),
+        "delegateos-sjt-v2".to_owned(),
+        "DELEGATEOS-SJT-V1".to_owned(),
+        "x".repeat(50_000),
+    ] {
+        let mut v = json_of(&token);
+        v["format"] = json!(format);
+        let reason = Dct::decode(&encode_json(&v)).unwrap_err();
+        assert_eq!(reason.kind, DenialType::UnsupportedTokenFormat);
+        assert!(reason.detail.len() < 200, "{}", reason.detail);
+        let field = delegateos::messages::McpDelegateos {
+            dct: token.clone(),
+            format: Some(format),
+            delegation_id: None,
+            contract_id: None,
+        };
+        assert_eq!(
+            field.check_format().unwrap_err().kind,
+            DenialType::UnsupportedTokenFormat
+        );
+    }
+    // A format that is not a string is just malformed.
+    let mut v = json_of(&token);
+    v["format"] = json!(1);
+    assert_eq!(
+        Dct::decode(&encode_json(&v)).unwrap_err().kind,
+        DenialType::MalformedToken
+    );
 }

@@ -17,8 +17,8 @@ pub fn sha256_hex(value: &Value) -> String {
     hex::encode(Sha256::digest(jcs(value)))
 }
 
-/// The Python reference's form, or `None` for a value it would print
-/// differently in ways not modelled here (floats).
+/// The Python reference's form, or `None` for a value Python would not hold
+/// as the JSON text says (a non-finite float).
 pub fn python_sorted(value: &Value) -> Option<Vec<u8>> {
     let mut out = String::new();
     write_python(value, &mut out)?;
@@ -29,12 +29,12 @@ fn write_python(value: &Value, out: &mut String) -> Option<()> {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            if n.is_f64() {
-                return None;
-            }
-            out.push_str(&n.to_string());
-        }
+        Value::Number(n) => match n.as_f64() {
+            // A number written with a fraction or an exponent is a Python
+            // float, and Python writes it back with `repr`.
+            Some(f) if n.is_f64() => out.push_str(&python_float_repr(f)?),
+            _ => out.push_str(&n.to_string()),
+        },
         Value::String(s) => write_python_string(s, out),
         Value::Array(items) => {
             out.push('[');
@@ -62,6 +62,47 @@ fn write_python(value: &Value, out: &mut String) -> Option<()> {
         }
     }
     Some(())
+}
+
+/// Python's `repr(float)`: the shortest digits that read back as `f`, in
+/// fixed notation when the decimal exponent is in -4..16 (with `.0` when
+/// there is no fraction), else `d.ddde±XX` (at least two exponent digits).
+/// `None` for infinities and NaN, which JSON text cannot hold.
+pub fn python_float_repr(f: f64) -> Option<String> {
+    if !f.is_finite() {
+        return None;
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits, as Python's does.
+    let sci = format!("{:e}", f.abs());
+    let (mantissa, exponent) = sci.split_once('e')?;
+    let exponent: i32 = exponent.parse().ok()?;
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let sign = if f.is_sign_negative() { "-" } else { "" };
+    if !(-4..16).contains(&exponent) {
+        let (first, rest) = digits.split_at(1);
+        let fraction = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
+        let esign = if exponent < 0 { '-' } else { '+' };
+        return Some(format!(
+            "{sign}{first}{fraction}e{esign}{:02}",
+            exponent.unsigned_abs()
+        ));
+    }
+    let point = exponent + 1; // digits before the decimal point
+    let text = if point <= 0 {
+        format!("0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+    } else {
+        let point = point as usize;
+        if digits.len() <= point {
+            format!("{digits}{}.0", "0".repeat(point - digits.len()))
+        } else {
+            format!("{}.{}", &digits[..point], &digits[point..])
+        }
+    };
+    Some(format!("{sign}{text}"))
 }
 
 fn write_python_string(s: &str, out: &mut String) {

@@ -8,9 +8,12 @@
 //!   (Unix seconds), optional `constraints`, `sig`.
 //!
 //! Both sign the canonical bytes of every field but the signature, with no
-//! prehash. Signatures may be base64url or padded standard base64. The
-//! canonical bytes are RFC 8785; for a spec-format capability the Python
-//! reference's `sort_keys` form is accepted too (docs/adapters/talos.md).
+//! prehash. Signatures may be base64url or padded standard base64. Which
+//! canonical bytes depends on the format (docs/adapters/talos.md): a wire
+//! capability is RFC 8785, whose numbers are integers (`1.0` is written
+//! `1`, as the reference SDK and contracts library write it; a fraction has
+//! no v1 form and is refused); a spec-format capability is RFC 8785 or the
+//! seed's Python `sort_keys` form, which keeps `1.0`.
 
 use ed25519_dalek::VerifyingKey;
 use serde_json::{Map, Value};
@@ -70,10 +73,38 @@ fn take_str(obj: &mut Map<String, Value>, key: &str) -> Result<String, Denied> {
     }
 }
 
+/// An integer, also when written as a whole-number float (`1700000000.0`),
+/// which JCS writes as the integer it is.
 fn take_int(obj: &mut Map<String, Value>, key: &str) -> Result<i64, Denied> {
     obj.remove(key)
-        .and_then(|v| v.as_i64())
+        .and_then(|v| v.as_i64().or_else(|| whole(v.as_f64()?)))
         .ok_or_else(|| invalid(format!("`{key}` must be an integer")))
+}
+
+/// The largest magnitude up to which every double is an exact integer.
+const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+
+fn whole(f: f64) -> Option<i64> {
+    (f.fract() == 0.0 && f.abs() <= MAX_SAFE).then_some(f as i64)
+}
+
+/// The v1 canonical JSON has integers only: the reference SDK refuses to
+/// canonicalize a fraction, and the Python contracts library writes some
+/// (`1e-05`) otherwise than RFC 8785 (`0.00001`), so no signed form of one
+/// is agreed.
+fn integers_only(value: &Value, path: &str) -> Result<(), Denied> {
+    match value {
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() != 0.0) => Err(invalid(format!(
+            "`{path}` is {n}: the v1 format has integers only"
+        ))),
+        Value::Array(items) => items
+            .iter()
+            .try_for_each(|v| integers_only(v, &format!("{path}[]"))),
+        Value::Object(map) => map
+            .iter()
+            .try_for_each(|(k, v)| integers_only(v, &format!("{path}.{k}"))),
+        _ => Ok(()),
+    }
 }
 
 fn rfc3339(text: &str, key: &str) -> Result<i64, Denied> {
@@ -138,6 +169,9 @@ impl Capability {
             Some(Value::Object(c)) => c,
             Some(_) => return Err(invalid("`constraints` must be an object")),
         };
+        for (k, v) in &constraints {
+            integers_only(v, &format!("constraints.{k}"))?;
+        }
         if let Some(extra) = obj.keys().next() {
             return Err(invalid(format!("unknown field `{extra}`")));
         }
@@ -250,6 +284,8 @@ impl Capability {
         else {
             return false;
         };
+        // Each format's own canonical form: never the Python one for the
+        // wire format, whose reference writes `1` where Python writes `1.0`.
         let content = self.signed_content();
         if key.verify_strict(&jcs(&content), &sig).is_ok() {
             return true;

@@ -74,11 +74,8 @@ impl Gatekeeper {
         p: &DelegateParams,
     ) -> Result<Result<(Delegation, dct::Dct), Rejection>, GateError> {
         let reject = |reason: &str, details: String| Ok(Err(Rejection(reason.to_owned(), details)));
-        if p.dct_format != dct::FORMAT {
-            return reject(
-                "malformed_token",
-                format!("dctFormat {:?} is not {:?}", p.dct_format, dct::FORMAT),
-            );
+        if let Err(r) = dct::check_format(&p.dct_format) {
+            return reject(r.kind.as_str(), format!("dctFormat: {}", r.detail));
         }
         let contract = &p.contract;
         if let Err(e) = contract.verify_signature() {
