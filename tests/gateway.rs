@@ -518,7 +518,9 @@ fn concurrent_reservations_never_overspend() {
 /// in the end exactly the budget is spent.
 #[test]
 fn kill_and_restart_never_overspends_or_forgets() {
-    let (s, mut gw) = setup("[budget]\nreservation_ttl = \"5s\"\nsweep_interval = \"200ms\"\nsnapshot_interval = \"300ms\"");
+    // The TTL outlasts a restart and settling every acknowledged
+    // reservation on a loaded machine (at 5 s the last ones had lapsed).
+    let (s, mut gw) = setup("[budget]\nreservation_ttl = \"15s\"\nsweep_interval = \"200ms\"\nsnapshot_interval = \"300ms\"");
     let t0 = root_token(&s.root, &s.alice, &["docs:read:/project/**"], 5000, 3600);
     let siblings: Vec<String> = (0..5)
         .map(|i| attenuate(&t0, &s.alice, &seed(10 + i), 10 + i, None, None).encode())
@@ -563,6 +565,7 @@ fn kill_and_restart_never_overspends_or_forgets() {
     let burst = fire(gw.addr.clone(), 1600, acked.clone());
     std::thread::sleep(std::time::Duration::from_millis(150));
     gw.kill();
+    let killed_at = std::time::Instant::now();
     burst.join().unwrap();
     let acked_before_restart = acked.lock().unwrap().clone();
     // The kill landed mid-burst: some of it was acknowledged, not all of what fits.
@@ -581,7 +584,8 @@ fn kill_and_restart_never_overspends_or_forgets() {
         );
     }
     // Orphans (written, never acknowledged) are swept after their TTL.
-    std::thread::sleep(std::time::Duration::from_millis(5600));
+    let swept_by = killed_at + std::time::Duration::from_millis(15_600);
+    std::thread::sleep(swept_by.saturating_duration_since(std::time::Instant::now()));
     acked.lock().unwrap().clear();
     fire(gw.addr.clone(), 1600, acked.clone()).join().unwrap();
     let after = acked.lock().unwrap().clone();
