@@ -18,6 +18,7 @@ pub mod bearer;
 pub mod encoding;
 mod failure;
 pub mod identity;
+pub mod js;
 pub mod receipt;
 pub mod scope;
 pub mod token;

@@ -34,8 +34,9 @@ pub struct DelegationToken {
     /// The standing grant it is a tick of.
     #[serde(default)]
     pub grant_id: Option<String>,
-    /// As written.
-    pub suite: String,
+    /// As written (absent: refused `wrong_suite`).
+    #[serde(default)]
+    pub suite: Option<String>,
     /// Base64url.
     pub signature: String,
     /// The token as received.
@@ -66,8 +67,9 @@ pub struct StandingDelegation {
     pub not_before: Option<f64>,
     /// Longest lifetime of a tick, in milliseconds.
     pub max_token_ttl_ms: f64,
-    /// As written.
-    pub suite: String,
+    /// As written (absent: refused `wrong_suite`).
+    #[serde(default)]
+    pub suite: Option<String>,
     /// Base64url.
     pub signature: String,
     /// The grant as received.
@@ -87,8 +89,9 @@ pub struct DelegationRevocation {
     pub delegator_public_key: String,
     /// Epoch milliseconds.
     pub revoked_at: f64,
-    /// As written.
-    pub suite: String,
+    /// As written (absent: refused `wrong_suite`).
+    #[serde(default)]
+    pub suite: Option<String>,
     /// Base64url.
     pub signature: String,
     /// As received.
@@ -122,8 +125,8 @@ from_value!(DelegationRevocation, "delegation revocation");
 /// Whether `raw`'s signature verifies under the suite with the key written
 /// in `key_hex`, read as the reference reads keys (the verdict's
 /// integrity). The gateway's checks use [`encoding::parse_key`] first.
-fn signed_by(suite: &str, raw: &Value, key_hex: &str, signature: &str) -> bool {
-    suite == SUITE
+fn signed_by(suite: &Option<String>, raw: &Value, key_hex: &str, signature: &str) -> bool {
+    suite.as_deref() == Some(SUITE)
         && encoding::lenient_key(key_hex).is_some_and(|k| {
             encoding::signing_bytes(raw).is_ok_and(|m| encoding::verifies(&k, &m, signature))
         })
@@ -179,10 +182,10 @@ impl DelegationToken {
     /// [`DelegationToken::verify`] without the window: what holds at any
     /// instant (and so may be remembered).
     pub fn verify_signed(&self) -> Result<(), Failure> {
-        if self.suite != SUITE {
+        if self.suite.as_deref() != Some(SUITE) {
             return Err(Failure::new(
                 Reason::WrongSuite,
-                format!("suite must be {SUITE}, not {:?}", self.suite),
+                crate::receipt::suite_detail(&self.suite),
             ));
         }
         self.delegator_key()?;
