@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod bearer;
+pub mod ceiling;
 pub mod encoding;
 mod failure;
 pub mod identity;
