@@ -706,6 +706,26 @@ fn a_standing_grants_spend_ceiling_caps_the_budget() {
     assert_eq!(denied(&a), "budget_exceeded");
     // A plain delegation (no grant) keeps the configured budget.
     ok(&call(&w.chain("motebit_task")));
+    // `motebit/verify` accepts a tick as the gateway does: with its grant.
+    let with = json!({"chain": [tick(&w, "g-life", 7)], "grants": [grant]});
+    let report = w.gw.ok("motebit/verify", json!({"artifact": with}));
+    assert_eq!(report["verified"], true, "{report}");
+    let report = w.gw.ok(
+        "motebit/verify",
+        json!({"artifact": [tick(&w, "g-life", 8)]}),
+    );
+    assert_eq!(
+        report["report"]["error"]["type"], "grant_missing",
+        "{report}"
+    );
+    let wide = {
+        let mut t = tick(&w, "g-life", 9);
+        t["scope"] = json!("motebit_task,other");
+        motebit::encoding::sign(&w.delegator, &mut t).unwrap();
+        t
+    };
+    let a = call(&json!({"chain": [wide], "grants": [grant]}));
+    assert_eq!(denied(&a), "scope_widened");
 
     // Twelve callers at once under a windowed ceiling of five calls.
     let windowed = standing_grant(

@@ -16,6 +16,7 @@
 
 pub mod bearer;
 pub mod ceiling;
+pub mod delegation;
 pub mod encoding;
 mod failure;
 pub mod identity;

@@ -330,51 +330,6 @@ pub fn chain_from_value(value: &Value) -> Result<Vec<DelegationToken>, Failure> 
     items.into_iter().map(DelegationToken::from_value).collect()
 }
 
-/// A caller's delegation: its chain of tokens (root first) and the
-/// standing grants its ticks are minted under.
-#[derive(Debug, Clone)]
-pub struct Delegation {
-    /// Root first.
-    pub chain: Vec<DelegationToken>,
-    /// The grants presented with it.
-    pub grants: Vec<StandingDelegation>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WithGrants {
-    chain: Value,
-    #[serde(default)]
-    grants: Vec<Value>,
-}
-
-/// A delegation as presented: a token, an array of tokens (root first),
-/// or `{"chain": token-or-array, "grants": [standing grant, …]}`.
-pub fn delegation_from_value(value: &Value) -> Result<Delegation, Failure> {
-    if value.get("chain").is_none() {
-        return Ok(Delegation {
-            chain: chain_from_value(value)?,
-            grants: Vec::new(),
-        });
-    }
-    let w: WithGrants = serde_json::from_value(value.clone())
-        .map_err(|e| Failure::malformed(format!("delegation: {e}")))?;
-    if w.grants.len() > MAX_TOKEN_CHAIN {
-        return Err(Failure::new(
-            Reason::TooDeep,
-            format!("a delegation may carry at most {MAX_TOKEN_CHAIN} grants"),
-        ));
-    }
-    Ok(Delegation {
-        chain: chain_from_value(&w.chain)?,
-        grants: w
-            .grants
-            .iter()
-            .map(StandingDelegation::from_value)
-            .collect::<Result<_, _>>()?,
-    })
-}
-
 /// Verifies a chain root first at `now`: every token as
 /// [`DelegationToken::verify`] accepts it (windows included: the chain is
 /// used now, not read as history), each delegate the next delegator (id

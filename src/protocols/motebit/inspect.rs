@@ -9,6 +9,7 @@
 //! judged: a verdict as the reference gives it, or an acceptance report
 //! saying why not (exit 1). docs/adapters/motebit.md lists both.
 
+use motebit::delegation;
 use motebit::receipt::{self, KnownKeys, Receipt};
 use motebit::token::{self, DelegationToken};
 use motebit::verdict::{self, Subject, Verdict};
@@ -46,6 +47,9 @@ pub fn kind_of(artifact: &Value) -> Result<Kind, Failure> {
             Some(Kind::Receipt)
         } else if v.get("delegator_id").is_some() {
             Some(Kind::Token)
+        } else if v.get("chain").is_some() {
+            // A chain with the standing grant its root is a tick of.
+            Some(Kind::TokenChain)
         } else {
             None
         }
@@ -118,18 +122,28 @@ pub fn verify(artifact: &Value, known: &KnownKeys, now: f64) -> Result<(bool, Va
             Err(f) => (false, unparsed_receipt(artifact, &f)),
         },
         Kind::Token | Kind::TokenChain => {
-            let items: Vec<&Value> = match artifact {
+            let tokens = artifact.get("chain").unwrap_or(artifact);
+            let items: Vec<&Value> = match tokens {
                 Value::Array(items) => items.iter().collect(),
                 one => vec![one],
             };
-            let checked = token::chain_from_value(artifact)
+            let checked = delegation::from_value(artifact)
                 .map_err(|f| {
                     let at = items
                         .iter()
                         .position(|t| DelegationToken::from_value(t).is_err());
                     (at.unwrap_or(0), f)
                 })
-                .and_then(|chain| token::verify_chain(&chain, now));
+                .and_then(|d| {
+                    token::verify_chain(&d.chain, now)?;
+                    // The root's standing grant, when it is a tick: verified,
+                    // fitting, and within its window now.
+                    match delegation::root_grant(&d.chain, &d.grants) {
+                        Ok(Some(g)) => g.window(now).map_err(|f| (0, f)),
+                        Ok(None) => Ok(()),
+                        Err(f) => Err((0, f)),
+                    }
+                });
             match checked {
                 Ok(()) => (true, json!({"tokens": items.len()})),
                 Err((i, f)) => (

@@ -225,10 +225,12 @@ impl Motebit {
         let checked = self
             .verified_once(chain_digest, || {
                 token::verify_chain_signed(chain)?;
-                root_grant(chain, grants).map(drop).map_err(|f| (0, f))
+                motebit::delegation::root_grant(chain, grants)
+                    .map(drop)
+                    .map_err(|f| (0, f))
             })
             .and_then(|()| token::chain_windows(chain, now as f64))
-            .and_then(|()| match root_grant(chain, grants) {
+            .and_then(|()| match motebit::delegation::root_grant(chain, grants) {
                 Ok(Some(g)) => g.window(now as f64).map_err(|f| (0, f)),
                 Ok(None) => Ok(()),
                 Err(f) => Err((0, f)),
@@ -240,7 +242,9 @@ impl Motebit {
             )));
         }
         // Verified above (signature, shape and fit remembered by digest).
-        let grant = root_grant(chain, grants).ok().flatten();
+        let grant = motebit::delegation::root_grant(chain, grants)
+            .ok()
+            .flatten();
         let (root, last) = match (chain.first(), chain.last()) {
             (Some(r), Some(l)) => (r, l),
             _ => return Ok(Err(Failure::malformed("the delegation chain is empty"))),
@@ -360,55 +364,6 @@ fn identity_text(value: &Value, motebit_id: &str, public_key: &str) -> String {
     format!("{value}\n[motebit:{id} key:{key}]")
 }
 
-/// The standing grant the chain's root is a tick of, verified at any
-/// instant (signature, shape, the tick's fit), or `None` for a plain
-/// delegation. Only the root may be a tick (its grant's node heads the
-/// budget path), and only its grant may be presented.
-fn root_grant<'a>(
-    chain: &[DelegationToken],
-    grants: &'a [StandingDelegation],
-) -> Result<Option<&'a StandingDelegation>, Failure> {
-    if let Some((i, _)) = chain
-        .iter()
-        .enumerate()
-        .skip(1)
-        .find(|(_, t)| t.grant_id.is_some())
-    {
-        return Err(Failure::new(
-            Reason::NotATick,
-            format!("token {i} is a tick of a standing grant; only the chain's root may be one"),
-        ));
-    }
-    let Some(root) = chain.first() else {
-        return Err(Failure::malformed("the delegation chain is empty"));
-    };
-    let Some(grant_id) = root.grant_id.as_deref() else {
-        if grants.is_empty() {
-            return Ok(None);
-        }
-        return Err(Failure::malformed(
-            "standing grants were presented with a delegation that is no tick of one",
-        ));
-    };
-    let grant = match grants {
-        [] => {
-            return Err(Failure::new(
-                Reason::GrantMissing,
-                format!("the delegation is a tick of standing grant {grant_id:?}; present the grant with it ({{\"chain\": …, \"grants\": [grant]}})"),
-            ))
-        }
-        [g] => g,
-        _ => {
-            return Err(Failure::malformed(
-                "a delegation carries at most the one grant its root is a tick of",
-            ))
-        }
-    };
-    grant.verify_signed()?;
-    grant.check_tick(root)?;
-    Ok(Some(grant))
-}
-
 /// The budget node of a standing grant below its delegator's root: by its
 /// delegator key and `grant_id` (as the reference keys its spend state),
 /// digested so that no `grant_id` can shape the path.
@@ -430,7 +385,7 @@ pub const DELEGATION_HEADER: &str = "motebit-delegation";
 /// The delegation is the authority: reservations and sessions are bound to
 /// it, not to the short-lived bearer token.
 fn delegation_credential(value: &Value) -> Result<Credential, Denial> {
-    let d = token::delegation_from_value(value).map_err(|f| denial(&f))?;
+    let d = motebit::delegation::from_value(value).map_err(|f| denial(&f))?;
     let presented = motebit::encoding::canonical(value).map_err(|f| denial(&f))?;
     Ok(Credential::new(
         String::from_utf8_lossy(&presented).into_owned(),

@@ -306,3 +306,43 @@ fn pin_mismatch_repair() -> Repair {
         fix: "Treat the artifact as an impersonation until an administrator re-pins the key (dgw motebit pin).".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The 12 subjects of `@motebit/protocol` 3.16 (the eval-attestation
+    /// schema's enum), each read and written back as itself; nothing else.
+    #[test]
+    fn verdicts_of_every_subject_are_read() {
+        let subjects = [
+            "identity",
+            "receipt",
+            "tool-invocation",
+            "credential",
+            "presentation",
+            "skill",
+            "unknown",
+            "delegation_token",
+            "succession",
+            "revocation",
+            "bond_commitment",
+            "solvency_proof",
+        ];
+        for name in subjects {
+            let v = json!({"type": name, "integrity": "verified", "identityBinding": "anchored",
+                "authority": "unknown", "revocation": {"status": "unchecked"},
+                "temporalBasis": "ledger_anchored",
+                "evidenceBasis": [{"kind": "x", "ref": "y", "provenance": {"digest": {"algorithm": "sha-256", "value": "00"}}}]});
+            let read = Verdict::from_json(&v).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(Subject::from_name(name), Some(read.kind));
+            assert_eq!(read.to_json(), v, "{name}");
+        }
+        assert_eq!(Subject::from_name("receipts"), None);
+        let unknown_member = json!({"type": "receipt", "integrity": "verified", "identityBinding": "sovereign",
+            "authority": "unknown", "revocation": {"status": "unchecked"}, "temporalBasis": "clockless",
+            "evidenceBasis": [], "valid": true});
+        assert!(Verdict::from_json(&unknown_member).is_err());
+    }
+}
