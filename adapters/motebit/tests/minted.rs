@@ -27,13 +27,22 @@ fn judge(case: &Value) -> Result<Value, verdict::Unjudged> {
     }
 }
 
+/// The vendored cases, read once.
+fn cases() -> &'static [Value] {
+    static CASES: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    CASES.get_or_init(|| {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/minted/reference-verdicts.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    })
+}
+
 #[test]
 fn dgw_agrees_with_the_reference_on_artifacts_it_minted() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/minted/reference-verdicts.json");
-    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases = cases();
     assert_eq!(cases.len(), 128);
     let (mut judged, mut thrown, mut refused) = (0, 0, 0);
-    for case in &cases {
+    for case in cases {
         let name = case["name"].as_str().unwrap();
         if case.get("dgw_refuses").is_some() {
             refused += 1;
@@ -51,4 +60,48 @@ fn dgw_agrees_with_the_reference_on_artifacts_it_minted() {
         }
     }
     assert_eq!((judged, thrown, refused), (117, 5, 6));
+}
+
+fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| serde_json::json!(f)),
+        any::<i64>().prop_map(|i| serde_json::json!(i)),
+        "[ -~\u{a0}\u{feff}\u{1f600}]{0,70}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map("[a-z_]{1,12}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest::proptest! {
+    // Each case verifies up to three signatures (slow in debug builds).
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Any member of any minted case replaced by any JSON value: the
+    /// producers answer (or refuse as the reference throws) and never panic.
+    #[test]
+    fn any_member_of_any_type_is_judged_without_panic(
+        case in 0usize..128,
+        part in 0usize..4,
+        member in "[a-z_]{1,20}|suite|scope|grant_id|public_key|signature|expires_at|revocations|now|temporalMode",
+        value in json_value(),
+    ) {
+        let mut case = cases()[case].clone();
+        let name = ["receipt", "token", "grant", "options"][part];
+        if let Some(Value::Object(m)) = case["input"].get_mut(name) {
+            m.insert(member, value);
+        }
+        if case.get("dgw_refuses").is_none() {
+            let _ = judge(&case);
+        }
+    }
 }
