@@ -409,6 +409,21 @@ async fn grpc_call_protocol_twins() {
         let v: Value = serde_json::from_str(&answer.unwrap().into_inner().result_json).unwrap();
         assert_eq!(v, case["expected"], "{}", case["name"]);
     }
+    // A receipt whose suite was removed after signing: judged, not refused.
+    let suite_removed = minted()
+        .into_iter()
+        .find(|c| c["name"] == "off-receipt-suite-removed-after-signing")
+        .unwrap();
+    let r = client
+        .call_protocol(call(
+            "motebit/verify",
+            json!({"artifact": suite_removed["input"]["receipt"]}),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let report: Value = serde_json::from_str(&r.result_json).unwrap();
+    assert_eq!(report["report"]["error"]["type"], "wrong_suite", "{report}");
     let refused = client
         .call_protocol(call("motebit/verify", json!({"artifact": {"id": "t"}})))
         .await
