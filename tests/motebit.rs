@@ -264,6 +264,24 @@ fn a_forged_receipt_is_withheld_and_not_charged() {
     assert!(w.events().iter().any(|e| e["event"] == "receipt_withheld"));
 }
 
+/// A receipt whose `suite` was removed after signing is a receipt the
+/// reference judges (integrity invalid), not an answer without one: it is
+/// withheld and not charged.
+#[test]
+fn a_receipt_without_its_suite_is_withheld_and_not_charged() {
+    let w = World::new(1000, &["3", "--no-suite"]);
+    let auth = bearer(&w.caller, &sovereign(&w.caller), "jti-s", "task:submit");
+    let mut mcp = McpHttp::connect_with(&w.gw.addr, Some(auth));
+    let a = mcp.request("tools/call", task("p", &w.chain("motebit_task")), None);
+    assert_eq!(a["error"]["data"]["type"], "receipt_withheld", "{a}");
+    assert_eq!(a["error"]["data"]["reason"], "wrong_suite", "{a}");
+    let m = w.gw.metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 0"#),
+        "{m}"
+    );
+}
+
 #[test]
 fn callers_are_refused_for_each_breach() {
     let w = World::new(10_000, &["3"]);
