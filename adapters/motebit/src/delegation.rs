@@ -54,12 +54,12 @@ pub fn from_value(value: &Value) -> Result<Delegation, Failure> {
     })
 }
 
-/// The standing grant the chain's root is a tick of, verified at any
-/// instant (signature, shape, the tick's fit), or `None` for a plain
+/// The standing grant the chain's root is a tick of, found but not
+/// verified (no signature is checked: cheap), or `None` for a plain
 /// delegation. Only the root may be a tick (the gateway charges a tick at
 /// its grant's node, which must not depend on a path above it), and only
 /// its grant may be presented.
-pub fn root_grant<'a>(
+pub fn find_root_grant<'a>(
     chain: &[DelegationToken],
     grants: &'a [StandingDelegation],
 ) -> Result<Option<&'a StandingDelegation>, Failure> {
@@ -99,9 +99,23 @@ pub fn root_grant<'a>(
             ))
         }
     };
-    grant.verify_signed()?;
-    grant.check_tick(root)?;
     Ok(Some(grant))
+}
+
+/// [`find_root_grant`], then the grant verified at any instant (suite,
+/// keys, signature, the ceiling's shape) and the root a tick that fits it.
+/// What holds at any instant: the gateway remembers it by digest and
+/// checks the grant's window at each call.
+pub fn root_grant<'a>(
+    chain: &[DelegationToken],
+    grants: &'a [StandingDelegation],
+) -> Result<Option<&'a StandingDelegation>, Failure> {
+    let found = find_root_grant(chain, grants)?;
+    if let (Some(grant), Some(root)) = (found, chain.first()) {
+        grant.verify_signed()?;
+        grant.check_tick(root)?;
+    }
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -230,11 +230,13 @@ impl Motebit {
                     .map_err(|f| (0, f))
             })
             .and_then(|()| token::chain_windows(chain, now as f64))
-            .and_then(|()| match motebit::delegation::root_grant(chain, grants) {
-                Ok(Some(g)) => g.window(now as f64).map_err(|f| (0, f)),
-                Ok(None) => Ok(()),
-                Err(f) => Err((0, f)),
-            });
+            .and_then(
+                |()| match motebit::delegation::find_root_grant(chain, grants) {
+                    Ok(Some(g)) => g.window(now as f64).map_err(|f| (0, f)),
+                    Ok(None) => Ok(()),
+                    Err(f) => Err((0, f)),
+                },
+            );
         if let Err((i, f)) = checked {
             return Ok(Err(Failure::new(
                 f.reason,
@@ -242,7 +244,7 @@ impl Motebit {
             )));
         }
         // Verified above (signature, shape and fit remembered by digest).
-        let grant = motebit::delegation::root_grant(chain, grants)
+        let grant = motebit::delegation::find_root_grant(chain, grants)
             .ok()
             .flatten();
         let (root, last) = match (chain.first(), chain.last()) {
