@@ -270,4 +270,18 @@ for (const [label, part] of [["receipt-a-number", 0], ["receipt-an-array", []], 
       () => verifyDelegationTokenVerdict(input.token, input.grant, input.options), "not a JSON object");
   }
 }
+// A "signature" under a small-order key (the identity point), which
+// @noble/ed25519's default ZIP-215 rules accept for any message: the
+// reference reads it `verified` and `sovereign`, though anyone can make
+// it. dgw verifies strictly (decision 174) and reads it `invalid`.
+{
+  const key = "01" + "00".repeat(31);
+  const sig = new Uint8Array(64); sig[0] = 1;
+  const forged: any = { task_id: `t-${cases.length}`, motebit_id: await deriveSovereignMotebitId(key), device_id: "dev",
+    submitted_at: NOW, completed_at: NOW + 5, status: "completed", result: "anything", tools_used: [],
+    memories_formed: 0, prompt_hash: await sha("p"), result_hash: await sha("anything"), public_key: key,
+    suite: "motebit-jcs-ed25519-b64-v1", signature: toBase64Url(sig) };
+  await judged("off-receipt-small-order-key", "receipt", { receipt: forged }, () => verifyReceiptVerdict(forged));
+  cases[cases.length - 1].dgw_diverges = "strict Ed25519: a small-order key's signature is invalid (decision 174)";
+}
 process.stdout.write(JSON.stringify(cases));
