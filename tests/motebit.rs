@@ -264,6 +264,24 @@ fn a_forged_receipt_is_withheld_and_not_charged() {
     assert!(w.events().iter().any(|e| e["event"] == "receipt_withheld"));
 }
 
+/// A receipt whose `suite` was removed after signing is a receipt the
+/// reference judges (integrity invalid), not an answer without one: it is
+/// withheld and not charged.
+#[test]
+fn a_receipt_without_its_suite_is_withheld_and_not_charged() {
+    let w = World::new(1000, &["3", "--no-suite"]);
+    let auth = bearer(&w.caller, &sovereign(&w.caller), "jti-s", "task:submit");
+    let mut mcp = McpHttp::connect_with(&w.gw.addr, Some(auth));
+    let a = mcp.request("tools/call", task("p", &w.chain("motebit_task")), None);
+    assert_eq!(a["error"]["data"]["type"], "receipt_withheld", "{a}");
+    assert_eq!(a["error"]["data"]["reason"], "wrong_suite", "{a}");
+    let m = w.gw.metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 0"#),
+        "{m}"
+    );
+}
+
 #[test]
 fn callers_are_refused_for_each_breach() {
     let w = World::new(10_000, &["3"]);
@@ -394,7 +412,7 @@ fn callers_are_refused_for_each_breach() {
         let mut t = json!({
             "delegator_id": sovereign(&w.delegator), "delegator_public_key": hex_key(&w.delegator),
             "delegate_id": me, "delegate_public_key": hex_key(&w.caller), "scope": "motebit_task",
-            "grant_id": "grant-7", "issued_at": now_ms() - 1000, "expires_at": now_ms() + 3_600_000,
+            "grant_id": "grant-7", "issued_at": now_ms() - 1000, "expires_at": now_ms() + 3_000_000,
             "suite": motebit::SUITE});
         motebit::encoding::sign(&w.delegator, &mut t).unwrap();
         t
@@ -413,8 +431,16 @@ fn callers_are_refused_for_each_breach() {
         json!({"revocation": revocation(&w.delegator)}),
     );
     assert_eq!(r["newlyRecorded"], true);
+    let grant = standing_grant(
+        &w,
+        "grant-7",
+        json!({"schema": "motebit.spend-ceiling.v1", "lifetime_limit_micro": 100}),
+    );
     assert_eq!(
-        try_with(bearer(&w.caller, &me, "b1", "task:submit"), &json!([tick])),
+        try_with(
+            bearer(&w.caller, &me, "b1", "task:submit"),
+            &json!({"chain": [tick], "grants": [grant]})
+        ),
         "revoked"
     );
     let e = w.gw.err("motebit/revoke", json!({"token": chain[0]}));
@@ -619,4 +645,133 @@ fn identity_and_delegation_in_headers() {
     assert_eq!(denied(&a), "malformed");
     let m = w.gw.metrics();
     assert!(m.contains(r#"dgw_mcp_tool_calls_total{protocol="motebit",upstream="dgw",tool="motebit_identity",outcome="forwarded"} 1"#), "{m}");
+}
+
+/// A standing grant (standing-delegation@1.2) from the delegator to the
+/// caller, its signed `spend_ceiling` as given (none when `Value::Null`).
+fn standing_grant(w: &World, grant_id: &str, ceiling: Value) -> Value {
+    let mut g = json!({
+        "grant_id": grant_id, "delegator_id": sovereign(&w.delegator),
+        "delegator_public_key": hex_key(&w.delegator), "delegate_id": sovereign(&w.caller),
+        "delegate_public_key": hex_key(&w.caller), "scope": "motebit_task", "subject": "test",
+        "cadence_ms": 1, "issued_at": now_ms() - 60_000, "not_before": null,
+        "expires_at": now_ms() + 86_400_000, "max_token_ttl_ms": 3_600_000, "suite": motebit::SUITE,
+    });
+    if !ceiling.is_null() {
+        g["spend_ceiling"] = ceiling;
+    }
+    motebit::encoding::sign(&w.delegator, &mut g).unwrap();
+    g
+}
+
+/// A tick of `grant_id`, the `n`th (each tick is its own token).
+fn tick(w: &World, grant_id: &str, n: u64) -> Value {
+    let mut t = json!({
+        "delegator_id": sovereign(&w.delegator), "delegator_public_key": hex_key(&w.delegator),
+        "delegate_id": sovereign(&w.caller), "delegate_public_key": hex_key(&w.caller),
+        "scope": "motebit_task", "grant_id": grant_id, "issued_at": now_ms() - 1000 + n,
+        "expires_at": now_ms() + 3_000_000, "suite": motebit::SUITE,
+    });
+    motebit::encoding::sign(&w.delegator, &mut t).unwrap();
+    t
+}
+
+/// The spend ceiling a delegator signs in its standing grant caps what a
+/// caller is charged, below the configured budget: across every tick of
+/// the grant, under concurrency too. A tick presented without its grant
+/// (which would evade the ceiling) is refused; a grant whose ceiling was
+/// inflated after signing is refused; a grant without a ceiling authorizes
+/// no money (spec §3.3 rule 1).
+#[test]
+fn a_standing_grants_spend_ceiling_caps_the_budget() {
+    // The configured budget allows 1000 calls of 100 microcents.
+    let w = World::new(100_000, &["3"]);
+    let me = sovereign(&w.caller);
+    let mut jti = 0;
+    let mut call = |delegation: &Value| {
+        jti += 1;
+        let auth = bearer(&w.caller, &me, &format!("c{jti}"), "task:submit");
+        let mut mcp = McpHttp::connect_with(&w.gw.addr, Some(auth));
+        mcp.request("tools/call", task(&format!("p{jti}"), delegation), None)
+    };
+    let ok = |a: &Value| assert!(a["result"].is_object(), "{a}");
+    // Three micro-USD: 300 microcents, three calls.
+    let grant = standing_grant(
+        &w,
+        "g-life",
+        json!({"schema": "motebit.spend-ceiling.v1", "lifetime_limit_micro": 3}),
+    );
+    assert_eq!(
+        denied(&call(&json!([tick(&w, "g-life", 0)]))),
+        "grant_missing"
+    );
+    for n in 1..=3 {
+        ok(&call(
+            &json!({"chain": [tick(&w, "g-life", n)], "grants": [grant]}),
+        ));
+    }
+    // Past the ceiling, whichever tick of the grant asks.
+    for n in 4..=5 {
+        let a = call(&json!({"chain": [tick(&w, "g-life", n)], "grants": [grant]}));
+        assert_eq!(denied(&a), "budget_exceeded");
+    }
+    let mut inflated = grant.clone();
+    inflated["spend_ceiling"]["lifetime_limit_micro"] = json!(1000);
+    let a = call(&json!({"chain": [tick(&w, "g-life", 6)], "grants": [inflated]}));
+    assert_eq!(denied(&a), "bad_signature");
+    let bare = standing_grant(&w, "g-none", Value::Null);
+    let a = call(&json!({"chain": [tick(&w, "g-none", 0)], "grants": [bare]}));
+    assert_eq!(denied(&a), "budget_exceeded");
+    // A plain delegation (no grant) keeps the configured budget.
+    ok(&call(&w.chain("motebit_task")));
+    // `motebit/verify` accepts a tick as the gateway does: with its grant.
+    let with = json!({"chain": [tick(&w, "g-life", 7)], "grants": [grant]});
+    let report = w.gw.ok("motebit/verify", json!({"artifact": with}));
+    assert_eq!(report["verified"], true, "{report}");
+    let report = w.gw.ok(
+        "motebit/verify",
+        json!({"artifact": [tick(&w, "g-life", 8)]}),
+    );
+    assert_eq!(
+        report["report"]["error"]["type"], "grant_missing",
+        "{report}"
+    );
+    let wide = {
+        let mut t = tick(&w, "g-life", 9);
+        t["scope"] = json!("motebit_task,other");
+        motebit::encoding::sign(&w.delegator, &mut t).unwrap();
+        t
+    };
+    let a = call(&json!({"chain": [wide], "grants": [grant]}));
+    assert_eq!(denied(&a), "scope_widened");
+
+    // Twelve callers at once under a windowed ceiling of five calls.
+    let windowed = standing_grant(
+        &w,
+        "g-window",
+        json!({"schema": "motebit.spend-ceiling.v1",
+        "cumulative_limit_micro": 5, "window_ms": 86_400_000}),
+    );
+    let answers: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..12u64)
+            .map(|n| {
+                let delegation = json!({"chain": [tick(&w, "g-window", n)], "grants": [windowed]});
+                let auth = bearer(&w.caller, &me, &format!("w{n}"), "task:submit");
+                let addr = w.gw.addr.clone();
+                s.spawn(move || {
+                    let mut mcp = McpHttp::connect_with(&addr, Some(auth));
+                    mcp.request("tools/call", task(&format!("w{n}"), &delegation), None)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let allowed = answers.iter().filter(|a| a["result"].is_object()).count();
+    let refused: Vec<String> = answers
+        .iter()
+        .filter(|a| a["result"].is_null())
+        .map(denied)
+        .collect();
+    assert_eq!(allowed, 5, "{answers:?}");
+    assert_eq!(refused, vec!["budget_exceeded".to_owned(); 7]);
 }

@@ -27,6 +27,21 @@ fn corpus() -> Vec<Value> {
         .clone()
 }
 
+/// The artifacts the reference minted and judged itself, with its
+/// verdicts (adapters/motebit/tests/minted/), including those off the
+/// schemas.
+fn minted() -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("adapters/motebit/tests/minted/reference-verdicts.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Whether dgw must refuse a minted case (exit 2, `malformed`): the
+/// reference threw on it, or a part of it is not a JSON object.
+fn refused(case: &Value) -> bool {
+    case.get("throws").is_some() || case.get("dgw_refuses").is_some()
+}
+
 fn write(dir: &Path, name: &str, value: &Value) -> String {
     let p = dir.join(name);
     std::fs::write(&p, value.to_string()).unwrap();
@@ -61,18 +76,149 @@ fn cli_verdicts_match_the_corpus() {
     let case = &corpus()[0];
     let file = write(dir.path(), "receipt.json", &case["input"]["receipt"]);
     assert_eq!(json(&run(&["motebit", "verdict", &file])), case["expected"]);
-    // Unreadable input: exit 2 and a message, never a verdict.
+    // A receipt with nothing but its task_id is judged as the reference
+    // judges it: no key to verify with.
+    let p = dir.path().join("member.json");
+    std::fs::write(&p, r#"{"task_id": "t"}"#).unwrap();
+    let out = run(&["motebit", "verdict", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(json(&out)["repair"]["code"], "integrity.no_key");
+    // Not the artifact's shape at all: exit 2 and a message, never a verdict.
     for (name, bad) in [
         ("array.json", "[1, 2]"),
         ("junk.json", "{not json"),
-        ("member.json", r#"{"task_id": "t"}"#),
+        ("neither.json", r#"{"id": "t"}"#),
+        ("dup.json", r#"{"task_id": "t", "task_id": "u"}"#),
+        ("kind.json", r#"{"kind": "receipts", "input": {}}"#),
+        ("subject.json", r#"{"kind": "succession", "input": {}}"#),
+        (
+            "part.json",
+            r#"{"kind": "receipt", "input": {"receipt": 7}}"#,
+        ),
     ] {
         let p = dir.path().join(name);
         std::fs::write(&p, bad).unwrap();
         let out = run(&["motebit", "verdict", p.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{name}: {}", stdout(&out));
-        assert!(stderr(&out).starts_with("dgw:") || !stderr(&out).is_empty());
+        assert!(out.stdout.is_empty(), "{name}");
+        assert!(stderr(&out).starts_with("dgw:"), "{name}: {}", stderr(&out));
     }
+}
+
+/// Every artifact the reference minted and judged, off the schemas too
+/// (a `suite` removed after signing or never signed, members missing, of
+/// another type, unknown): `dgw motebit verdict` prints the reference's
+/// verdict and exits 0/1 by integrity; where the reference throws, or a
+/// part is not a JSON object, it prints nothing and exits 2. `dgw motebit
+/// verify` judges each bare receipt or token that names its kind (exit 0,
+/// or 1 with the reason), never exit 2.
+#[test]
+fn cli_judges_what_the_reference_judges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut judged, mut refusals) = (0, 0);
+    for case in minted() {
+        let name = case["name"].as_str().unwrap();
+        let file = write(dir.path(), "case.json", &case);
+        let out = run(&["motebit", "verdict", &file]);
+        if refused(&case) {
+            assert_eq!(out.status.code(), Some(2), "{name}: {}", stdout(&out));
+            assert!(out.stdout.is_empty(), "{name}");
+            assert!(
+                stderr(&out).starts_with("dgw: malformed"),
+                "{name}: {}",
+                stderr(&out)
+            );
+            refusals += 1;
+            continue;
+        }
+        let printed: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{name}: {}", stderr(&out)));
+        if case.get("dgw_diverges").is_some() {
+            // Strict Ed25519 (decision 174): the forgery is not verified.
+            assert_eq!(printed["integrity"], "invalid", "{name}");
+            assert_eq!(out.status.code(), Some(1), "{name}");
+            continue;
+        }
+        assert_eq!(printed, case["expected"], "{name}");
+        let verified = case["expected"]["integrity"] == "verified";
+        assert_eq!(
+            out.status.code(),
+            Some(if verified { 0 } else { 1 }),
+            "{name}"
+        );
+        judged += 1;
+        if !name.starts_with("off-") {
+            continue;
+        }
+        let (artifact, names_its_kind) = match case["kind"].as_str().unwrap() {
+            "receipt" => (&case["input"]["receipt"], "task_id"),
+            _ => (&case["input"]["token"], "delegator_id"),
+        };
+        let out = run(&["motebit", "verify", &write(dir.path(), "a.json", artifact)]);
+        if artifact.get(names_its_kind).is_none() {
+            // A bare artifact without the member naming its kind is not
+            // recognisable as one (its case above was judged).
+            assert_eq!(out.status.code(), Some(2), "{name}: {}", stdout(&out));
+            continue;
+        }
+        let report = json(&out);
+        if report["verified"] == true {
+            // Off the reference's own expectations, yet all the gateway asks.
+            assert_eq!(out.status.code(), Some(0), "{name}");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr(&out));
+        let error = &report["report"]["error"];
+        assert!(error["type"].is_string(), "{name}: {report}");
+        if [
+            "off-receipt-suite-removed",
+            "off-receipt-suite-never",
+            "off-token-suite-removed",
+            "off-token-suite-never",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+        {
+            assert_eq!(error["type"], "wrong_suite", "{name}: {report}");
+        }
+    }
+    assert_eq!((judged, refusals), (117, 11));
+}
+
+/// JSON-RPC `motebit/verdict` and `motebit/verify` answer every minted
+/// case as the CLI does: the reference's verdict, or `malformed`.
+#[test]
+fn rpc_judges_what_the_reference_judges() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = gateway_config(dir.path(), &[("acme", seed(1).principal_id())], "");
+    let gw = Gateway::start(&config);
+    for case in minted() {
+        let name = case["name"].as_str().unwrap();
+        if refused(&case) {
+            let e = gw.err("motebit/verdict", json!({"artifact": case}));
+            assert_eq!(e["data"]["type"], "malformed", "{name}: {e}");
+            continue;
+        }
+        let v = gw.ok("motebit/verdict", json!({"artifact": case}));
+        if case.get("dgw_diverges").is_some() {
+            assert_eq!(v["integrity"], "invalid", "{name}");
+            continue;
+        }
+        assert_eq!(v, case["expected"], "{name}");
+    }
+    let suite_removed = minted()
+        .into_iter()
+        .find(|c| c["name"] == "off-receipt-suite-removed-after-signing")
+        .unwrap();
+    let report = gw.ok(
+        "motebit/verify",
+        json!({"artifact": suite_removed["input"]["receipt"]}),
+    );
+    assert_eq!(
+        (&report["verified"], &report["report"]["error"]["type"]),
+        (&json!(false), &json!("wrong_suite")),
+        "{report}"
+    );
 }
 
 #[test]
@@ -255,20 +401,45 @@ async fn grpc_call_protocol_twins() {
             params_json: params.to_string(),
         })
     };
-    for case in corpus() {
-        let r = client
+    for case in corpus().into_iter().chain(minted()) {
+        let answer = client
             .call_protocol(call("motebit/verdict", json!({"artifact": case})))
-            .await
-            .unwrap()
-            .into_inner();
-        let v: Value = serde_json::from_str(&r.result_json).unwrap();
+            .await;
+        if refused(&case) {
+            let status = answer.unwrap_err();
+            let info = status.get_error_details().error_info().cloned();
+            assert_eq!(
+                info.map(|i| i.reason),
+                Some("MALFORMED".into()),
+                "{}",
+                case["name"]
+            );
+            continue;
+        }
+        let v: Value = serde_json::from_str(&answer.unwrap().into_inner().result_json).unwrap();
+        if case.get("dgw_diverges").is_some() {
+            assert_eq!(v["integrity"], "invalid", "{}", case["name"]);
+            continue;
+        }
         assert_eq!(v, case["expected"], "{}", case["name"]);
     }
-    let refused = client
+    // A receipt whose suite was removed after signing: judged, not refused.
+    let suite_removed = minted()
+        .into_iter()
+        .find(|c| c["name"] == "off-receipt-suite-removed-after-signing")
+        .unwrap();
+    let r = client
         .call_protocol(call(
             "motebit/verify",
-            json!({"artifact": {"task_id": "t"}}),
+            json!({"artifact": suite_removed["input"]["receipt"]}),
         ))
+        .await
+        .unwrap()
+        .into_inner();
+    let report: Value = serde_json::from_str(&r.result_json).unwrap();
+    assert_eq!(report["report"]["error"]["type"], "wrong_suite", "{report}");
+    let refused = client
+        .call_protocol(call("motebit/verify", json!({"artifact": {"id": "t"}})))
         .await
         .unwrap_err();
     let info = refused

@@ -4,9 +4,10 @@
 // reference formats it (the receipt's JSON, then an identity tag line).
 // Receipts are signed from the texts (execution-ledger §11.2) with
 // @noble/ed25519 and a JCS canonicalizer.
-//   node motebit-service.mjs SEED [--forge] [--id MOTEBIT_ID]
+//   node motebit-service.mjs SEED [--forge] [--no-suite] [--id MOTEBIT_ID]
 // SEED is one byte, repeated 32 times; --forge changes the result after
-// signing; --id claims that motebit_id instead of the sovereign one.
+// signing; --no-suite removes `suite` after signing; --id claims that
+// motebit_id instead of the sovereign one.
 import { createHash } from 'node:crypto';
 import * as ed from '@noble/ed25519';
 import canonicalize from 'canonicalize';
@@ -17,6 +18,7 @@ import { z } from 'zod';
 const args = process.argv.slice(2);
 const seed = new Uint8Array(32).fill(Number(args[0]));
 const forge = args.includes('--forge');
+const noSuite = args.includes('--no-suite');
 const claimed = args.includes('--id') ? args[args.indexOf('--id') + 1] : null;
 const sha256 = (data) => createHash('sha256').update(data).digest();
 const publicKey = Buffer.from(await ed.getPublicKeyAsync(seed)).toString('hex');
@@ -53,6 +55,7 @@ server.registerTool(
     const bytes = new TextEncoder().encode(canonicalize(receipt));
     receipt.signature = Buffer.from(await ed.signAsync(bytes, seed)).toString('base64url');
     if (forge) receipt.result = 'forged';
+    if (noSuite) delete receipt.suite;
     const tag = `[motebit:${motebitId.slice(0, 8)} key:${publicKey.slice(0, 16)}]`;
     return { content: [{ type: 'text', text: `${JSON.stringify(receipt)}\n${tag}` }] };
   },

@@ -42,6 +42,11 @@ pub enum Reason {
     KeyMismatch,
     /// Not trusted by this gateway (no configured delegator roots the chain).
     Untrusted,
+    /// A tick of a standing grant presented without its grant.
+    GrantMissing,
+    /// A token that is not a valid tick of its standing grant (or a tick
+    /// deeper in a chain than its root).
+    NotATick,
 }
 
 impl Reason {
@@ -67,6 +72,8 @@ impl Reason {
             Reason::Replayed => "replay",
             Reason::KeyMismatch => "key_mismatch",
             Reason::Untrusted => "untrusted",
+            Reason::GrantMissing => "grant_missing",
+            Reason::NotATick => "not_a_tick",
         }
     }
 }

@@ -11,10 +11,12 @@ const ED25519_PUB: [u8; 2] = [0xed, 0x01];
 /// The `motebit_id` a sovereign motebit with `key` has: the first 16 bytes
 /// of `SHA-256(key)` as a UUID of version 8, variant `10b`.
 pub fn sovereign_id(key: &VerifyingKey) -> String {
-    sovereign_id_of(key.as_bytes())
+    sovereign_id_of_bytes(key.as_bytes())
 }
 
-fn sovereign_id_of(key: &[u8; 32]) -> String {
+/// The sovereign id derived from `key`'s bytes, whatever their number (the
+/// reference derives from whatever `hexToBytes` gave it).
+pub fn sovereign_id_of_bytes(key: &[u8]) -> String {
     let h = Sha256::digest(key);
     let mut b = [0u8; 16];
     b.copy_from_slice(&h[..16]);
@@ -47,16 +49,22 @@ pub fn is_sovereign(motebit_id: &str, key: &VerifyingKey) -> bool {
 /// [`is_sovereign`] over the key's 32 bytes, whether or not they are a
 /// valid point (the reference derives from the bytes alone).
 pub fn is_sovereign_bytes(motebit_id: &str, key: &[u8; 32]) -> bool {
-    if let Some(encoded) = motebit_id.strip_prefix("did:key:") {
-        let Some(encoded) = encoded.strip_prefix('z') else {
-            return false;
-        };
-        return match bs58::decode(encoded).into_vec() {
-            Ok(bytes) => bytes.len() == 34 && bytes[..2] == ED25519_PUB && bytes[2..] == key[..],
-            Err(_) => false,
-        };
+    if motebit_id.starts_with("did:key:") {
+        return did_key_bytes(motebit_id).is_some_and(|k| k == *key);
     }
-    motebit_id.eq_ignore_ascii_case(&sovereign_id_of(key))
+    motebit_id.eq_ignore_ascii_case(&sovereign_id_of_bytes(key))
+}
+
+/// The key a `did:key:z…` names: base58btc of the Ed25519 multicodec
+/// prefix and 32 bytes (`None` for anything else).
+pub fn did_key_bytes(did: &str) -> Option<[u8; 32]> {
+    let bytes = bs58::decode(did.strip_prefix("did:key:z")?)
+        .into_vec()
+        .ok()?;
+    if bytes.len() != 34 || bytes[..2] != ED25519_PUB {
+        return None;
+    }
+    bytes[2..].try_into().ok()
 }
 
 #[cfg(test)]

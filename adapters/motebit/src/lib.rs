@@ -15,9 +15,12 @@
 #![deny(missing_docs)]
 
 pub mod bearer;
+pub mod ceiling;
+pub mod delegation;
 pub mod encoding;
 mod failure;
 pub mod identity;
+pub mod js;
 pub mod receipt;
 pub mod scope;
 pub mod token;

@@ -69,7 +69,9 @@ struct Fields {
     #[serde(default)]
     #[allow(dead_code)]
     invocation_origin: Option<InvocationOrigin>,
-    suite: String,
+    /// Absent on legacy bodies: such a receipt is refused `wrong_suite`.
+    #[serde(default)]
+    suite: Option<String>,
     signature: String,
 }
 
@@ -117,8 +119,8 @@ pub struct Receipt {
     pub relay_task_id: Option<String>,
     /// The scope it was done under.
     pub delegated_scope: Option<String>,
-    /// As written.
-    pub suite: String,
+    /// As written (absent on a legacy body).
+    pub suite: Option<String>,
     /// Base64url.
     pub signature: String,
     /// Its sub-delegations' receipts.
@@ -187,7 +189,7 @@ impl Receipt {
     /// Whether the signature verifies with `key` under the receipt suite
     /// (the signature alone: the reference's `verifyExecutionReceipt`).
     pub fn signature_verifies(&self, key: &VerifyingKey) -> bool {
-        self.suite == SUITE
+        self.suite.as_deref() == Some(SUITE)
             && encoding::signing_bytes(&self.raw)
                 .is_ok_and(|m| encoding::verifies(key, &m, &self.signature))
     }
@@ -213,11 +215,8 @@ impl Receipt {
     /// `key`, the signature, `result_hash` binding `result`, and
     /// `completed_at` not before `submitted_at`.
     pub fn verify_with(&self, key: &VerifyingKey) -> Result<(), Failure> {
-        if self.suite != SUITE {
-            return Err(Failure::new(
-                Reason::WrongSuite,
-                format!("suite must be {SUITE}, not {:?}", self.suite),
-            ));
+        if self.suite.as_deref() != Some(SUITE) {
+            return Err(Failure::new(Reason::WrongSuite, suite_detail(&self.suite)));
         }
         if let Some(embedded) = &self.public_key {
             if encoding::parse_key(embedded)? != *key {
@@ -260,6 +259,14 @@ impl Receipt {
             ));
         }
         Ok(())
+    }
+}
+
+/// Why a suite is refused, for people.
+pub(crate) fn suite_detail(suite: &Option<String>) -> String {
+    match suite {
+        Some(s) => format!("suite must be {SUITE}, not {s:?}"),
+        None => format!("suite is absent (it must be {SUITE})"),
     }
 }
 

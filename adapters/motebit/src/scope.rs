@@ -18,7 +18,7 @@ impl Scope {
     pub fn parse(scope: &str) -> Self {
         let items: BTreeSet<String> = scope
             .split(',')
-            .map(str::trim)
+            .map(crate::js::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
             .collect();

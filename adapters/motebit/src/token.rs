@@ -6,6 +6,7 @@ use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::ceiling::SpendCeiling;
 use crate::encoding;
 use crate::scope::Scope;
 use crate::{Failure, Reason, MAX_ARTIFACT_BYTES, MAX_TOKEN_CHAIN, SUITE};
@@ -34,8 +35,9 @@ pub struct DelegationToken {
     /// The standing grant it is a tick of.
     #[serde(default)]
     pub grant_id: Option<String>,
-    /// As written.
-    pub suite: String,
+    /// As written (absent: refused `wrong_suite`).
+    #[serde(default)]
+    pub suite: Option<String>,
     /// Base64url.
     pub signature: String,
     /// The token as received.
@@ -66,8 +68,12 @@ pub struct StandingDelegation {
     pub not_before: Option<f64>,
     /// Longest lifetime of a tick, in milliseconds.
     pub max_token_ttl_ms: f64,
-    /// As written.
-    pub suite: String,
+    /// The delegator's signed spend ceiling (@1.2; absent: no money).
+    #[serde(default)]
+    pub spend_ceiling: Option<SpendCeiling>,
+    /// As written (absent: refused `wrong_suite`).
+    #[serde(default)]
+    pub suite: Option<String>,
     /// Base64url.
     pub signature: String,
     /// The grant as received.
@@ -87,8 +93,9 @@ pub struct DelegationRevocation {
     pub delegator_public_key: String,
     /// Epoch milliseconds.
     pub revoked_at: f64,
-    /// As written.
-    pub suite: String,
+    /// As written (absent: refused `wrong_suite`).
+    #[serde(default)]
+    pub suite: Option<String>,
     /// Base64url.
     pub signature: String,
     /// As received.
@@ -122,8 +129,8 @@ from_value!(DelegationRevocation, "delegation revocation");
 /// Whether `raw`'s signature verifies under the suite with the key written
 /// in `key_hex`, read as the reference reads keys (the verdict's
 /// integrity). The gateway's checks use [`encoding::parse_key`] first.
-fn signed_by(suite: &str, raw: &Value, key_hex: &str, signature: &str) -> bool {
-    suite == SUITE
+fn signed_by(suite: &Option<String>, raw: &Value, key_hex: &str, signature: &str) -> bool {
+    suite.as_deref() == Some(SUITE)
         && encoding::lenient_key(key_hex).is_some_and(|k| {
             encoding::signing_bytes(raw).is_ok_and(|m| encoding::verifies(&k, &m, signature))
         })
@@ -179,10 +186,10 @@ impl DelegationToken {
     /// [`DelegationToken::verify`] without the window: what holds at any
     /// instant (and so may be remembered).
     pub fn verify_signed(&self) -> Result<(), Failure> {
-        if self.suite != SUITE {
+        if self.suite.as_deref() != Some(SUITE) {
             return Err(Failure::new(
                 Reason::WrongSuite,
-                format!("suite must be {SUITE}, not {:?}", self.suite),
+                crate::receipt::suite_detail(&self.suite),
             ));
         }
         self.delegator_key()?;
@@ -206,30 +213,87 @@ impl DelegationToken {
 }
 
 impl StandingDelegation {
-    /// The grant's own validity at `at` (the reference's
-    /// `verifyStandingDelegation` with expiry checked): suite, activation,
-    /// expiry, signature.
-    pub fn valid_at(&self, at: f64) -> bool {
-        !self.not_before.is_some_and(|nb| at < nb)
-            && self.expires_at >= at
-            && signed_by(
-                &self.suite,
-                &self.raw,
-                &self.delegator_public_key,
-                &self.signature,
-            )
+    /// The grant as the gateway accepts one, at any instant (the
+    /// reference's `verifyStandingDelegation` items 1 and 4): its suite,
+    /// lowercase keys, signature, and a ceiling of the schema's shape.
+    pub fn verify_signed(&self) -> Result<(), Failure> {
+        if self.suite.as_deref() != Some(SUITE) {
+            return Err(Failure::new(
+                Reason::WrongSuite,
+                crate::receipt::suite_detail(&self.suite),
+            ));
+        }
+        encoding::parse_key(&self.delegator_public_key)?;
+        encoding::parse_key(&self.delegate_public_key)?;
+        if !signed_by(
+            &self.suite,
+            &self.raw,
+            &self.delegator_public_key,
+            &self.signature,
+        ) {
+            return Err(Failure::new(
+                Reason::BadSignature,
+                "the standing grant's signature does not verify",
+            ));
+        }
+        match &self.spend_ceiling {
+            Some(c) => c.check(),
+            None => Ok(()),
+        }
     }
 
-    /// Whether `token` is structurally a tick of this grant: its grant, its
-    /// parties, a scope within the ceiling, a lifetime within the maximum.
-    pub fn fits(&self, token: &DelegationToken) -> bool {
-        token.grant_id.as_deref() == Some(self.grant_id.as_str())
-            && token.delegator_id == self.delegator_id
-            && token.delegator_public_key == self.delegator_public_key
-            && token.delegate_id == self.delegate_id
-            && token.delegate_public_key == self.delegate_public_key
-            && Scope::parse(&token.scope).narrows(&Scope::parse(&self.scope))
-            && token.expires_at - token.issued_at <= self.max_token_ttl_ms
+    /// Its window at `now` (items 2 and 3): active, not expired.
+    pub fn window(&self, now: f64) -> Result<(), Failure> {
+        if self.not_before.is_some_and(|nb| now < nb) {
+            return Err(Failure::new(
+                Reason::NotYetValid,
+                format!("standing grant {:?} is not active yet", self.grant_id),
+            ));
+        }
+        if self.expires_at < now {
+            return Err(Failure::new(
+                Reason::Expired,
+                format!("standing grant {:?} has expired", self.grant_id),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `token` as a tick of this grant (the reference's
+    /// `verifyTokenAgainstGrant` items 2, 4, 5, 6), or why not.
+    pub fn check_tick(&self, token: &DelegationToken) -> Result<(), Failure> {
+        let not_a_tick = |why: &str| {
+            Failure::new(
+                Reason::NotATick,
+                format!(
+                    "the token is not a tick of standing grant {:?}: {why}",
+                    self.grant_id
+                ),
+            )
+        };
+        if token.grant_id.as_deref() != Some(self.grant_id.as_str()) {
+            return Err(not_a_tick("it names another grant"));
+        }
+        if token.delegator_id != self.delegator_id
+            || token.delegator_public_key != self.delegator_public_key
+            || token.delegate_id != self.delegate_id
+            || token.delegate_public_key != self.delegate_public_key
+        {
+            return Err(not_a_tick("its parties are not the grant's"));
+        }
+        if !Scope::parse(&token.scope).narrows(&Scope::parse(&self.scope)) {
+            return Err(Failure::new(
+                Reason::ScopeWidened,
+                format!(
+                    "the tick's scope {:?} is wider than its grant's {:?}",
+                    token.scope, self.scope
+                ),
+            ));
+        }
+        if token.expires_at - token.issued_at > self.max_token_ttl_ms {
+            return Err(not_a_tick("it lives longer than max_token_ttl_ms"));
+        }
+        Ok(())
     }
 }
 
@@ -246,16 +310,6 @@ impl DelegationRevocation {
                 &self.signature,
             )
     }
-}
-
-/// The first revocation in `revocations` that revokes `grant`.
-pub fn find_revocation<'a>(
-    grant: &StandingDelegation,
-    revocations: &'a [DelegationRevocation],
-) -> Option<&'a DelegationRevocation> {
-    revocations
-        .iter()
-        .find(|r| r.revokes(&grant.grant_id, &grant.delegator_public_key))
 }
 
 /// A token or a chain of them, as presented: a JSON object or an array.

@@ -1,12 +1,20 @@
 //! `verify` and `verdict` over any Motebit artifact, for the CLI (`dgw
-//! motebit verify|verdict`) and JSON-RPC (`motebit/verify|verdict`): what
-//! the artifact is, read from its members, and the report.
+//! motebit verify|verdict`), JSON-RPC and gRPC (`motebit/verify|verdict`):
+//! what the artifact is, read from its members, and the report.
+//!
+//! An error (CLI exit 2) is only for input that is not the artifact's
+//! shape at all: not a JSON object with the member that names its kind
+//! (`task_id`, `delegator_id`), a case whose parts are not objects, or an
+//! input the reference's own producer throws on. Everything else is
+//! judged: a verdict as the reference gives it, or an acceptance report
+//! saying why not (exit 1). docs/adapters/motebit.md lists both.
 
+use motebit::delegation;
 use motebit::receipt::{self, KnownKeys, Receipt};
-use motebit::token::{self, DelegationToken, StandingDelegation};
-use motebit::verdict::{self, TokenOptions, Verdict};
+use motebit::token::{self, DelegationToken};
+use motebit::verdict::{self, Subject, Verdict};
 use motebit::{Failure, Reason};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 /// What an artifact is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +47,9 @@ pub fn kind_of(artifact: &Value) -> Result<Kind, Failure> {
             Some(Kind::Receipt)
         } else if v.get("delegator_id").is_some() {
             Some(Kind::Token)
+        } else if v.get("chain").is_some() {
+            // A chain with the standing grant its root is a tick of.
+            Some(Kind::TokenChain)
         } else {
             None
         }
@@ -82,46 +93,84 @@ pub fn receipt_signers(r: &Receipt, out: &mut Vec<String>) {
     }
 }
 
+/// A failure as reports write it.
+fn error_json(f: &Failure) -> Value {
+    json!({"type": f.reason.as_str(), "message": f.detail})
+}
+
+/// The report on a receipt that does not parse: not verified, and why.
+fn unparsed_receipt(artifact: &Value, f: &Failure) -> Value {
+    json!({
+        "task_id": artifact.get("task_id"), "motebit_id": artifact.get("motebit_id"),
+        "verified": false, "keySource": null, "publicKey": null,
+        "error": error_json(f), "delegations": [],
+    })
+}
+
 /// The gateway's acceptance of `artifact` at `now` (epoch ms), with
-/// `known` keys first: `(verified, report)`.
+/// `known` keys first: `(verified, report)`. An artifact of a known kind
+/// that is not as the schemas write it (a member missing, of another type,
+/// unknown; no `suite`) is judged not verified, with the reason.
 pub fn verify(artifact: &Value, known: &KnownKeys, now: f64) -> Result<(bool, Value), Failure> {
     let kind = kind_of(artifact)?;
     let (ok, detail) = match kind {
-        Kind::Receipt => {
-            let r = Receipt::from_value(artifact)?;
-            let report = receipt::verify_chain(&r, known);
-            (report.verified(), report.to_json())
-        }
+        Kind::Receipt => match Receipt::from_value(artifact) {
+            Ok(r) => {
+                let report = receipt::verify_chain(&r, known);
+                (report.verified(), report.to_json())
+            }
+            Err(f) => (false, unparsed_receipt(artifact, &f)),
+        },
         Kind::Token | Kind::TokenChain => {
-            let chain = token::chain_from_value(artifact)?;
-            match token::verify_chain(&chain, now) {
-                Ok(()) => (true, json!({"tokens": chain.len()})),
+            let tokens = artifact.get("chain").unwrap_or(artifact);
+            let items: Vec<&Value> = match tokens {
+                Value::Array(items) => items.iter().collect(),
+                one => vec![one],
+            };
+            let checked = delegation::from_value(artifact)
+                .map_err(|f| {
+                    let at = items
+                        .iter()
+                        .position(|t| DelegationToken::from_value(t).is_err());
+                    (at.unwrap_or(0), f)
+                })
+                .and_then(|d| {
+                    token::verify_chain(&d.chain, now)?;
+                    // The root's standing grant, when it is a tick: verified,
+                    // fitting, and within its window now.
+                    match delegation::root_grant(&d.chain, &d.grants) {
+                        Ok(Some(g)) => g.window(now).map_err(|f| (0, f)),
+                        Ok(None) => Ok(()),
+                        Err(f) => Err((0, f)),
+                    }
+                });
+            match checked {
+                Ok(()) => (true, json!({"tokens": items.len()})),
                 Err((i, f)) => (
                     false,
-                    json!({"tokens": chain.len(), "index": i,
-                    "error": {"type": f.reason.as_str(), "message": f.detail}}),
+                    json!({"tokens": items.len(), "index": i, "error": error_json(&f)}),
                 ),
             }
         }
         Kind::Sequence => {
             let items = artifact.as_array().map(Vec::as_slice).unwrap_or_default();
-            let mut entries = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                let r = Receipt::from_value(item)?;
-                let key = match known.get(&r.motebit_id) {
-                    Some(k) => *k,
-                    None => r.embedded_key().map_err(|f| {
-                        Failure::new(f.reason, format!("receipt {i}: {}", f.detail))
-                    })?,
-                };
-                entries.push((r, key));
-            }
-            match receipt::verify_sequence(&entries) {
-                Ok(()) => (true, json!({"receipts": entries.len()})),
+            let entries: Result<Vec<_>, (usize, Failure)> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let r = Receipt::from_value(item).map_err(|f| (i, f))?;
+                    let key = match known.get(&r.motebit_id) {
+                        Some(k) => *k,
+                        None => r.embedded_key().map_err(|f| (i, f))?,
+                    };
+                    Ok((r, key))
+                })
+                .collect();
+            match entries.and_then(|e| receipt::verify_sequence(&e)) {
+                Ok(()) => (true, json!({"receipts": items.len()})),
                 Err((i, f)) => (
                     false,
-                    json!({"receipts": entries.len(), "index": i,
-                    "error": {"type": f.reason.as_str(), "message": f.detail}}),
+                    json!({"receipts": items.len(), "index": i, "error": error_json(&f)}),
                 ),
             }
         }
@@ -132,62 +181,91 @@ pub fn verify(artifact: &Value, known: &KnownKeys, now: f64) -> Result<(bool, Va
     ))
 }
 
+/// `value` as the JSON object an artifact must be, or why not.
+fn object<'a>(value: Option<&'a Value>, what: &str) -> Result<&'a Map<String, Value>, Failure> {
+    value
+        .and_then(Value::as_object)
+        .ok_or_else(|| Failure::malformed(format!("{what} is not a JSON object")))
+}
+
+/// An optional part: absent or `null` is none; else it must be an object.
+fn optional<'a>(
+    value: Option<&'a Value>,
+    what: &str,
+) -> Result<Option<&'a Map<String, Value>>, Failure> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        v => object(v, what).map(Some),
+    }
+}
+
+fn unjudged(u: verdict::Unjudged) -> Failure {
+    Failure::malformed(u.to_string())
+}
+
 /// The verdict of a corpus case (`{kind, input}`) or a bare receipt or
 /// token, at `now` (epoch ms) unless the case gives its own; `pinned`
-/// answers the pinned key of an ID.
+/// answers the pinned key of an ID. Any receipt or token that is a JSON
+/// object gets the verdict the reference gives it.
 pub fn verdict(
     input: &Value,
     now: f64,
     pinned: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Verdict, Failure> {
+    let pin_of = |id: Option<&Value>| id.and_then(Value::as_str).and_then(pinned);
     if let (Some(kind), Some(inner)) = (
         input.get("kind").and_then(Value::as_str),
         input.get("input"),
     ) {
-        return match kind {
-            "receipt" => {
-                let r = Receipt::from_value(inner.get("receipt").unwrap_or(&Value::Null))?;
-                Ok(verdict::receipt(&r, pinned(&r.motebit_id).as_deref()))
+        return match Subject::from_name(kind) {
+            Some(Subject::Receipt) => {
+                let r = object(inner.get("receipt"), "input.receipt")?;
+                Ok(verdict::receipt(r, pin_of(r.get("motebit_id")).as_deref()))
             }
-            "delegation_token" => {
-                let t = DelegationToken::from_value(inner.get("token").unwrap_or(&Value::Null))?;
-                let grant = match inner.get("grant") {
-                    Some(g) if !g.is_null() => Some(StandingDelegation::from_value(g)?),
-                    _ => None,
+            Some(Subject::DelegationToken) => {
+                let t = object(inner.get("token"), "input.token")?;
+                let grant = optional(inner.get("grant"), "input.grant")?;
+                let options = match inner.get("options") {
+                    None | Some(Value::Null) => Value::Null,
+                    Some(o @ Value::Object(_)) => o.clone(),
+                    Some(_) => {
+                        return Err(Failure::malformed("input.options is not a JSON object"))
+                    }
                 };
-                let options: TokenOptions = match inner.get("options") {
-                    Some(o) if !o.is_null() => serde_json::from_value(o.clone())
-                        .map_err(|e| Failure::malformed(format!("options: {e}")))?,
-                    _ => TokenOptions::default(),
-                };
-                Ok(verdict::delegation_token(
-                    &t,
-                    grant.as_ref(),
+                verdict::delegation_token(
+                    t,
+                    grant,
                     &options,
                     now,
-                    pinned(&t.delegator_id).as_deref(),
-                ))
+                    pin_of(t.get("delegator_id")).as_deref(),
+                )
+                .map_err(unjudged)
             }
-            other => Err(Failure::new(
+            Some(other) => Err(Failure::malformed(format!(
+                "dgw gives verdicts on receipts and delegation tokens, not on {:?}",
+                serde_json::to_value(other).unwrap_or_default()
+            ))),
+            None => Err(Failure::new(
                 Reason::Malformed,
-                format!("unknown case kind {other:?}"),
+                format!("unknown case kind {kind:?} (not a VerdictSubject)"),
             )),
         };
     }
     match kind_of(input)? {
         Kind::Receipt => {
-            let r = Receipt::from_value(input)?;
-            Ok(verdict::receipt(&r, pinned(&r.motebit_id).as_deref()))
+            let r = object(Some(input), "the receipt")?;
+            Ok(verdict::receipt(r, pin_of(r.get("motebit_id")).as_deref()))
         }
         Kind::Token => {
-            let t = DelegationToken::from_value(input)?;
-            Ok(verdict::delegation_token(
-                &t,
+            let t = object(Some(input), "the token")?;
+            verdict::delegation_token(
+                t,
                 None,
-                &TokenOptions::default(),
+                &Value::Null,
                 now,
-                pinned(&t.delegator_id).as_deref(),
-            ))
+                pin_of(t.get("delegator_id")).as_deref(),
+            )
+            .map_err(unjudged)
         }
         _ => Err(Failure::malformed(
             "a verdict is of one receipt or one delegation token",

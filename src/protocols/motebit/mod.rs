@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use delegateos::Keypair;
 use motebit::bearer::SignedToken;
-use motebit::token::{self, DelegationToken};
+use motebit::token::{self, DelegationToken, StandingDelegation};
 use motebit::{Failure, Reason};
 use serde_json::{json, Map, Value};
 
@@ -94,7 +94,14 @@ const MAX_REMEMBERED: usize = 65_536;
 #[derive(Clone)]
 struct Presented {
     bearer: Option<SignedToken>,
-    chain: Option<Arc<Vec<DelegationToken>>>,
+    chain: Option<Arc<Chain>>,
+}
+
+/// A caller's delegation chain and the standing grant its root is a tick
+/// of, if it is one.
+struct Chain {
+    tokens: Vec<DelegationToken>,
+    grants: Vec<StandingDelegation>,
 }
 
 /// What a grant remembers for the events after it.
@@ -212,16 +219,34 @@ impl Motebit {
             )));
         };
         let now = now_ms();
+        let grants = &chain.grants;
+        let chain = &chain.tokens;
         let chain_digest = format!("c{}", motebit::encoding::sha256_hex(presented.as_bytes()));
         let checked = self
-            .verified_once(chain_digest, || token::verify_chain_signed(chain))
-            .and_then(|()| token::chain_windows(chain, now as f64));
+            .verified_once(chain_digest, || {
+                token::verify_chain_signed(chain)?;
+                motebit::delegation::root_grant(chain, grants)
+                    .map(drop)
+                    .map_err(|f| (0, f))
+            })
+            .and_then(|()| token::chain_windows(chain, now as f64))
+            .and_then(
+                |()| match motebit::delegation::find_root_grant(chain, grants) {
+                    Ok(Some(g)) => g.window(now as f64).map_err(|f| (0, f)),
+                    Ok(None) => Ok(()),
+                    Err(f) => Err((0, f)),
+                },
+            );
         if let Err((i, f)) = checked {
             return Ok(Err(Failure::new(
                 f.reason,
                 format!("delegation {i}: {}", f.detail),
             )));
         }
+        // Verified above (signature, shape and fit remembered by digest).
+        let grant = motebit::delegation::find_root_grant(chain, grants)
+            .ok()
+            .flatten();
         let (root, last) = match (chain.first(), chain.last()) {
             (Some(r), Some(l)) => (r, l),
             _ => return Ok(Err(Failure::malformed("the delegation chain is empty"))),
@@ -292,17 +317,26 @@ impl Motebit {
                 format!("bearer token {:?} was already used", claims.jti),
             )));
         }
-        let names: Vec<String> = chain.iter().map(token_name).collect();
+        let mut names: Vec<String> = chain.iter().map(token_name).collect();
+        // A tick's charges meet first at its grant's node, whatever the
+        // tick: the delegator's signed ceiling caps them all (§3.3).
+        let limit = match grant {
+            Some(g) => {
+                names.insert(0, grant_name(g));
+                delegator
+                    .budget_microcents
+                    .min(motebit::ceiling::grant_bound_microcents(
+                        g.spend_ceiling.as_ref(),
+                    ))
+            }
+            None => delegator.budget_microcents,
+        };
         let scope = motebit::scope::Scope::parse(&last.scope);
         let resources: Vec<String> = call.requests.iter().map(|r| r.resource.clone()).collect();
         Ok(Ok(Grant {
             protocol: ID,
             tenant: delegator.tenant.clone(),
-            levels: BudgetKey::for_path(
-                &budget_root(&delegator.motebit_id),
-                &names,
-                delegator.budget_microcents,
-            ),
+            levels: BudgetKey::for_path(&budget_root(&delegator.motebit_id), &names, limit),
             chain: Vec::new(),
             authority: Box::new(Capabilities(motebit::translate::capabilities(&scope))),
             requests: Some(motebit::translate::requests(
@@ -332,6 +366,14 @@ fn identity_text(value: &Value, motebit_id: &str, public_key: &str) -> String {
     format!("{value}\n[motebit:{id} key:{key}]")
 }
 
+/// The budget node of a standing grant below its delegator's root: by its
+/// delegator key and `grant_id` (as the reference keys its spend state),
+/// digested so that no `grant_id` can shape the path.
+fn grant_name(g: &StandingDelegation) -> String {
+    let id = format!("{}/{}", g.delegator_public_key, g.grant_id);
+    format!("grant-{}", motebit::encoding::sha256_hex(id.as_bytes()))
+}
+
 /// The budget-key root of a delegator's delegations.
 fn budget_root(delegator: &str) -> String {
     format!("motebit:{delegator}")
@@ -345,13 +387,16 @@ pub const DELEGATION_HEADER: &str = "motebit-delegation";
 /// The delegation is the authority: reservations and sessions are bound to
 /// it, not to the short-lived bearer token.
 fn delegation_credential(value: &Value) -> Result<Credential, Denial> {
-    let chain = token::chain_from_value(value).map_err(|f| denial(&f))?;
+    let d = motebit::delegation::from_value(value).map_err(|f| denial(&f))?;
     let presented = motebit::encoding::canonical(value).map_err(|f| denial(&f))?;
     Ok(Credential::new(
         String::from_utf8_lossy(&presented).into_owned(),
         Presented {
             bearer: None,
-            chain: Some(Arc::new(chain)),
+            chain: Some(Arc::new(Chain {
+                tokens: d.chain,
+                grants: d.grants,
+            })),
         },
     ))
 }

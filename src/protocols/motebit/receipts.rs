@@ -20,8 +20,11 @@ use crate::protocol::{Call, Review};
 pub const ATTESTATION_META: &str = "dgw/attestation";
 
 /// The receipt a text content item carries, if it is one: JSON with the
-/// members every receipt has, optionally followed by the reference's
-/// `[motebit:… key:…]` tag on its last line.
+/// members that make it a signed receipt (`task_id`, `motebit_id`,
+/// `signature`), optionally followed by the reference's `[motebit:…
+/// key:…]` tag on its last line. Not `suite`: a receipt without it is one
+/// the reference judges (fail closed), so it is verified and withheld,
+/// never passed on as if it were no receipt.
 fn receipt_in(text: &str) -> Option<Value> {
     let text = text.trim();
     let body = match text.rsplit_once('\n') {
@@ -32,7 +35,7 @@ fn receipt_in(text: &str) -> Option<Value> {
         return None;
     }
     let value: Value = serde_json::from_str(body).ok()?;
-    ["task_id", "motebit_id", "signature", "suite"]
+    ["task_id", "motebit_id", "signature"]
         .iter()
         .all(|m| value.get(m).is_some())
         .then_some(value)
@@ -202,6 +205,9 @@ mod tests {
         assert_eq!(receipt_in(&r.to_string()), Some(r.clone()));
         assert_eq!(receipt_in("plain text"), None);
         assert_eq!(receipt_in(r#"{"signature": 1}"#), None);
+        // Without its suite it is still a receipt (to be judged, and withheld).
+        let no_suite = json!({"task_id": "t", "motebit_id": "m", "signature": "s"});
+        assert_eq!(receipt_in(&no_suite.to_string()), Some(no_suite));
         let result = json!({"content": [{"type": "text", "text": "hello"}, {"type": "text", "text": tagged}]});
         assert_eq!(receipts_in(&result), vec![(1, r)]);
     }
