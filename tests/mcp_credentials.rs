@@ -418,3 +418,111 @@ fn a_rotated_key_is_taken_by_reload_without_dropping_calls() {
     .unwrap();
     assert_eq!(last["headers"]["x-api-key"], new);
 }
+
+/// Runs the SDK's stdio client on `dgw mcp` launched with `launch`.
+fn sdk_stdio(launch: &Value, calls: &Value) -> Value {
+    let out = std::process::Command::new("node")
+        .arg(tests_dir().join("mcp/sdk-stdio-client.mjs"))
+        .arg(launch.to_string())
+        .arg(calls.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn dgw_mcp_launched_by_the_sdk_host_from_elsewhere_runs_every_call_under_its_dct() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().canonicalize().unwrap();
+    let root = seed(1);
+    let echo = tests_dir().join("mcp/echo-server.mjs");
+    let extra = format!("[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\n{RULES}");
+    let config = gateway_config(&d, &[("acme", root.principal_id())], &extra);
+    let elsewhere = d.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let session = root_token(&root, &seed(2), &["demo:echo:*"], 1000, 3600);
+    let narrower = attenuate(&session, &seed(2), &seed(3), 2, Some(500), None);
+    let other_root = seed(9);
+    let wider = root_token(&other_root, &seed(2), &["demo:*:*"], 1000, 3600);
+    let launch = json!({
+        "command": env!("CARGO_BIN_EXE_dgw"),
+        "args": ["mcp", "--config", config],
+        "env": {"DGW_DCT": session.encode()},
+        "cwd": elsewhere,
+    });
+    let out = sdk_stdio(
+        &launch,
+        &json!([
+            {"name": "echo", "arguments": {"text": "from a host"}},
+            {"name": "leak", "arguments": {"name": "PATH"}},
+            {"name": "echo", "arguments": {"text": "narrower"}, "delegateos": {"dct": narrower.encode()}},
+            {"name": "leak", "arguments": {"name": "PATH"}, "delegateos": {"dct": wider.encode()}},
+        ]),
+    );
+    let calls = &out["calls"];
+    assert_eq!(
+        calls[0]["result"]["content"][0]["text"], "from a host",
+        "{out}"
+    );
+    assert_eq!(
+        calls[1]["error"]["data"]["type"], "capability_not_granted",
+        "{out}"
+    );
+    assert_eq!(
+        calls[2]["result"]["content"][0]["text"], "narrower",
+        "{out}"
+    );
+    assert_eq!(
+        calls[3]["error"]["data"]["type"], "session_credential_mismatch",
+        "{out}"
+    );
+    // Nothing was made in the directory it was launched from.
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    // The same from a file (0600), with DGW_DCT absent.
+    let file = secret_file(&d, "session.dct", &session.encode(), 0o600);
+    let launch = json!({
+        "command": env!("CARGO_BIN_EXE_dgw"),
+        "args": ["mcp", "--config", config, "--dct-file", file],
+        "env": {},
+        "cwd": elsewhere,
+    });
+    let out = sdk_stdio(
+        &launch,
+        &json!([{"name": "echo", "arguments": {"text": "from a file"}}]),
+    );
+    assert_eq!(
+        out["calls"][0]["result"]["content"][0]["text"], "from a file",
+        "{out}"
+    );
+}
+
+#[test]
+fn a_second_process_on_a_data_directory_is_told_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let config = gateway_config(d, &[("acme", seed(1).principal_id())], "");
+    let _gw = Gateway::start(&config);
+    let out = dgw()
+        .args(["mcp", "--config", config.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let said = stderr(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "data_dir {} is in use by another dgw process",
+            d.join("data").display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("Give this one its own `data_dir`"), "{said}");
+    assert!(!said.contains("WouldBlock"), "{said}");
+}
