@@ -28,6 +28,42 @@ pub fn is_new(dir: &Path) -> bool {
     !STATE_ENTRIES.iter().any(|e| dir.join(e).exists())
 }
 
+/// Why a data directory could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("data_dir {0} is in use by another dgw process (a running `dgw serve` or `dgw mcp`): only one process may use a data directory. Give this one its own `data_dir`, or share state between processes with `[state] backend = \"redis\"` (each process still with its own data_dir)")]
+    InUse(String),
+    #[error("data_dir {path}: cannot lock {path}/dgw.lock: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Takes `dir` for this process (an exclusive `flock` on `dir/dgw.lock`,
+/// released when the file is dropped or the process ends): a second
+/// process on the same directory gets [`LockError::InUse`] before it reads
+/// or writes anything there, not sled's bare `WouldBlock`.
+pub fn lock(dir: &Path) -> Result<fs::File, LockError> {
+    let io = |source| LockError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("dgw.lock"))
+        .map_err(io)?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            Err(LockError::InUse(dir.display().to_string()))
+        }
+        Err(e) => Err(io(e.into())),
+    }
+}
+
 /// Creates `dir` (mode 0700) if needed and tightens what is already there;
 /// returns how many entries were tightened.
 pub fn prepare(dir: &Path) -> io::Result<usize> {

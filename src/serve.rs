@@ -51,6 +51,10 @@ pub enum ServeError {
     Tls(#[from] crate::tls::TlsError),
     #[error("the audit log: {0}")]
     Audit(#[from] dgw_audit_log::AuditError),
+    #[error(transparent)]
+    Locked(#[from] crate::data_dir::LockError),
+    #[error("the session DCT (--dct-file or DGW_DCT) is refused: {0}")]
+    SessionDct(String),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -77,6 +81,8 @@ struct State {
     motebit: Arc<Motebit>,
     /// Sealed and synced at exit.
     audit_log: Option<Arc<dgw_audit_log::AuditLog>>,
+    /// Holds the data directory for this process while it runs.
+    _data_lock: Option<std::fs::File>,
 }
 
 /// Opens the data directory, the keys and every store (the embedded backend
@@ -91,6 +97,13 @@ async fn open_state(
         path: config.data_dir.display().to_string(),
         source,
     })?;
+    // Before the key file, the store or the journal is touched.
+    let data_lock = match (&config.state, config.ephemeral) {
+        (crate::config::StateConfig::Embedded, false) => {
+            Some(crate::data_dir::lock(&config.data_dir)?)
+        }
+        _ => None,
+    };
     let gateway_key = Arc::new(keyfile::read_or_create(
         &config.key_file,
         if first_start {
@@ -253,6 +266,7 @@ async fn open_state(
         talos,
         motebit,
         audit_log,
+        _data_lock: data_lock,
     })
 }
 
@@ -600,13 +614,30 @@ fn spawn_reload_on_hangup(reloader: Arc<Reloader>) -> tokio::task::JoinHandle<()
 
 /// `dgw mcp`: serves MCP on stdin/stdout until stdin closes (or SIGTERM).
 /// Logs go to stderr; stdout carries only MCP messages.
-pub async fn run_stdio(config: Config) -> Result<(), ServeError> {
+/// `dct`: the DCT every call of the session runs under (`--dct-file`,
+/// `DGW_DCT`), refused here when it could never authorize anything.
+pub async fn run_stdio(config: Config, dct: Option<String>) -> Result<(), ServeError> {
     let state = open_state(&config, Vec::new()).await?;
     let proxy = start_mcp(&config, &state).await;
+    let pinned = match dct {
+        None => None,
+        Some(token) => {
+            let found = proxy
+                .protocols()
+                .from_header(&format!("DCT {token}"))
+                .ok_or_else(|| ServeError::SessionDct("not a DCT".into()))?
+                .map_err(|d| ServeError::SessionDct(d.message()))?;
+            proxy
+                .standing(&found)
+                .await
+                .map_err(|d| ServeError::SessionDct(d.message()))?;
+            Some(found)
+        }
+    };
     let sweeper = spawn_sweeper(&config, &state);
     tracing::info!(gateway = %state.gateway_key.principal_id(), "dgw serving MCP on stdio");
     tokio::select! {
-        served = crate::mcp::stdio_server::serve(proxy, config.server.max_body_bytes) => {
+        served = crate::mcp::stdio_server::serve(proxy, config.server.max_body_bytes, pinned) => {
             if let Err(e) = served {
                 tracing::error!(error = %e, "reading stdin failed");
             }

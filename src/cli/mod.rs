@@ -50,6 +50,10 @@ enum Command {
         /// Log format (logs go to stderr).
         #[arg(long = "log-format", value_enum, default_value = "text")]
         log_format: crate::logs::LogFormat,
+        /// A file holding the DCT every call of the session runs under
+        /// (0600, 0400 or 0440); else the `DGW_DCT` environment variable.
+        #[arg(long = "dct-file")]
+        dct_file: Option<PathBuf>,
     },
     /// Create an Ed25519 key file (mode 0600) and print its principal ID.
     Keygen {
@@ -113,12 +117,19 @@ enum AdminTokenCommand {
 fn run_gateway(
     config: &std::path::Path,
     log_format: crate::logs::LogFormat,
-    stdio: bool,
+    stdio: Option<Option<String>>,
     ephemeral: bool,
 ) -> Result<Outcome, CliError> {
     crate::logs::init_logs(log_format);
+    // Before any secret is read: a core would hold them all.
+    let cores = no_core_dumps();
     let mut config =
         crate::config::Config::load(config).map_err(|e| CliError::Usage(e.to_string()))?;
+    if config.server.core_dumps {
+        if let Some(limit) = cores {
+            let _ = rustix::process::setrlimit(rustix::process::Resource::Core, limit);
+        }
+    }
     config.ephemeral = ephemeral;
     // Checked when the file was read.
     let _ = crate::logs::set_level(&config.log_level);
@@ -131,16 +142,46 @@ fn run_gateway(
         .build()
         .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
     let run = async {
-        if stdio {
-            crate::serve::run_stdio(config).await
-        } else {
-            crate::serve::run(config).await
+        match stdio {
+            Some(dct) => crate::serve::run_stdio(config, dct).await,
+            None => crate::serve::run(config).await,
         }
     };
     runtime
         .block_on(run)
         .map_err(|e| CliError::Usage(e.to_string()))?;
     Ok(Outcome::Success)
+}
+
+/// The DCT `dgw mcp` runs its session under: `--dct-file`, else `DGW_DCT`.
+fn session_dct(file: Option<&std::path::Path>) -> Result<Option<String>, CliError> {
+    if let Some(path) = file {
+        let secret = crate::mcp::secret::Secret::from_file(path)
+            .map_err(|e| CliError::Usage(format!("--dct-file: {e}")))?;
+        return Ok(Some(secret.expose().trim().to_owned()));
+    }
+    match std::env::var("DGW_DCT") {
+        Ok(v) if !v.trim().is_empty() => Ok(Some(v.trim().to_owned())),
+        _ => Ok(None),
+    }
+}
+
+/// Sets the soft core-size limit to 0; returns the limit it replaced (the
+/// hard limit is left, so `[server] core_dumps = true` can restore it).
+fn no_core_dumps() -> Option<rustix::process::Rlimit> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let before = getrlimit(Resource::Core);
+    let off = Rlimit {
+        current: Some(0),
+        maximum: before.maximum,
+    };
+    match setrlimit(Resource::Core, off) {
+        Ok(()) => Some(before),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot turn core dumps off");
+            None
+        }
+    }
 }
 
 /// A command's outcome that is not success.
@@ -191,8 +232,15 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             config,
             ephemeral,
             log_format,
-        } => run_gateway(&config, log_format, false, ephemeral),
-        Command::Mcp { config, log_format } => run_gateway(&config, log_format, true, false),
+        } => run_gateway(&config, log_format, None, ephemeral),
+        Command::Mcp {
+            config,
+            log_format,
+            dct_file,
+        } => {
+            let dct = session_dct(dct_file.as_deref())?;
+            run_gateway(&config, log_format, Some(dct), false)
+        }
         Command::Keygen { out, force } => {
             let key = keyfile::generate()?;
             keyfile::write(&out, &key, force)?;
@@ -218,6 +266,9 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
                 .map_err(|e| CliError::Usage(format!("config {}: {e}", file.display())))?;
             for note in notes {
                 eprintln!("{note}");
+            }
+            for line in upstream_credentials(&c.upstreams) {
+                say!("{line}");
             }
             say!(
                 "{}: valid (http {}, grpc {}, {} tenant(s), {} upstream(s), {} admin token(s), TLS {})",
@@ -249,6 +300,35 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             Ok(Outcome::Success)
         }
     }
+}
+
+/// What each upstream is given, by key and source, values redacted.
+fn upstream_credentials(upstreams: &[crate::mcp::UpstreamSpec]) -> Vec<String> {
+    use crate::mcp::secret::Secret;
+    let shown = |s: &Secret| match s.is_secret() {
+        true => format!("<redacted> from {}", s.source()),
+        false => format!("{:?}", s.expose()),
+    };
+    let mut out = Vec::new();
+    for u in upstreams {
+        for h in &u.credentials.headers {
+            out.push(format!(
+                "upstream {}: header {} = {}",
+                u.name,
+                h.name,
+                shown(&h.secret)
+            ));
+        }
+        if let crate::mcp::TransportSpec::Stdio { env, cwd, .. } = &u.transport {
+            for (name, s) in env {
+                out.push(format!("upstream {}: env {name} = {}", u.name, shown(s)));
+            }
+            if let Some(cwd) = cwd {
+                out.push(format!("upstream {}: cwd {}", u.name, cwd.display()));
+            }
+        }
+    }
+    out
 }
 
 /// Reads an argument that may be `-` for standard input, trimmed.

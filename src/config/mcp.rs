@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{Check, ConfigError};
+use crate::mcp::auth::{HeaderCredential, HttpCredentials};
 use crate::mcp::proxy::DATA_METHODS;
+use crate::mcp::secret::{names_a_credential, Secret};
 use crate::mcp::tools::{
     split_capability, NamePattern, ResourceSource, ToolPolicy, ToolRule, ToolRules,
 };
@@ -86,6 +88,39 @@ pub(super) struct RawUpstream {
     pub(super) ca_file: Option<PathBuf>,
     #[serde(default)]
     pub(super) tools: Vec<RawTool>,
+    /// Headers dgw sends an HTTP upstream.
+    #[serde(default)]
+    pub(super) headers: Vec<RawNamedValue>,
+    /// A bearer token dgw sends an HTTP upstream.
+    #[serde(default)]
+    pub(super) bearer: Option<RawValue>,
+    /// Variables set for a stdio upstream.
+    #[serde(default)]
+    pub(super) env: Vec<RawNamedValue>,
+    /// Where a stdio upstream runs.
+    #[serde(default)]
+    pub(super) cwd: Option<PathBuf>,
+}
+
+/// A value given inline, from a file or from dgw's environment.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawValue {
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    value_file: Option<PathBuf>,
+    #[serde(default)]
+    value_env: Option<String>,
+}
+
+/// A named [`RawValue`] (a header, an environment variable).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNamedValue {
+    name: String,
+    #[serde(flatten)]
+    value: RawValue,
 }
 
 /// One JSON Pointer or several.
@@ -211,12 +246,67 @@ pub(super) fn parse_upstreams(
                 "verifies an https:// upstream; this upstream has none".into(),
             ));
         }
+        let is_http = u.url.is_some();
+        if !is_http && (!u.headers.is_empty() || u.bearer.is_some()) {
+            return Err(check.invalid(
+                &key(if u.bearer.is_some() {
+                    "bearer"
+                } else {
+                    "headers"
+                }),
+                "are sent to an HTTP upstream; this upstream runs a `command` (give it `env`)"
+                    .into(),
+            ));
+        }
+        if is_http && (!u.env.is_empty() || u.cwd.is_some()) {
+            return Err(check.invalid(
+                &key(if u.cwd.is_some() { "cwd" } else { "env" }),
+                "is for a stdio upstream (`command`); this one has a `url`".into(),
+            ));
+        }
+        let credentials = http_credentials(u.headers, u.bearer, &key, check)?;
         let transport = match (u.command, u.url) {
             (Some(command), None) => {
                 if command.first().is_none_or(|p| p.is_empty()) {
                     return Err(check.invalid(&key("command"), "must name a program to run".into()));
                 }
-                TransportSpec::Stdio { command }
+                let mut env = Vec::new();
+                for (j, v) in u.env.into_iter().enumerate() {
+                    let k = key(&format!("env[{j}]"));
+                    let ok = !v.name.is_empty()
+                        && !v.name.starts_with(|c: char| c.is_ascii_digit())
+                        && v.name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !ok {
+                        return Err(check.invalid(
+                            &format!("{k}.name"),
+                            format!(
+                                "{:?} is not an environment variable name (A-Z a-z 0-9 _)",
+                                v.name
+                            ),
+                        ));
+                    }
+                    if env.iter().any(|(n, _)| *n == v.name) {
+                        return Err(check
+                            .invalid(&format!("{k}.name"), format!("{:?} is set twice", v.name)));
+                    }
+                    let secret = read_value(v.value, &v.name, &k, check)?;
+                    env.push((v.name, secret));
+                }
+                if let Some(cwd) = &u.cwd {
+                    if !cwd.is_dir() {
+                        return Err(check.invalid(
+                            &key("cwd"),
+                            format!("{} is not a directory", cwd.display()),
+                        ));
+                    }
+                }
+                TransportSpec::Stdio {
+                    command,
+                    env,
+                    cwd: u.cwd,
+                }
             }
             (None, Some(url)) => {
                 let uri: hyper::Uri = url.parse().map_err(|e| {
@@ -326,7 +416,101 @@ pub(super) fn parse_upstreams(
             transport,
             timeout,
             rules: ToolRules(rules),
+            credentials,
         });
     }
     Ok(out)
+}
+
+/// Headers that carry the protocol itself: dgw sets them, a config may not.
+const RESERVED_HEADERS: [&str; 10] = [
+    "host",
+    "content-type",
+    "content-length",
+    "accept",
+    "connection",
+    "transfer-encoding",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "x-request-id",
+    "te",
+];
+
+/// An upstream's `headers` and `bearer`, each value read now.
+fn http_credentials(
+    headers: Vec<RawNamedValue>,
+    bearer: Option<RawValue>,
+    key: &dyn Fn(&str) -> String,
+    check: &Check<'_>,
+) -> Result<HttpCredentials, ConfigError> {
+    let mut out = HttpCredentials::default();
+    for (j, h) in headers.into_iter().enumerate() {
+        let k = key(&format!("headers[{j}]"));
+        let name = hyper::header::HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
+            check.invalid(
+                &format!("{k}.name"),
+                format!("{:?} is not a header name", h.name),
+            )
+        })?;
+        if RESERVED_HEADERS.contains(&name.as_str()) {
+            return Err(check.invalid(&format!("{k}.name"), format!("{name} is set by dgw itself")));
+        }
+        if out.headers.iter().any(|x| x.name == name) {
+            return Err(check.invalid(&format!("{k}.name"), format!("{name} is set twice")));
+        }
+        let secret = read_value(h.value, &h.name, &k, check)?;
+        out.headers.push(HeaderCredential {
+            name,
+            scheme: None,
+            secret,
+        });
+    }
+    if let Some(b) = bearer {
+        let k = key("bearer");
+        if out
+            .headers
+            .iter()
+            .any(|x| x.name == hyper::header::AUTHORIZATION)
+        {
+            return Err(check.invalid(&k, "sets Authorization, which `headers` sets too".into()));
+        }
+        let secret = read_value(b, "Authorization", &k, check)?;
+        out.headers.push(HeaderCredential {
+            name: hyper::header::AUTHORIZATION,
+            scheme: Some("Bearer "),
+            secret,
+        });
+    }
+    Ok(out)
+}
+
+/// Reads one value: exactly one of `value` (refused for a credential's
+/// `name`), `value_file` or `value_env`. Errors name the file or variable,
+/// never what it holds.
+fn read_value(
+    raw: RawValue,
+    name: &str,
+    key: &str,
+    check: &Check<'_>,
+) -> Result<Secret, ConfigError> {
+    let read = match (raw.value, raw.value_file, raw.value_env) {
+        (Some(v), None, None) => {
+            if names_a_credential(name) {
+                return Err(check.invalid(
+                    &format!("{key}.value"),
+                    format!("{name} carries a credential: give it with value_file or value_env, never in the config"),
+                ));
+            }
+            Secret::inline(&v)
+        }
+        (None, Some(f), None) => Secret::from_file(&f),
+        (None, None, Some(e)) => Secret::from_env(&e),
+        _ => {
+            return Err(check.invalid(
+                key,
+                "give exactly one of value, value_file or value_env".into(),
+            ))
+        }
+    };
+    read.map_err(|e| check.invalid(key, e.to_string()))
 }

@@ -36,6 +36,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// TLS on every listener (`[server.tls]`); none: plain text.
     pub tls: Option<TlsFiles>,
+    /// Let the process dump core (off: a core would hold every upstream
+    /// secret and key in memory).
+    pub core_dumps: bool,
 }
 
 #[derive(Deserialize)]
@@ -64,6 +67,8 @@ pub(super) struct RawServer {
     pub(super) max_connections: usize,
     #[serde(default)]
     pub(super) tls: Option<RawTls>,
+    #[serde(default)]
+    pub(super) core_dumps: bool,
 }
 
 /// `[server.tls]`.
@@ -163,6 +168,7 @@ impl RawServer {
                 }
                 n => n,
             },
+            core_dumps: raw.core_dumps,
         })
     }
 }

@@ -7,12 +7,21 @@
 // on one line. With --odd-names it also offers tools whose names dgw must
 // drop. Over HTTP, `request_id` answers the X-Request-Id header its own
 // call came with.
+// Credentials (tests of what dgw presents upstream):
+//   --require-header NAME FILE  (HTTP) answers 401 unless header NAME is one
+//                               of FILE's lines (read again per request)
+//   --require-env NAME FILE     (stdio) exits 1 unless $NAME is FILE's text
+//   --header-log FILE           (HTTP) appends each request's headers and
+//                               body as a JSON line
+// `env_names` answers the names in its environment, `workdir` its directory,
+// and `leak` the value of the header or variable it names (and writes it
+// to stderr): an upstream that gives its secret away.
 //   node echo-server.mjs            (stdio)
 //   node echo-server.mjs --http 0   (Streamable HTTP on 127.0.0.1; prints
 //                                     "echo-server listening port=N")
 //   node echo-server.mjs --http 0 --https CERT KEY   (the same over TLS)
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { appendFileSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createServer as createTlsServer } from "node:https";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -23,6 +32,16 @@ import { z } from "zod";
 let calls = 0;
 let cancellations = 0;
 let lastRequestId = "";
+let lastHeaders = {};
+const flag = (name) => {
+  const i = process.argv.indexOf(name);
+  return i < 0 ? undefined : [process.argv[i + 1], process.argv[i + 2]];
+};
+const requireEnv = flag("--require-env");
+if (requireEnv && process.env[requireEnv[0]] !== readFileSync(requireEnv[1], "utf8").trim()) {
+  process.stderr.write(`echo-server: ${requireEnv[0]} is not set right; exiting\n`);
+  process.exit(1);
+}
 
 function build() {
   const server = new McpServer({ name: "echo-server", version: "1.0.0" });
@@ -37,6 +56,21 @@ function build() {
     async ({ text }) => {
       calls += 1;
       return { content: [{ type: "text", text }] };
+    },
+  );
+  server.registerTool("env_names", { description: "Names in the environment" }, async () => ({
+    content: [{ type: "text", text: JSON.stringify(Object.keys(process.env).sort()) }],
+  }));
+  server.registerTool("workdir", { description: "The working directory" }, async () => ({
+    content: [{ type: "text", text: process.cwd() }],
+  }));
+  server.registerTool(
+    "leak",
+    { description: "Gives a header or variable away", inputSchema: { name: z.string() } },
+    async ({ name }) => {
+      const value = lastHeaders[name.toLowerCase()] ?? process.env[name] ?? "";
+      process.stderr.write(`leaking ${value}\n`);
+      return { content: [{ type: "text", text: `the value is ${value}` }] };
     },
   );
   server.registerTool("crash", { description: "Exits the process" }, async () => {
@@ -119,7 +153,20 @@ if (http < 0) {
     const chunks = [];
     for await (const c of req) chunks.push(c);
     const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;
-    if (body?.method === "tools/call") lastRequestId = req.headers["x-request-id"] ?? "";
+    if (body?.method === "tools/call") {
+      lastRequestId = req.headers["x-request-id"] ?? "";
+      lastHeaders = req.headers;
+    }
+    const log = flag("--header-log");
+    if (log) appendFileSync(log[0], JSON.stringify({ headers: req.headers, body }) + "\n");
+    const required = flag("--require-header");
+    if (required) {
+      const accepted = readFileSync(required[1], "utf8").split("\n").filter((l) => l);
+      if (!accepted.includes(req.headers[required[0].toLowerCase()])) {
+        res.writeHead(401, { "content-type": "text/plain" }).end(`bad ${required[0]}: ${req.headers[required[0].toLowerCase()]}`);
+        return;
+      }
+    }
     const sid = req.headers["mcp-session-id"];
     let transport = sid ? transports.get(sid) : undefined;
     if (!transport) {

@@ -317,6 +317,13 @@ impl Gateway {
         Self::start_as(dgw(), config)
     }
 
+    /// [`Gateway::start`] with `env` added to dgw's environment.
+    pub fn start_with_env(config: &Path, env: &[(&str, &str)]) -> Gateway {
+        let mut command = dgw();
+        command.envs(env.iter().copied());
+        Self::start_as(command, config)
+    }
+
     /// Starts `dgw serve --ephemeral --config CONFIG`: state in memory.
     pub fn start_ephemeral(config: &Path) -> Gateway {
         let mut command = dgw();

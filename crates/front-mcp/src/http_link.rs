@@ -92,6 +92,8 @@ impl HttpLink {
                 upstream: up.name().to_owned(),
                 detail: e.to_string(),
             })?;
+        // dgw's own credential for this upstream; nothing of the caller's.
+        up.credentials().apply(req.headers_mut());
         // The request this call serves, for the upstream's own logs.
         if let Some(id) = dgw_core::request_id::current() {
             if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {

@@ -6,6 +6,7 @@
 // Untrusted input never panics the gateway: no unwrap outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod auth;
 mod call;
 pub mod cancel;
 pub mod http_link;
@@ -14,6 +15,7 @@ pub mod message;
 pub mod proxy;
 pub mod resolve;
 pub mod scrub;
+pub mod secret;
 pub mod sessions;
 pub mod stdio_link;
 pub mod stdio_server;

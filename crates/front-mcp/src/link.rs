@@ -30,6 +30,10 @@ pub trait Host: Send + Sync {
     /// Routes a message the upstream sent: an answer goes to its waiting
     /// request in `pending`; anything else is returned.
     fn on_message(&self, pending: &Pending, value: Value) -> Option<Message>;
+    /// What dgw presents to an HTTP upstream on every request.
+    fn credentials(&self) -> std::sync::Arc<super::auth::HttpCredentials>;
+    /// `text` without the upstream's secrets (for its stderr in our logs).
+    fn redact(&self, text: &str) -> String;
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

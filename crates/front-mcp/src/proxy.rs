@@ -45,6 +45,10 @@ pub struct Session {
     pub(super) id: String,
     /// The credential presented in `initialize`, for the whole session.
     credential: RwLock<Option<Found>>,
+    /// Set when the session's credential was given by whoever started dgw
+    /// (`dgw mcp --dct-file`): no message replaces it, and a credential
+    /// in a request counts only when it extends it.
+    pinned: bool,
     /// Forwarded requests the client may cancel.
     in_flight: InFlight,
 }
@@ -56,7 +60,18 @@ impl Session {
         Self {
             id,
             credential: RwLock::new(None),
+            pinned: false,
             in_flight: InFlight::default(),
+        }
+    }
+
+    /// A session whose credential is `found` for its whole life (`dgw
+    /// mcp`'s DCT from a file or the environment).
+    pub fn pinned_to(found: Found) -> Self {
+        Self {
+            credential: RwLock::new(Some(found)),
+            pinned: true,
+            ..Self::default()
         }
     }
 
@@ -75,6 +90,7 @@ impl Default for Session {
         Self {
             id,
             credential: RwLock::new(None),
+            pinned: false,
             in_flight: InFlight::default(),
         }
     }
@@ -214,7 +230,38 @@ pub(super) fn upstream_error(e: &UpstreamError) -> RpcError {
 /// none: this one only reaches metrics and logs).
 pub(super) const REQUEST_CANCELLED: i64 = -32800;
 
-/// Takes `_delegateos` out of params, typed.
+/// `request` when it is a DCT whose chain extends `pinned`'s (the same
+/// root block, then the same attenuations and signatures, then its own):
+/// narrower or the same, never wider, never another root's.
+fn narrower(request: Found, pinned: &Found) -> Result<Found, Denial> {
+    let refuse = |why: &str| {
+        Denial::protocol(
+            request.protocol.id(),
+            "session_credential_mismatch",
+            format!("this dgw mcp session runs under the DCT it was started with; a DCT in a request must extend it ({why})"),
+        )
+    };
+    let (Ok(asked), Ok(base)) = (
+        delegateos::Dct::decode(request.credential.presented()),
+        delegateos::Dct::decode(pinned.credential.presented()),
+    ) else {
+        return Err(refuse("it is not a DCT"));
+    };
+    let (a, b) = (asked.token(), base.token());
+    let n = b.attenuations.len();
+    let extends = a.format == b.format
+        && a.authority == b.authority
+        && a.attenuations.len() >= n
+        && a.attenuations[..n] == b.attenuations[..]
+        && a.signatures.len() > n
+        && b.signatures.len() == n + 1
+        && a.signatures[..=n] == b.signatures[..];
+    if !extends {
+        return Err(refuse("it does not extend the session's chain"));
+    }
+    Ok(request)
+}
+
 impl McpProxy {
     /// The gatekeeper every call goes through.
     pub fn gate(&self) -> &Gatekeeper {
@@ -463,12 +510,27 @@ impl McpProxy {
         if let Some(found) = found {
             // Refuse a session credential that could never authorize anything.
             self.standing(&found).await.map_err(|d| denial_error(&d))?;
+            if caller.session.pinned {
+                let found = self
+                    .presented(caller, Some(found))
+                    .map_err(|d| denial_error(&d))?;
+                tracing::debug!(
+                    ?found,
+                    "initialize's credential extends the session's; the session keeps its own"
+                );
+                return self.initialize_answer(params);
+            }
             *caller
                 .session
                 .credential
                 .write()
                 .unwrap_or_else(|p| p.into_inner()) = Some(found);
         }
+        self.initialize_answer(params)
+    }
+
+    /// `initialize`'s result.
+    fn initialize_answer(&self, params: Map<String, Value>) -> Result<Reply, RpcError> {
         let asked = params
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -519,6 +581,18 @@ impl McpProxy {
         in_request: Option<Found>,
     ) -> Result<Option<Found>, Denial> {
         let header = self.header_credential(caller.authorization).transpose()?;
+        if caller.session.pinned {
+            let pinned = caller
+                .session
+                .credential
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            return Ok(match (in_request, pinned) {
+                (Some(request), Some(pinned)) => Some(narrower(request, &pinned)?),
+                (request, pinned) => request.or(pinned),
+            });
+        }
         let session = || {
             caller
                 .session

@@ -13,6 +13,11 @@ use tokio::sync::mpsc;
 
 use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
+use super::secret::{Redactor, Secret};
+
+/// What a child is given of dgw's own environment: enough for launchers
+/// such as `npx` and `uvx` to find their programs and caches, nothing else.
+pub const SAFE_BASE_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
 
 /// Lines queued for the child's stdin.
 const QUEUE: usize = 1024;
@@ -26,6 +31,11 @@ struct Conn {
 /// The stdio transport of one upstream.
 pub struct StdioLink {
     command: Vec<String>,
+    /// Set in the child's environment on top of [`SAFE_BASE_ENV`].
+    env: Vec<(String, Secret)>,
+    cwd: Option<std::path::PathBuf>,
+    /// Scrubs `env`'s secrets from the child's stderr before it is logged.
+    redactor: Arc<Redactor>,
     conn: RwLock<Option<Arc<Conn>>>,
 }
 
@@ -36,9 +46,16 @@ fn line_of(message: &Message) -> Vec<u8> {
 }
 
 impl StdioLink {
-    pub fn new(command: Vec<String>) -> Self {
+    pub fn new(
+        command: Vec<String>,
+        env: Vec<(String, Secret)>,
+        cwd: Option<std::path::PathBuf>,
+    ) -> Self {
         Self {
+            redactor: Arc::new(Redactor::new(env.iter().map(|(_, s)| s))),
             command,
+            env,
+            cwd,
             conn: RwLock::new(None),
         }
     }
@@ -118,7 +135,22 @@ impl StdioLink {
         let Some((program, args)) = self.command.split_first() else {
             return Err(std::io::Error::other("the command is empty"));
         };
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        // Never the rest of dgw's environment: it may hold other
+        // upstreams' secrets (`value_env`).
+        command.env_clear();
+        for name in SAFE_BASE_ENV {
+            if let Some(v) = std::env::var_os(name) {
+                command.env(name, v);
+            }
+        }
+        for (name, value) in &self.env {
+            command.env(name, value.expose());
+        }
+        if let Some(cwd) = &self.cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -140,7 +172,11 @@ impl StdioLink {
                 }
             }
         });
-        let stderr_logger = tokio::spawn(log_stderr(up.name().to_owned(), stderr));
+        let stderr_logger = tokio::spawn(log_stderr(
+            up.name().to_owned(),
+            self.redactor.clone(),
+            stderr,
+        ));
         let conn = Arc::new(Conn {
             tx,
             pending: Pending::default(),
@@ -187,7 +223,7 @@ const ID_WINDOW: usize = 4096;
 /// Logs the child's stderr a line at a time, each line cut to
 /// [`MAX_STDERR_LINE`] bytes: a child that writes a gigabyte without a
 /// newline costs a bounded buffer, not the gateway's memory.
-async fn log_stderr(name: String, stderr: tokio::process::ChildStderr) {
+async fn log_stderr(name: String, redactor: Arc<Redactor>, stderr: tokio::process::ChildStderr) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::with_capacity(256);
     loop {
@@ -201,7 +237,7 @@ async fn log_stderr(name: String, stderr: tokio::process::ChildStderr) {
             Ok(_) => {}
         }
         let complete = line.last() == Some(&b'\n');
-        let text = String::from_utf8_lossy(line.trim_ascii_end());
+        let text = redactor.text(&String::from_utf8_lossy(line.trim_ascii_end()));
         if complete {
             tracing::info!(target: "dgw::upstream", upstream = %name, "{text}");
             continue;
@@ -317,7 +353,7 @@ async fn read_messages(up: &dyn Host, conn: &Conn, stdout: ChildStdout) {
                 }
             }
             Err(e) => {
-                let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+                let shown = up.redact(&String::from_utf8_lossy(&line[..line.len().min(200)]));
                 tracing::warn!(upstream = %up.name(), error = %e, line = %shown, "upstream wrote a line that is not JSON");
             }
         }

@@ -14,9 +14,17 @@ use super::message::Message;
 use super::proxy::{Caller, McpProxy, Session};
 use dgw_front_jsonrpc::{RpcError, INVALID_REQUEST, PARSE_ERROR};
 
-/// Serves MCP on stdin/stdout until stdin closes.
-pub async fn serve(proxy: Arc<McpProxy>, max_message_bytes: usize) -> std::io::Result<()> {
-    let session = Arc::new(Session::default());
+/// Serves MCP on stdin/stdout until stdin closes; with `pinned`, every
+/// call of the session runs under that credential (or one extending it).
+pub async fn serve(
+    proxy: Arc<McpProxy>,
+    max_message_bytes: usize,
+    pinned: Option<dgw_core::protocol::Found>,
+) -> std::io::Result<()> {
+    let session = Arc::new(match pinned {
+        Some(found) => Session::pinned_to(found),
+        None => Session::default(),
+    });
     let (tx, mut rx) = mpsc::channel::<Value>(1024);
     let writer = tokio::spawn(async move {
         let mut out = tokio::io::stdout();

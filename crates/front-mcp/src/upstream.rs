@@ -10,11 +10,13 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 
+use super::auth::HttpCredentials;
 use super::cancel::Cancel;
 use super::http_link::HttpLink;
 use super::link::Host;
 pub use super::link::{Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
+use super::secret::{Redactor, Secret};
 use super::stdio_link::StdioLink;
 use super::tools::ToolRules;
 
@@ -28,8 +30,13 @@ const MAX_TOOL_PAGES: usize = 100;
 /// How to reach an upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TransportSpec {
-    /// A child process spoken to over stdio (§11.3).
-    Stdio { command: Vec<String> },
+    /// A child process spoken to over stdio (§11.3), given only a safe
+    /// base of dgw's environment plus `env`, run in `cwd`.
+    Stdio {
+        command: Vec<String>,
+        env: Vec<(String, Secret)>,
+        cwd: Option<std::path::PathBuf>,
+    },
     /// A Streamable HTTP endpoint (`http://` or `https://`; an HTTPS one
     /// verified against `ca_file`, else the system's roots).
     Http {
@@ -46,6 +53,20 @@ pub struct UpstreamSpec {
     /// How long a request may wait for its answer.
     pub timeout: Duration,
     pub rules: ToolRules,
+    /// What dgw presents to an HTTP upstream (empty for stdio); reload
+    /// changes it without restarting the link.
+    pub credentials: HttpCredentials,
+}
+
+impl UpstreamSpec {
+    /// Every secret dgw hands this upstream.
+    pub fn secrets(&self) -> Vec<&Secret> {
+        let mut all: Vec<&Secret> = self.credentials.secrets().collect();
+        if let TransportSpec::Stdio { env, .. } = &self.transport {
+            all.extend(env.iter().map(|(_, s)| s));
+        }
+        all
+    }
 }
 
 /// Why a request got no answer from an upstream.
@@ -59,6 +80,10 @@ enum Link {
 struct Terms {
     rules: Arc<ToolRules>,
     timeout: Duration,
+    credentials: Arc<HttpCredentials>,
+    /// Scrubs every secret of this upstream (the old ones too, after a
+    /// rotation) from what it sends back.
+    redactor: Arc<Redactor>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -93,17 +118,22 @@ impl Upstream {
     /// and keeps it initialized in the background.
     pub fn start(spec: UpstreamSpec) -> Arc<Self> {
         let link = match &spec.transport {
-            TransportSpec::Stdio { command } => Link::Stdio(StdioLink::new(command.clone())),
+            TransportSpec::Stdio { command, env, cwd } => {
+                Link::Stdio(StdioLink::new(command.clone(), env.clone(), cwd.clone()))
+            }
             TransportSpec::Http { url, ca_file } => {
                 Link::Http(Box::new(HttpLink::new(url.clone(), ca_file.as_deref())))
             }
         };
+        let redactor = Arc::new(Redactor::new(spec.secrets()));
         let up = Arc::new(Self {
             name: spec.name,
             transport: spec.transport,
             terms: arc_swap::ArcSwap::from_pointee(Terms {
+                redactor,
                 rules: Arc::new(spec.rules),
                 timeout: spec.timeout,
+                credentials: Arc::new(spec.credentials),
             }),
             link,
             retired: watch::channel(false).0,
@@ -140,11 +170,57 @@ impl Upstream {
     }
 
     /// Takes `spec`'s rules and timeout for the calls that start from now on.
+    /// The new credentials are used by every request sent from now on; the
+    /// old secrets stay scrubbed from answers.
     pub fn set_terms(&self, spec: &UpstreamSpec) {
+        let mut redactor = Redactor::clone(&self.terms.load().redactor);
+        for s in spec.secrets() {
+            redactor.add_secret(s);
+        }
         self.terms.store(Arc::new(Terms {
             rules: Arc::new(spec.rules.clone()),
             timeout: spec.timeout,
+            credentials: Arc::new(spec.credentials.clone()),
+            redactor: Arc::new(redactor),
         }));
+    }
+
+    /// What dgw presents to it, as it stands now.
+    pub fn credentials(&self) -> Arc<HttpCredentials> {
+        self.terms.load().credentials.clone()
+    }
+
+    /// Scrubs this upstream's secrets from a text it sent.
+    pub fn redact(&self, text: &str) -> String {
+        self.terms.load().redactor.text(text)
+    }
+
+    fn redact_reply(&self, reply: Reply) -> Reply {
+        let redactor = self.terms.load().redactor.clone();
+        match reply {
+            Reply::Result(mut v) => {
+                redactor.json(&mut v);
+                Reply::Result(v)
+            }
+            Reply::Error(mut v) => {
+                redactor.json(&mut v);
+                Reply::Error(v)
+            }
+        }
+    }
+
+    fn redact_error(&self, e: UpstreamError) -> UpstreamError {
+        match e {
+            UpstreamError::Unavailable { upstream, detail } => UpstreamError::Unavailable {
+                upstream,
+                detail: self.redact(&detail),
+            },
+            UpstreamError::NoAnswer { upstream, detail } => UpstreamError::NoAnswer {
+                upstream,
+                detail: self.redact(&detail),
+            },
+            other => other,
+        }
     }
 
     /// Its tool rules, as they stand now.
@@ -270,6 +346,9 @@ impl Upstream {
             sent = exchange => sent,
             () = cancel.cancelled() => Err(UpstreamError::Cancelled { upstream: self.name.clone() }),
         };
+        let sent = sent
+            .map(|r| self.redact_reply(r))
+            .map_err(|e| self.redact_error(e));
         let reason = match &sent {
             Err(UpstreamError::NoAnswer { .. }) => Some("dgw stopped waiting"),
             Err(UpstreamError::Cancelled { .. }) => Some("the client cancelled the request"),
@@ -440,7 +519,17 @@ impl Host for Upstream {
     }
 
     async fn handshake(&self) -> Result<(), UpstreamError> {
-        self.initialize_over_link().await
+        self.initialize_over_link()
+            .await
+            .map_err(|e| self.redact_error(e))
+    }
+
+    fn credentials(&self) -> Arc<HttpCredentials> {
+        Upstream::credentials(self)
+    }
+
+    fn redact(&self, text: &str) -> String {
+        Upstream::redact(self, text)
     }
 
     fn set_ready(&self, ready: bool) {
