@@ -324,6 +324,13 @@ impl Gateway {
         Self::start_command(command, config)
     }
 
+    /// Starts `dgw serve ARGS --config CONFIG`.
+    pub fn start_args(config: &Path, args: &[&str]) -> Gateway {
+        let mut command = dgw();
+        command.arg("serve").args(args);
+        Self::start_command(command, config)
+    }
+
     /// [`Gateway::start`] with at most `n` open descriptors (hard limit).
     pub fn start_with_descriptors(config: &Path, n: u32) -> Gateway {
         let mut command = Command::new("prlimit");

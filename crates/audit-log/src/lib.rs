@@ -23,14 +23,18 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod record;
+mod scan;
 mod segments;
 mod sink;
+mod start;
 mod verify;
 mod writer;
 
-pub use record::{Record, Seal, GENESIS};
+pub use dgw_core::state::AuditAnchor;
+pub use record::{Record, Seal, SealKind, GENESIS};
 pub use sink::Trailed;
-pub use verify::{export, verify, Problem, Report};
+pub use start::Start;
+pub use verify::{export, verify, Expect, Problem, Report};
 pub use writer::{AuditLog, Settings};
 
 /// Why the log could not be opened, read or written.
@@ -43,4 +47,8 @@ pub enum AuditError {
     },
     #[error("{0}")]
     Record(String),
+    /// The log does not reach its anchor, or was changed: the writer will
+    /// not seal over it.
+    #[error("{0}")]
+    Tampered(String),
 }
