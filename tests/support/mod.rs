@@ -2,6 +2,7 @@
 //! temp dirs, and the Node DelegateOS peer.
 #![allow(dead_code)]
 
+pub mod audit;
 pub mod market;
 pub mod mcp;
 pub mod redis;
