@@ -5,6 +5,7 @@
 // Untrusted input never panics the gateway: no unwrap outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod audit_log;
 pub mod cli;
 pub mod config;
 pub mod data_dir;

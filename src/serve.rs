@@ -50,7 +50,7 @@ pub enum ServeError {
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
     #[error("the audit log: {0}")]
-    Audit(#[from] dgw_audit_log::AuditError),
+    Audit(#[from] crate::audit_log::OpenError),
     #[error(transparent)]
     Locked(#[from] crate::data_dir::LockError),
     #[error("the session DCT (--dct-file or DGW_DCT) is refused: {0}")]
@@ -79,8 +79,8 @@ struct State {
     /// Their trusted issuers change on reload.
     talos: Arc<Talos>,
     motebit: Arc<Motebit>,
-    /// Sealed and synced at exit.
-    audit_log: Option<Arc<dgw_audit_log::AuditLog>>,
+    /// Sealed with the shutdown seal, synced and anchored at exit.
+    audit_log: Option<crate::audit_log::Audited>,
     /// Holds the data directory for this process while it runs.
     _data_lock: Option<std::fs::File>,
 }
@@ -173,15 +173,16 @@ async fn open_state(
         stores.delegations.clone(),
     ));
     // The tamper-evident log takes every decision, settlement, revocation
-    // and audit event (not with --ephemeral, which writes no files).
+    // and audit event (not with --ephemeral, which writes no files); it is
+    // checked against its anchor first.
     let audit_log = match (&config.audit, config.ephemeral) {
-        (Some(settings), false) => Some(Arc::new(dgw_audit_log::AuditLog::open(
-            settings.clone(),
-            gateway_key.clone(),
-        )?)),
+        (Some(settings), false) => Some(
+            crate::audit_log::open(config, settings, stores.audit.clone(), gateway_key.clone())
+                .await?,
+        ),
         _ => None,
     };
-    let audit: Arc<dyn crate::state::AuditSink> = match &audit_log {
+    let audit: Arc<dyn crate::state::AuditSink> = match audit_log.as_ref().map(|a| &a.log) {
         Some(log) => {
             gate.set_trail(log.clone());
             revocations.set_trail(log.clone());
@@ -339,10 +340,11 @@ fn spawn_sweeper(config: &Config, state: &State) -> tokio::task::JoinHandle<()> 
     })
 }
 
-/// Snapshots the budgets and flushes the state: the last step of every exit.
-fn close_state(state: &State) -> Result<(), ServeError> {
+/// Seals the audit log, snapshots the budgets and flushes the state: the
+/// last step of every exit.
+async fn close_state(state: &State) -> Result<(), ServeError> {
     if let Some(log) = &state.audit_log {
-        log.flush();
+        log.close().await;
     }
     (state.stores.close)()?;
     tracing::info!("state flushed; bye");
@@ -447,12 +449,18 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         },
     ));
     let front = Arc::new(HttpFront {
-        rpc: JsonRpc::new(
-            gate.clone(),
-            state.protocols.clone(),
-            state.audit.clone(),
-            config.server.max_body_bytes,
-        )
+        rpc: {
+            let rpc = JsonRpc::new(
+                gate.clone(),
+                state.protocols.clone(),
+                state.audit.clone(),
+                config.server.max_body_bytes,
+            );
+            match &state.audit_log {
+                Some(a) => rpc.with_audit_log(a.name.clone()),
+                None => rpc,
+            }
+        }
         .with_reload({
             let reloader = reloader.clone();
             Arc::new(move |by: String| {
@@ -514,8 +522,9 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
 
     // One signal stops both fronts.
     let (stop, stopping) = tokio::sync::watch::channel(false);
+    let signalled = shutdown_signal();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signalled.await;
         stop.send_replace(true);
     });
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -592,7 +601,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
     }
     sweeper.abort();
     hangups.abort();
-    close_state(&state)
+    close_state(&state).await
 }
 
 /// Reloads the configuration on every SIGHUP (`systemctl reload`). The
@@ -645,24 +654,31 @@ pub async fn run_stdio(config: Config, dct: Option<String>) -> Result<(), ServeE
         () = shutdown_signal() => {}
     }
     sweeper.abort();
-    close_state(&state)
+    close_state(&state).await
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+/// Resolves on SIGTERM or Ctrl-C. The handlers are installed when this is
+/// called, not when the future is first polled: a SIGTERM sent once the
+/// gateway says it listens always stops it cleanly (its default action
+/// would end the process with the audit log unsealed).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (term, interrupt) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    );
+    let received = |stream: std::io::Result<tokio::signal::unix::Signal>| async move {
+        match stream {
             Ok(mut s) => {
                 s.recv().await;
             }
             Err(_) => std::future::pending::<()>().await,
         }
     };
-    tokio::select! {
-        () = ctrl_c => tracing::info!("interrupted; shutting down"),
-        () = term => tracing::info!("terminated; shutting down"),
+    async move {
+        tokio::select! {
+            () = received(interrupt) => tracing::info!("interrupted; shutting down"),
+            () = received(term) => tracing::info!("terminated; shutting down"),
+        }
     }
 }

@@ -4,21 +4,37 @@ use std::path::PathBuf;
 
 use clap::{Subcommand, ValueEnum};
 use delegateos::PrincipalId;
+use dgw_audit_log::{AuditAnchor, Expect};
+use serde_json::{json, Value};
 
 use super::output::say;
+use super::motebit::ADMIN_TOKEN_ENV;
 use super::{CliError, Outcome};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum AuditCommand {
     /// Check the log's chain and seals; name every changed, removed or
-    /// reordered record (exit 0: intact, 1: problems found, 2: unreadable).
+    /// reordered record, a removed seal, and an end cut off (exit 0:
+    /// intact, 1: problems found, 2: unreadable). Without an anchor the
+    /// log must be at rest: ending with its gateway's shutdown seal.
     Verify {
         /// The log's directory (`[audit] dir`, by default `<data_dir>/audit`).
         dir: PathBuf,
         /// The gateway's principal ID, whose key must have sealed the log
-        /// (`dgw serve` logs it at start as `gateway`).
-        #[arg(long)]
+        /// (`dgw serve` logs it at start as `gateway`). It may begin with
+        /// `-` (base64url).
+        #[arg(long, allow_hyphen_values = true)]
         gateway: String,
+        /// The anchor the log must reach, `SEQ:HASH` (the state store's,
+        /// as `dgw/audit/head` answers it): a log that ends before it, or
+        /// differs there, fails. Records after it may follow.
+        #[arg(long, value_name = "SEQ:HASH", conflicts_with = "gateway_url")]
+        expect_head: Option<String>,
+        /// A running gateway's JSON-RPC URL: its anchor is asked for with
+        /// `dgw/audit/head` (the admin secret read from DGW_ADMIN_TOKEN)
+        /// and checked as `--expect-head` does; its store is not opened.
+        #[arg(long, value_name = "URL")]
+        gateway_url: Option<String>,
     },
     /// Print the records of a period as JSON lines, for a SIEM.
     Export {
@@ -52,14 +68,81 @@ fn unix_ms(option: &str, text: &Option<String>) -> Result<Option<i128>, CliError
         .transpose()
 }
 
+/// `SEQ:HASH`.
+fn parse_anchor(text: &str) -> Result<AuditAnchor, CliError> {
+    let bad = || {
+        CliError::Usage(format!(
+            "--expect-head {text:?} is not SEQ:HASH (a record number and 64 lowercase hex digits)"
+        ))
+    };
+    let (seq, head) = text.split_once(':').ok_or_else(bad)?;
+    let seq = seq.parse().map_err(|_| bad())?;
+    if head.len() != 64
+        || !head
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(bad());
+    }
+    Ok(AuditAnchor {
+        seq,
+        head: head.to_owned(),
+    })
+}
+
+/// The anchor a running gateway holds (`dgw/audit/head`, as an admin).
+fn anchor_of(url: &str) -> Result<AuditAnchor, CliError> {
+    let secret = std::env::var(ADMIN_TOKEN_ENV)
+        .ok()
+        .filter(|s| !s.is_empty());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "dgw/audit/head", "params": {}});
+    let client = crate::outbound::JsonClient::new(std::time::Duration::from_secs(10));
+    let answer = runtime
+        .block_on(client.post(url, &request, secret.as_deref()))
+        .map_err(|e| CliError::Usage(format!("the gateway at {url}: {e}")))?;
+    if let Some(error) = answer.get("error") {
+        return Err(CliError::Usage(format!(
+            "the gateway at {url} refused dgw/audit/head: {}",
+            error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)")
+        )));
+    }
+    match answer.get("result").map(|r| &r["anchor"]) {
+        Some(Value::Null) => Err(CliError::Usage(format!(
+            "the gateway at {url} has no anchor for its log yet (nothing sealed)"
+        ))),
+        Some(anchor) => serde_json::from_value(anchor.clone())
+            .map_err(|e| CliError::Usage(format!("the gateway at {url} answered no anchor: {e}"))),
+        None => Err(CliError::Usage(format!(
+            "the gateway at {url} answered no JSON-RPC result"
+        ))),
+    }
+}
+
 pub(super) fn run(cmd: AuditCommand) -> Result<Outcome, CliError> {
     match cmd {
-        AuditCommand::Verify { dir, gateway } => {
+        AuditCommand::Verify {
+            dir,
+            gateway,
+            expect_head,
+            gateway_url,
+        } => {
             let gateway = PrincipalId::parse(&gateway)
                 .map_err(|e| CliError::Usage(format!("--gateway: {e}")))?;
-            let report = dgw_audit_log::verify(&dir, &gateway)
+            let expect = match (expect_head, gateway_url) {
+                (Some(text), _) => Expect::Anchor(parse_anchor(&text)?),
+                (None, Some(url)) => Expect::Anchor(anchor_of(&url)?),
+                (None, None) => Expect::Closed,
+            };
+            let report = dgw_audit_log::verify(&dir, &gateway, &expect)
                 .map_err(|e| CliError::Usage(e.to_string()))?;
-            if report.records == 0 {
+            if report.records == 0 && !matches!(expect, Expect::Anchor(_)) {
                 return Err(CliError::Usage(format!(
                     "{}: no audit records",
                     dir.display()
@@ -73,8 +156,12 @@ pub(super) fn run(cmd: AuditCommand) -> Result<Outcome, CliError> {
                 _ => "no records".to_owned(),
             };
             if report.problems.is_empty() {
+                let end = match &expect {
+                    Expect::Anchor(a) => format!("; it reaches its anchor (record {})", a.seq),
+                    _ => "; it ends with the gateway's shutdown seal".to_owned(),
+                };
                 say!(
-                    "intact: {range} in {} segment(s), sealed by {gateway} through record {}{}",
+                    "intact: {range} in {} segment(s), sealed by {gateway} through record {}{end}{}",
                     report.segments,
                     report
                         .sealed_through

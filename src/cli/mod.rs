@@ -37,6 +37,12 @@ enum Command {
         /// instead of data_dir: a restart forgets them all (tests, demos).
         #[arg(long)]
         ephemeral: bool,
+        /// Begin a new audit log, chained to the anchor the state store
+        /// keeps for the old one, in an empty `[audit] dir`: after dgw
+        /// refused a log cut or rewritten while it was down, and the
+        /// operator moved that log aside (docs/operations.md, "Audit log").
+        #[arg(long)]
+        new_audit_log: bool,
         /// Log format.
         #[arg(long = "log-format", value_enum, default_value = "text")]
         log_format: crate::logs::LogFormat,
@@ -119,6 +125,7 @@ fn run_gateway(
     log_format: crate::logs::LogFormat,
     stdio: Option<Option<String>>,
     ephemeral: bool,
+    new_audit_log: bool,
 ) -> Result<Outcome, CliError> {
     crate::logs::init_logs(log_format);
     // Before any secret is read: a core would hold them all.
@@ -131,6 +138,7 @@ fn run_gateway(
         }
     }
     config.ephemeral = ephemeral;
+    config.new_audit_log = new_audit_log;
     // Checked when the file was read.
     let _ = crate::logs::set_level(&config.log_level);
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
@@ -231,15 +239,16 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Serve {
             config,
             ephemeral,
+            new_audit_log,
             log_format,
-        } => run_gateway(&config, log_format, None, ephemeral),
+        } => run_gateway(&config, log_format, None, ephemeral, new_audit_log),
         Command::Mcp {
             config,
             log_format,
             dct_file,
         } => {
             let dct = session_dct(dct_file.as_deref())?;
-            run_gateway(&config, log_format, Some(dct), false)
+            run_gateway(&config, log_format, Some(dct), false, false)
         }
         Command::Keygen { out, force } => {
             let key = keyfile::generate()?;

@@ -76,6 +76,10 @@ pub struct Config {
     /// Keep the state in memory instead of `data_dir` (`dgw serve
     /// --ephemeral`; never from the file).
     pub ephemeral: bool,
+    /// Begin a new audit log chained to the state store's anchor, in an
+    /// empty `[audit] dir` (`dgw serve --new-audit-log`; never from the
+    /// file).
+    pub new_audit_log: bool,
     /// The log filter (`[log] level`, `RUST_LOG` syntax); `RUST_LOG` wins.
     pub log_level: String,
     /// The file it was read from: what reload reads again.
@@ -261,6 +265,7 @@ impl Config {
             admin_certs,
             state,
             ephemeral: false,
+            new_audit_log: false,
             log_level: raw.log.level,
             source: None,
             audit,

@@ -2,6 +2,7 @@
 //! temp dirs, and the Node DelegateOS peer.
 #![allow(dead_code)]
 
+pub mod audit;
 pub mod market;
 pub mod mcp;
 pub mod redis;
@@ -328,6 +329,13 @@ impl Gateway {
     pub fn start_ephemeral(config: &Path) -> Gateway {
         let mut command = dgw();
         command.arg("serve").arg("--ephemeral");
+        Self::start_command(command, config)
+    }
+
+    /// Starts `dgw serve ARGS --config CONFIG`.
+    pub fn start_args(config: &Path, args: &[&str]) -> Gateway {
+        let mut command = dgw();
+        command.arg("serve").args(args);
         Self::start_command(command, config)
     }
 

@@ -10,8 +10,13 @@
 //! four members, so each record carries the hash of the one before: a
 //! changed, removed or reordered record breaks the chain where it happened.
 //! Every `seal_interval` the writer appends a seal, a record whose event
-//! holds the gateway key's signature over the chain's head, and syncs the
-//! file: a rewritten chain cannot be sealed again without that key.
+//! holds the gateway key's signature over the chain's head, its kind and
+//! the seal before it, and syncs the file: a rewritten chain cannot be
+//! sealed again without that key, and a seal removed is a gap. A clean
+//! stop ends the log with a `shutdown` seal ([`AuditLog::close`]); each
+//! synced seal is handed to the gateway (`on_seal`), which keeps it in the
+//! state store as the log's anchor, and the log is checked against that
+//! anchor before anything is written at the next start ([`Start`]).
 //! Segments rotate by size and age; the chain runs on across them, and
 //! retention removes whole old segments after recording, in the chain, the
 //! head it pruned through.
@@ -23,14 +28,18 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod record;
+mod scan;
 mod segments;
 mod sink;
+mod start;
 mod verify;
 mod writer;
 
-pub use record::{Record, Seal, GENESIS};
+pub use dgw_core::state::AuditAnchor;
+pub use record::{Record, Seal, SealKind, GENESIS};
 pub use sink::Trailed;
-pub use verify::{export, verify, Problem, Report};
+pub use start::Start;
+pub use verify::{export, verify, Expect, Problem, Report};
 pub use writer::{AuditLog, Settings};
 
 /// Why the log could not be opened, read or written.
@@ -43,4 +52,8 @@ pub enum AuditError {
     },
     #[error("{0}")]
     Record(String),
+    /// The log does not reach its anchor, or was changed: the writer will
+    /// not seal over it.
+    #[error("{0}")]
+    Tampered(String),
 }

@@ -1,6 +1,7 @@
 //! One record of the chain, and a seal.
 
 use delegateos::{Keypair, PrincipalId};
+use dgw_core::state::AuditAnchor;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -87,15 +88,58 @@ impl Record {
 }
 
 /// The gateway's signature over the chain up to `through`, whose hash is
-/// `head`; it covers the records `from..=through`.
+/// `head`; it covers the records `from..=through` (none when `from` is
+/// `through + 1`: a shutdown seal with nothing new), and names the seal
+/// before it, so a seal removed from the chain is a gap `verify` names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Seal {
     pub from: u64,
     pub through: u64,
     pub head: String,
+    /// The seal before it (its record's `seq` and hash); `None` for the
+    /// log's first. Not in a v1 seal.
+    #[serde(default)]
+    pub previous: Option<AuditAnchor>,
+    /// Why it was written; `None`: a v1 seal (before issue 30), which
+    /// names neither its kind nor the seal before it.
+    #[serde(default)]
+    pub kind: Option<SealKind>,
     pub gateway: PrincipalId,
     pub signature: String,
+}
+
+/// Why a seal was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SealKind {
+    /// Every `seal_interval` (and on a flush).
+    Interval,
+    /// At start, over what a gateway that did not stop cleanly left
+    /// unsealed (after the `recovered` record saying how much).
+    Recovery,
+    /// At a clean stop: a log at rest ends with one.
+    Shutdown,
+}
+
+impl SealKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SealKind::Interval => "interval",
+            SealKind::Recovery => "recovery",
+            SealKind::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// What a v1 seal signs.
+#[derive(Serialize)]
+struct SealedV1<'a> {
+    purpose: &'static str,
+    from: u64,
+    through: u64,
+    head: &'a str,
+    gateway: &'a PrincipalId,
 }
 
 /// What a seal signs.
@@ -105,14 +149,25 @@ struct Sealed<'a> {
     from: u64,
     through: u64,
     head: &'a str,
+    previous: Option<&'a AuditAnchor>,
+    kind: SealKind,
     gateway: &'a PrincipalId,
 }
 
-const PURPOSE: &str = "dgw-audit-seal-v1";
+const PURPOSE_V1: &str = "dgw-audit-seal-v1";
+const PURPOSE: &str = "dgw-audit-seal-v2";
 
 impl Seal {
-    /// Signs the chain `from..=through` ending in `head`.
-    pub fn sign(key: &Keypair, from: u64, through: u64, head: &str) -> Result<Self, AuditError> {
+    /// Signs the chain `from..=through` ending in `head`, after the seal
+    /// `previous`.
+    pub fn sign(
+        key: &Keypair,
+        from: u64,
+        through: u64,
+        head: &str,
+        previous: Option<&AuditAnchor>,
+        kind: SealKind,
+    ) -> Result<Self, AuditError> {
         let gateway = key.principal_id().clone();
         let signature = delegateos::signing::sign(
             key,
@@ -121,6 +176,8 @@ impl Seal {
                 from,
                 through,
                 head,
+                previous,
+                kind,
                 gateway: &gateway,
             },
         )
@@ -129,6 +186,8 @@ impl Seal {
             from,
             through,
             head: head.to_owned(),
+            previous: previous.cloned(),
+            kind: Some(kind),
             gateway,
             signature,
         })
@@ -136,19 +195,38 @@ impl Seal {
 
     /// Whether `gateway` signed it.
     pub fn verify(&self, gateway: &PrincipalId) -> bool {
-        &self.gateway == gateway
-            && delegateos::signing::verify(
+        if &self.gateway != gateway {
+            return false;
+        }
+        let checked = match self.kind {
+            Some(kind) => delegateos::signing::verify(
                 gateway,
                 &Sealed {
                     purpose: PURPOSE,
                     from: self.from,
                     through: self.through,
                     head: &self.head,
+                    previous: self.previous.as_ref(),
+                    kind,
                     gateway: &self.gateway,
                 },
                 &self.signature,
-            )
-            .is_ok()
+            ),
+            // A v1 seal names no seal before it.
+            None if self.previous.is_none() => delegateos::signing::verify(
+                gateway,
+                &SealedV1 {
+                    purpose: PURPOSE_V1,
+                    from: self.from,
+                    through: self.through,
+                    head: &self.head,
+                    gateway: &self.gateway,
+                },
+                &self.signature,
+            ),
+            None => return false,
+        };
+        checked.is_ok()
     }
 }
 
@@ -161,4 +239,44 @@ pub(crate) fn now_text() -> String {
         .unwrap_or(now);
     now.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log written before seals named their kind and predecessor still
+    /// verifies (an upgrade keeps the chain); a v1 signature does not pass
+    /// for a v2 seal, nor the reverse.
+    #[test]
+    fn v1_seals_still_verify_and_do_not_pass_for_v2() {
+        let key = Keypair::from_seed([3; 32]);
+        let gateway = key.principal_id().clone();
+        let head = "ab".repeat(32);
+        let signature = delegateos::signing::sign(
+            &key,
+            &SealedV1 {
+                purpose: PURPOSE_V1,
+                from: 0,
+                through: 4,
+                head: &head,
+                gateway: &gateway,
+            },
+        )
+        .unwrap();
+        let v1: Seal = serde_json::from_value(serde_json::json!({
+            "from": 0, "through": 4, "head": head, "gateway": gateway, "signature": signature
+        }))
+        .unwrap();
+        assert!(v1.verify(&gateway));
+        let as_v2 = Seal {
+            kind: Some(SealKind::Interval),
+            ..v1.clone()
+        };
+        assert!(!as_v2.verify(&gateway));
+        let v2 = Seal::sign(&key, 0, 4, &head, None, SealKind::Shutdown).unwrap();
+        assert!(v2.verify(&gateway));
+        let stripped = Seal { kind: None, ..v2 };
+        assert!(!stripped.verify(&gateway));
+    }
 }

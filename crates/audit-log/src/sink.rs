@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dgw_core::state::{AuditSink, StorageError};
+use dgw_core::state::{AuditAnchor, AuditSink, StorageError};
 use dgw_core::trail::{Trail, TrailEntry};
 use serde_json::Value;
 
@@ -29,5 +29,13 @@ impl AuditSink for Trailed {
 
     async fn recent(&self, limit: usize) -> Result<Vec<Value>, StorageError> {
         self.inner.recent(limit).await
+    }
+
+    async fn anchor(&self, log: &str) -> Result<Option<AuditAnchor>, StorageError> {
+        self.inner.anchor(log).await
+    }
+
+    async fn advance_anchor(&self, log: &str, anchor: &AuditAnchor) -> Result<bool, StorageError> {
+        self.inner.advance_anchor(log, anchor).await
     }
 }

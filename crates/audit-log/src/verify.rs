@@ -4,9 +4,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
 use delegateos::PrincipalId;
-use serde_json::Value;
 
-use crate::record::{Record, GENESIS};
+use dgw_core::state::AuditAnchor;
+
+use crate::record::Record;
+use crate::scan::Scan;
 use crate::segments::{self, io};
 use crate::AuditError;
 
@@ -26,14 +28,16 @@ pub struct Report {
     /// The first and last sequence numbers read.
     pub first: Option<u64>,
     pub last: Option<u64>,
-    /// The last record a valid seal covers.
+    /// The last valid seal (which covers itself).
     pub sealed_through: Option<u64>,
+    /// Whether the log ends with the gateway's shutdown seal.
+    pub closed: bool,
     pub problems: Vec<Problem>,
 }
 
 impl Report {
     /// Records after the last valid seal (not signed yet: the writer seals
-    /// every `seal_interval`, and at exit).
+    /// every `seal_interval`, at exit, and at the start after a crash).
     pub fn unsealed(&self) -> u64 {
         match (self.last, self.sealed_through) {
             (Some(last), Some(sealed)) => last.saturating_sub(sealed),
@@ -43,136 +47,41 @@ impl Report {
     }
 }
 
+/// How the log must end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// At rest (its gateway stopped): with the gateway's shutdown seal.
+    Closed,
+    /// At or past this anchor (the state store's), with the same hash
+    /// there: records after it may follow (a gateway still running).
+    Anchor(AuditAnchor),
+    /// Anywhere: only the chain is checked (a log still being written).
+    Chain,
+}
+
 /// Reads every segment in `dir` and checks the chain: each record's hash,
 /// its link to the one before, sequence numbers without gaps or reversals,
-/// each seal's signature by `gateway` and the head it signs, and that the
-/// log starts at its beginning or where retention recorded it pruned.
-pub fn verify(dir: &Path, gateway: &PrincipalId) -> Result<Report, AuditError> {
-    let mut report = Report::default();
-    let mut previous: Option<(u64, String)> = None;
-    // Seen hashes since the last seal, to check what a seal signs.
-    let mut window: Vec<(u64, String)> = Vec::new();
-    let mut start: Option<(u64, String, String)> = None;
-    let mut pruned: Vec<(u64, String)> = Vec::new();
+/// each seal's signature by `gateway`, the head it signs and the seal it
+/// names before it, that the log starts at its beginning (or where
+/// retention recorded it pruned), and that it ends as `expect` says.
+pub fn verify(dir: &Path, gateway: &PrincipalId, expect: &Expect) -> Result<Report, AuditError> {
+    let watch = match expect {
+        Expect::Anchor(a) => Some(a.seq),
+        _ => None,
+    };
+    let mut scan = Scan::new(gateway, true, watch);
     for (_, path) in segments::list(dir)? {
-        report.segments += 1;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let file = std::fs::File::open(&path).map_err(io(&path))?;
-        for (i, line) in BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(io(&path))?;
-            let at = format!("{name}:{}", i + 1);
-            let mut problem = |message: String| {
-                report.problems.push(Problem {
-                    at: at.clone(),
-                    message,
-                })
-            };
-            let record: Record = match serde_json::from_str(&line) {
-                Ok(r) => r,
-                Err(e) => {
-                    problem(format!("not a record ({e}): the line was changed"));
-                    continue;
-                }
-            };
-            report.records += 1;
-            report.first.get_or_insert(record.seq);
-            report.last = Some(record.seq);
-            if crate::record::hash_of_line(line.as_bytes()).as_deref() != Some(record.hash.as_str())
-            {
-                problem(format!(
-                    "record {} was changed: its content does not match its hash",
-                    record.seq
-                ));
-            }
-            match &previous {
-                None => start = Some((record.seq, record.prev.clone(), at.clone())),
-                Some((seq, hash)) => {
-                    if record.seq <= *seq {
-                        problem(format!(
-                            "record {} is out of order: it comes after record {seq}",
-                            record.seq
-                        ));
-                    } else if record.seq > seq + 1 {
-                        let missing = if record.seq == seq + 2 {
-                            format!("record {} is missing", seq + 1)
-                        } else {
-                            format!("records {}..={} are missing", seq + 1, record.seq - 1)
-                        };
-                        problem(format!("{missing} (removed) before record {}", record.seq));
-                    } else if record.prev != *hash {
-                        problem(format!(
-                            "record {} does not follow record {seq}: the chain is broken there",
-                            record.seq
-                        ));
-                    }
-                }
-            }
-            if let Some(seal) = record.seal() {
-                match seal {
-                    Err(e) => problem(format!(
-                        "record {} holds an unreadable seal: {e}",
-                        record.seq
-                    )),
-                    Ok(seal) => {
-                        let signed_head = window
-                            .iter()
-                            .find(|(s, _)| *s == seal.through)
-                            .map(|(_, h)| h.as_str());
-                        if !seal.verify(gateway) {
-                            problem(format!(
-                                "record {}: the seal over records {}..={} is not the gateway's signature ({})",
-                                record.seq, seal.from, seal.through, gateway
-                            ));
-                        } else if signed_head != Some(seal.head.as_str()) {
-                            problem(format!(
-                                "record {}: the seal signs a head that is not record {}'s hash: the records it covers were rewritten",
-                                record.seq, seal.through
-                            ));
-                        } else {
-                            report.sealed_through = Some(record.seq);
-                            window.clear();
-                        }
-                    }
-                }
-            }
-            if record.event.get("event").and_then(Value::as_str) == Some("pruned") {
-                if let (Some(through), Some(head)) = (
-                    record.event.get("through").and_then(Value::as_u64),
-                    record.event.get("head").and_then(Value::as_str),
-                ) {
-                    pruned.push((through, head.to_owned()));
-                }
-            }
-            window.push((record.seq, record.hash.clone()));
-            previous = Some((record.seq, record.hash));
-        }
+        scan.segment(&path, false)?;
     }
-    // The log begins at the beginning, or where retention said it pruned.
-    if let Some((seq, prev, at)) = start {
-        let anchored = if seq == 0 {
-            prev == GENESIS
-        } else {
-            pruned
-                .iter()
-                .any(|(through, head)| *through + 1 == seq && *head == prev)
-        };
-        if !anchored {
-            report.problems.insert(
-                0,
-                Problem {
-                    at,
-                    message: if seq == 0 {
-                        "record 0 does not start the chain".to_owned()
-                    } else {
-                        format!("records before {seq} are missing (removed), and no retention record says they were pruned")
-                    },
-                },
-            );
-        }
+    scan.check_start();
+    match expect {
+        Expect::Closed => scan.check_closed(),
+        Expect::Anchor(anchor) => scan.check_anchor(anchor),
+        Expect::Chain => {}
     }
+    let closed = scan.closed();
+    let mut report = scan.report;
+    report.closed = closed;
     Ok(report)
 }
 

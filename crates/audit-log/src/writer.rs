@@ -1,7 +1,7 @@
 //! The writer: one thread that chains, writes, seals, rotates and prunes.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,12 +10,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use delegateos::Keypair;
+use dgw_core::state::AuditAnchor;
 use dgw_core::trail::{Trail, TrailEntry};
 use serde_json::{json, Value};
 
-use crate::record::{self, now_text, Record, Seal, GENESIS};
+use crate::record::{self, now_text, Record, Seal, SealKind};
 use crate::segments::{self, io};
+use crate::start::{read_tail, Start};
 use crate::AuditError;
+
+/// Told of each seal as it is synced (the gateway anchors it in the state
+/// store); runs on the writer's thread, so it must not block.
+pub type OnSeal = Box<dyn Fn(&AuditAnchor) + Send>;
 
 /// Entries waiting for the writer before new ones are counted as dropped.
 const QUEUE: usize = 65_536;
@@ -40,23 +46,38 @@ pub struct Settings {
 
 enum Message {
     Entry(TrailEntry),
-    /// Seal, sync and answer (closing, or a test waiting for the disk).
+    /// Seal, sync and answer (a test waiting for the disk).
     Flush(SyncSender<()>),
+    /// Seal with the shutdown seal, sync and answer with it.
+    Close(SyncSender<Option<AuditAnchor>>),
 }
 
-/// The log's handle: a [`Trail`] for the core; dropping every handle (or
-/// [`AuditLog::close`]) seals and syncs what was written.
+/// The log's handle: a [`Trail`] for the core; dropping every handle seals
+/// and syncs what was written, [`AuditLog::close`] with the shutdown seal.
 pub struct AuditLog {
     queue: SyncSender<Message>,
     dropped: Arc<AtomicU64>,
 }
 
 impl AuditLog {
-    /// Opens the log in `settings.dir` (created 0700), continuing its chain
-    /// (a line a crash cut short is cut off and the cut recorded), and
-    /// starts the writer.
+    /// Opens the log in `settings.dir` (created 0700), continuing its chain,
+    /// and starts the writer; with no anchor to check it against.
     pub fn open(settings: Settings, key: Arc<Keypair>) -> Result<Self, AuditError> {
-        let writer = Writer::open(settings, key)?;
+        Self::open_with(settings, key, &Start::default(), None)
+    }
+
+    /// Opens the log after checking its tail against `start.anchor`
+    /// (refused: [`AuditError::Tampered`], nothing written). A line a
+    /// crash cut short is cut off; what a gateway that did not stop cleanly
+    /// left unsealed is sealed with a recovery seal after a `recovered`
+    /// record. `on_seal` is told of every seal once it is synced.
+    pub fn open_with(
+        settings: Settings,
+        key: Arc<Keypair>,
+        start: &Start,
+        on_seal: Option<OnSeal>,
+    ) -> Result<Self, AuditError> {
+        let writer = Writer::open(settings, key, start, on_seal)?;
         let (queue, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
         let counted = dropped.clone();
@@ -69,6 +90,16 @@ impl AuditLog {
                 source,
             })?;
         Ok(Self { queue, dropped })
+    }
+
+    /// Seals what was written with the shutdown seal, syncs, and answers
+    /// with it (`None`: the log is empty). Anything recorded afterwards
+    /// (a request still running) is written and sealed with another
+    /// shutdown seal at once, so the log at rest ends with one.
+    pub fn close(&self) -> Option<AuditAnchor> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.queue.send(Message::Close(tx)).ok()?;
+        rx.recv().ok().flatten()
     }
 
     /// Waits until everything recorded before is written, sealed and synced.
@@ -105,60 +136,61 @@ struct Writer {
     head: String,
     /// The first record not yet covered by a seal.
     unsealed_from: u64,
+    /// The last seal's record, which the next seal names.
+    last_seal: Option<AuditAnchor>,
+    last_kind: Option<SealKind>,
+    /// After [`AuditLog::close`]: every batch gets a shutdown seal.
+    closing: bool,
+    on_seal: Option<OnSeal>,
 }
 
 impl Writer {
-    fn open(settings: Settings, key: Arc<Keypair>) -> Result<Self, AuditError> {
+    fn open(
+        settings: Settings,
+        key: Arc<Keypair>,
+        start: &Start,
+        on_seal: Option<OnSeal>,
+    ) -> Result<Self, AuditError> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&settings.dir)
             .map_err(io(&settings.dir))?;
-        let existing = segments::list(&settings.dir)?;
-        let (path, next_seq, head, cut) = match existing.last() {
-            None => (
-                settings.dir.join(segments::name(0)),
-                0,
-                GENESIS.to_owned(),
-                0,
-            ),
-            Some((first, path)) => {
-                let (last, cut) = last_record(path)?;
-                match last {
-                    Some(r) => (path.clone(), r.seq + 1, r.hash, cut),
-                    // An empty last segment continues the one before it.
-                    None => {
-                        let head = match existing.iter().rev().nth(1) {
-                            Some((_, before)) => last_record(before)?.0.map(|r| r.hash),
-                            None => None,
-                        };
-                        (
-                            path.clone(),
-                            *first,
-                            head.unwrap_or_else(|| GENESIS.to_owned()),
-                            cut,
-                        )
-                    }
-                }
-            }
-        };
-        let file = open_segment(&path)?;
-        let size = file.metadata().map_err(io(&path))?.len();
+        // Checked before anything is written.
+        let tail = read_tail(&settings.dir, key.principal_id(), start)?;
+        if tail.cut > 0 {
+            cut_off(&tail.path, tail.cut)?;
+        }
+        if start.anchor.is_none() && tail.next_seq > 0 {
+            tracing::warn!(dir = %settings.dir.display(), "audit log: the state store keeps no anchor for it; anchored from its next seal on");
+        }
+        let file = open_segment(&tail.path)?;
+        let size = file.metadata().map_err(io(&tail.path))?.len();
         let file = BufWriter::with_capacity(1 << 16, file);
         let mut w = Self {
             settings,
             key,
             file,
-            path,
+            path: tail.path,
             size,
             opened: Instant::now(),
-            next_seq,
-            head,
-            unsealed_from: next_seq,
+            next_seq: tail.next_seq,
+            head: tail.head,
+            unsealed_from: tail.unsealed_from,
+            last_seal: tail.last_seal,
+            last_kind: tail.last_kind,
+            closing: false,
+            on_seal,
         };
-        if cut > 0 {
-            tracing::warn!(bytes = cut, path = %w.path.display(), "audit log: an unfinished last line was cut off");
-            w.append(&json!({"event": "recovered", "cutBytes": cut}))?;
+        if let Some(after) = tail.new_log_after {
+            tracing::warn!(after = %after, "audit log: a new log begins, chained to the anchor");
+            w.append(&json!({"event": "new_log", "after": after}))?;
+            w.seal(SealKind::Interval)?;
+        } else if !tail.at_rest {
+            let unsealed = w.next_seq - w.unsealed_from;
+            tracing::warn!(bytes_cut = tail.cut, unsealed, path = %w.path.display(), "audit log: the gateway before did not stop cleanly; what it left is sealed with a recovery seal");
+            w.append(&json!({"event": "recovered", "cutBytes": tail.cut, "unsealed": unsealed}))?;
+            w.seal(SealKind::Recovery)?;
         }
         Ok(w)
     }
@@ -174,7 +206,7 @@ impl Writer {
                 Ok(m) => vec![m],
                 Err(RecvTimeoutError::Timeout) => Vec::new(),
                 Err(RecvTimeoutError::Disconnected) => {
-                    log_err(self.seal());
+                    log_err(self.seal(self.kind()));
                     return;
                 }
             };
@@ -193,14 +225,19 @@ impl Writer {
                 match message {
                     Message::Entry(entry) => log_err(self.append_with(|out| entry.write_json(out))),
                     Message::Flush(done) => {
-                        log_err(self.seal());
+                        log_err(self.seal(self.kind()));
                         last_seal = Instant::now();
                         let _ = done.send(());
                     }
+                    Message::Close(done) => {
+                        self.closing = true;
+                        log_err(self.seal(SealKind::Shutdown));
+                        let _ = done.send(self.last_seal.clone());
+                    }
                 }
             }
-            if last_seal.elapsed() >= self.settings.seal_interval {
-                log_err(self.seal());
+            if self.closing || last_seal.elapsed() >= self.settings.seal_interval {
+                log_err(self.seal(self.kind()));
                 last_seal = Instant::now();
             }
             log_err(self.write_out());
@@ -208,6 +245,15 @@ impl Writer {
             // not woken by every entry (a wake is a system call on the
             // caller's path).
             std::thread::sleep(LINGER);
+        }
+    }
+
+    /// The kind of the next seal: after a close, shutdown.
+    fn kind(&self) -> SealKind {
+        if self.closing {
+            SealKind::Shutdown
+        } else {
+            SealKind::Interval
         }
     }
 
@@ -229,39 +275,68 @@ impl Writer {
         Ok(())
     }
 
-    /// Signs the chain's head if it grew, syncs, then rotates and prunes
-    /// when due.
-    fn seal(&mut self) -> Result<(), AuditError> {
-        if self.next_seq == self.unsealed_from {
+    /// Signs the chain's head if it grew (a shutdown seal also when it
+    /// did not, unless the log already ends with one), syncs, then rotates
+    /// and prunes when due.
+    fn seal(&mut self, kind: SealKind) -> Result<(), AuditError> {
+        let grew = self.next_seq > self.unsealed_from;
+        let at_rest = self.last_kind == Some(SealKind::Shutdown)
+            && self.last_seal.as_ref().map(|s| s.seq + 1) == Some(self.next_seq);
+        if self.next_seq == 0 || (!grew && (kind != SealKind::Shutdown || at_rest)) {
             return Ok(());
         }
-        let seal = Seal::sign(&self.key, self.unsealed_from, self.next_seq - 1, &self.head)?;
-        self.append(&json!({"event": "seal", "seal": seal}))?;
-        self.unsealed_from = self.next_seq;
-        self.sync()?;
-        if self.size >= self.settings.segment_bytes
-            || self.opened.elapsed() >= self.settings.segment_age
+        self.sign(kind)?;
+        // A stopping gateway rotates at its next start.
+        if kind != SealKind::Shutdown
+            && (self.size >= self.settings.segment_bytes
+                || self.opened.elapsed() >= self.settings.segment_age)
         {
-            self.rotate()?;
+            self.rotate(kind)?;
         }
         Ok(())
     }
 
+    /// Appends the seal over what is unsealed, naming the seal before it;
+    /// syncs; tells `on_seal`.
+    fn sign(&mut self, kind: SealKind) -> Result<(), AuditError> {
+        let seal = Seal::sign(
+            &self.key,
+            self.unsealed_from,
+            self.next_seq - 1,
+            &self.head,
+            self.last_seal.as_ref(),
+            kind,
+        )?;
+        self.append(&json!({"event": "seal", "seal": seal}))?;
+        let anchor = AuditAnchor {
+            seq: self.next_seq - 1,
+            head: self.head.clone(),
+        };
+        self.unsealed_from = self.next_seq;
+        self.last_kind = Some(kind);
+        self.sync()?;
+        if let Some(tell) = &self.on_seal {
+            tell(&anchor);
+        }
+        self.last_seal = Some(anchor);
+        Ok(())
+    }
+
     /// Starts the next segment (the chain runs on) and applies retention.
-    fn rotate(&mut self) -> Result<(), AuditError> {
+    fn rotate(&mut self, kind: SealKind) -> Result<(), AuditError> {
         self.write_out()?;
         let path = self.settings.dir.join(segments::name(self.next_seq));
         self.file = BufWriter::with_capacity(1 << 16, open_segment(&path)?);
         self.path = path;
         self.size = 0;
         self.opened = Instant::now();
-        self.prune()
+        self.prune(kind)
     }
 
     /// Removes the oldest segments while the log is over `max_bytes` or
     /// the oldest is over `max_age`, never the current one; records in the
-    /// chain the head it pruned through.
-    fn prune(&mut self) -> Result<(), AuditError> {
+    /// chain the head it pruned through, sealed with a seal of `kind`.
+    fn prune(&mut self, kind: SealKind) -> Result<(), AuditError> {
         let all = segments::list(&self.settings.dir)?;
         let mut sizes: Vec<(u64, PathBuf, u64, Option<SystemTime>)> = Vec::new();
         for (seq, path) in all {
@@ -291,16 +366,9 @@ impl Writer {
         }
         if let Some((through, head)) = pruned_through {
             self.append(&json!({"event": "pruned", "through": through, "head": head}))?;
-            self.seal_without_rotating()?;
+            self.sign(kind)?;
         }
         Ok(())
-    }
-
-    fn seal_without_rotating(&mut self) -> Result<(), AuditError> {
-        let seal = Seal::sign(&self.key, self.unsealed_from, self.next_seq - 1, &self.head)?;
-        self.append(&json!({"event": "seal", "seal": seal}))?;
-        self.unsealed_from = self.next_seq;
-        self.sync()
     }
 
     /// Writes out what is buffered.
@@ -346,25 +414,12 @@ pub(crate) fn first_record(path: &Path) -> Result<Option<Record>, AuditError> {
     Ok(serde_json::from_str(line.trim_end()).ok())
 }
 
-/// The last whole record of a segment, after cutting off an unfinished
-/// last line (a crash mid-write); with the number of bytes cut.
-fn last_record(path: &Path) -> Result<(Option<Record>, u64), AuditError> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
-    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let cut = (bytes.len() - keep) as u64;
-    if cut > 0 {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(io(path))?;
-        f.set_len(keep as u64).map_err(io(path))?;
-        f.seek(SeekFrom::End(0)).map_err(io(path))?;
-    }
-    let last = bytes[..keep]
-        .split(|&b| b == b'\n')
-        .rfind(|l| !l.is_empty())
-        .map(serde_json::from_slice::<Record>)
-        .transpose()
-        .map_err(|e| AuditError::Record(format!("{}: the last record: {e}", path.display())))?;
-    Ok((last, cut))
+/// Cuts `bytes` off the end of `path` (a line a crash left unfinished).
+fn cut_off(path: &Path, bytes: u64) -> Result<(), AuditError> {
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io(path))?;
+    let len = f.metadata().map_err(io(path))?.len();
+    f.set_len(len.saturating_sub(bytes)).map_err(io(path))
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delegateos::Keypair;
-use dgw_audit_log::{export, verify, AuditLog, Settings};
+use dgw_audit_log::{export, verify, AuditAnchor, AuditLog, Expect, Settings, Start};
 use dgw_core::trail::{Trail, TrailEntry};
 use serde_json::json;
 
@@ -51,7 +51,7 @@ fn an_untouched_log_verifies_and_is_sealed_to_its_end() {
     let k = key(1);
     let log = AuditLog::open(settings(dir.path()), k.clone()).unwrap();
     write(&log, 10);
-    let report = verify(dir.path(), k.principal_id()).unwrap();
+    let report = verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap();
     assert!(report.problems.is_empty(), "{:?}", messages(&report));
     // Ten events and the seal after them.
     assert_eq!(
@@ -82,7 +82,7 @@ fn a_flipped_byte_and_a_removed_record_are_both_named() {
     // Record 6 removed.
     lines.remove(6);
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    let report = verify(dir.path(), k.principal_id()).unwrap();
+    let report = verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap();
     let found = messages(&report);
     assert!(
         found.iter().any(|m| m.contains(":4: record 3 was changed")),
@@ -110,7 +110,7 @@ fn a_record_whose_hash_was_recomputed_still_breaks_the_chain_and_the_seal() {
     let (line, _) = r.to_line().unwrap();
     lines[2] = String::from_utf8(line).unwrap().trim_end().to_owned();
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    let found = messages(&verify(dir.path(), k.principal_id()).unwrap());
+    let found = messages(&verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap());
     assert!(
         found
             .iter()
@@ -132,7 +132,7 @@ fn reordered_records_are_named() {
         .collect();
     lines.swap(2, 3);
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    let found = messages(&verify(dir.path(), k.principal_id()).unwrap());
+    let found = messages(&verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap());
     assert!(
         found
             .iter()
@@ -146,7 +146,7 @@ fn a_chain_rewritten_and_sealed_with_another_key_fails() {
     let dir = tempfile::tempdir().unwrap();
     let (gateway, forger) = (key(1), key(2));
     write(&AuditLog::open(settings(dir.path()), forger).unwrap(), 3);
-    let found = messages(&verify(dir.path(), gateway.principal_id()).unwrap());
+    let found = messages(&verify(dir.path(), gateway.principal_id(), &Expect::Chain).unwrap());
     assert!(
         found
             .iter()
@@ -172,7 +172,7 @@ fn the_chain_runs_on_across_reopening_rotation_and_retention() {
     }
     let segments: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(segments.len() > 2, "rotated: {}", segments.len());
-    let report = verify(dir.path(), k.principal_id()).unwrap();
+    let report = verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap();
     assert!(report.problems.is_empty(), "{:?}", messages(&report));
     assert!(
         report.first.unwrap() > 0,
@@ -191,7 +191,7 @@ fn the_chain_runs_on_across_reopening_rotation_and_retention() {
         .collect();
     names.sort();
     std::fs::remove_file(&names[0]).unwrap();
-    let found = messages(&verify(dir.path(), k.principal_id()).unwrap());
+    let found = messages(&verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap());
     assert!(
         found
             .iter()
@@ -215,7 +215,7 @@ fn a_line_cut_short_by_a_crash_is_cut_off_and_recorded() {
     f.write_all(b"{\"seq\":4,\"at\":\"20").unwrap();
     drop(f);
     write(&AuditLog::open(settings(dir.path()), k.clone()).unwrap(), 1);
-    let report = verify(dir.path(), k.principal_id()).unwrap();
+    let report = verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap();
     assert!(report.problems.is_empty(), "{:?}", messages(&report));
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("\"recovered\""), "{text}");
@@ -277,6 +277,178 @@ fn segments_older_than_max_age_are_pruned_and_the_log_still_verifies() {
         "the old ones are gone"
     );
     assert!(names[2].exists(), "a young one stays");
-    let report = verify(dir.path(), k.principal_id()).unwrap();
+    let report = verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", messages(&report));
+}
+
+/// A closed log ends with the shutdown seal, even when entries arrive
+/// after the close (a request still running as the gateway stops): each
+/// such batch gets a shutdown seal of its own.
+#[test]
+fn a_closed_log_ends_with_a_shutdown_seal_even_after_late_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    let log = AuditLog::open(settings(dir.path()), k.clone()).unwrap();
+    write(&log, 3);
+    let anchor = log.close().expect("a shutdown seal");
+    // Three records and an interval seal, then the shutdown seal over none.
+    assert_eq!(anchor.seq, 4);
+    let closed = verify(dir.path(), k.principal_id(), &Expect::Closed).unwrap();
+    assert!(closed.problems.is_empty(), "{:?}", messages(&closed));
+    assert!(closed.closed);
+    assert_eq!(
+        log.close(),
+        Some(anchor.clone()),
+        "nothing new: no new seal"
+    );
+    log.record(TrailEntry::Event(json!({"event": "late"})));
+    drop(log);
+    let report = verify(dir.path(), k.principal_id(), &Expect::Closed).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", messages(&report));
+    assert_eq!((report.last, report.sealed_through), (Some(6), Some(6)));
+    let past = verify(dir.path(), k.principal_id(), &Expect::Anchor(anchor)).unwrap();
+    assert!(past.problems.is_empty(), "{:?}", messages(&past));
+}
+
+/// Each seal names the seal before it: a seal taken out is named as such,
+/// besides the gap in the sequence.
+#[test]
+fn a_removed_seal_is_named_by_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    let log = AuditLog::open(settings(dir.path()), k.clone()).unwrap();
+    for _ in 0..3 {
+        write(&log, 2);
+    }
+    drop(log);
+    let path = segment(dir.path());
+    let mut lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    // Seals at 2, 5 and 8: the middle one goes.
+    assert!(lines[5].contains("\"event\":\"seal\""));
+    lines.remove(5);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let found = messages(&verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap());
+    assert!(
+        found.iter().any(|m| m.contains(
+            "record 8: the seal names the seal at record 5 before it, but the seal before it is at record 2: a seal was removed"
+        )),
+        "{found:#?}"
+    );
+}
+
+/// The writer checks its log against the anchor before writing anything:
+/// a log cut before it, or rewritten, is refused as found.
+#[test]
+fn the_writer_refuses_a_log_that_does_not_reach_its_anchor() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    let log = AuditLog::open(settings(dir.path()), k.clone()).unwrap();
+    write(&log, 4);
+    let anchor = log.close().unwrap();
+    drop(log);
+    let path = segment(dir.path());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let cut: String = text.lines().take(3).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, &cut).unwrap();
+    let start = Start {
+        anchor: Some(anchor.clone()),
+        new_log: false,
+    };
+    let refused = AuditLog::open_with(settings(dir.path()), k.clone(), &start, None)
+        .err()
+        .expect("refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("the log ends at record 2, before the anchor (record 5)"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        cut,
+        "nothing written"
+    );
+
+    // The whole log back: it opens, and a clean stop before needs no
+    // recovery.
+    std::fs::write(&path, &text).unwrap();
+    let seals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let told = seals.clone();
+    let log = AuditLog::open_with(
+        settings(dir.path()),
+        k.clone(),
+        &start,
+        Some(Box::new(move |a: &AuditAnchor| {
+            told.lock().unwrap().push(a.clone())
+        })),
+    )
+    .unwrap();
+    write(&log, 1);
+    let closed = log.close().unwrap();
+    drop(log);
+    assert_eq!(*seals.lock().unwrap().last().unwrap(), closed);
+    assert!(!std::fs::read_to_string(&path)
+        .unwrap()
+        .contains("recovered"));
+    let report = verify(dir.path(), k.principal_id(), &Expect::Closed).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", messages(&report));
+}
+
+/// Killed without a close: the next start seals what was left with a
+/// recovery seal after a `recovered` record, and the log verifies closed
+/// once that run closes.
+#[test]
+fn an_unclosed_log_is_sealed_with_a_recovery_seal_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    let log = AuditLog::open(settings(dir.path()), k.clone()).unwrap();
+    write(&log, 2);
+    drop(log);
+    // Records the killed writer left after its last seal.
+    let path = segment(dir.path());
+    let records: Vec<dgw_audit_log::Record> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = records.last().unwrap();
+    let (line, _) = dgw_audit_log::Record {
+        seq: last.seq + 1,
+        at: last.at.clone(),
+        prev: last.hash.clone(),
+        event: json!({"event": "test", "n": 9}),
+        hash: String::new(),
+    }
+    .to_line()
+    .unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    use std::io::Write;
+    f.write_all(&line).unwrap();
+    drop(f);
+    let unclosed = verify(dir.path(), k.principal_id(), &Expect::Closed).unwrap();
+    assert!(
+        messages(&unclosed)
+            .iter()
+            .any(|m| m.contains("record 3 follows the last seal (record 2)")),
+        "{:?}",
+        messages(&unclosed)
+    );
+    let log = AuditLog::open(settings(dir.path()), k.clone()).unwrap();
+    log.close();
+    drop(log);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("{\"cutBytes\":0,\"event\":\"recovered\",\"unsealed\":1}"),
+        "{text}"
+    );
+    assert!(text.contains("\"kind\":\"recovery\""), "{text}");
+    let report = verify(dir.path(), k.principal_id(), &Expect::Closed).unwrap();
     assert!(report.problems.is_empty(), "{:?}", messages(&report));
 }

@@ -37,6 +37,7 @@ pub const REVOCATION_FEED_LAG: &str = "dgw_revocation_feed_lag_seconds";
 pub const PROTOCOL_EVENTS: &str = "dgw_protocol_events_total";
 pub const PROTOCOL_SETTLED: &str = "dgw_protocol_settled_microcents_total";
 pub const TOKEN_CACHE_LOOKUPS: &str = "dgw_token_cache_lookups_total";
+pub const AUDIT_SEALED_RECORDS: &str = "dgw_audit_sealed_records";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -181,6 +182,10 @@ fn describe() {
     describe_gauge!(
         REVOCATIONS_CURRENT,
         "1 while this replica's revocation index holds every recorded revocation; 0 while the shared feed is lost (every decision is then refused)."
+    );
+    describe_gauge!(
+        AUDIT_SEALED_RECORDS,
+        "Records of the audit log up to and including the seal the state store keeps as its anchor (the anchor's seq + 1)."
     );
     describe_histogram!(
         REVOCATION_FEED_LAG,
@@ -359,6 +364,11 @@ pub fn record_connection_refused() {
 /// An idle connection closed to make room for a new one.
 pub fn record_connection_shed() {
     counter!(CONNECTIONS_SHED).increment(1);
+}
+
+/// The audit log's anchor moved to the seal at record `seq`.
+pub fn set_audit_sealed_records(records: u64) {
+    gauge!(AUDIT_SEALED_RECORDS).set(records as f64);
 }
 
 /// Whether the revocation index is current (the shared feed followed).

@@ -31,6 +31,9 @@ pub struct JsonRpc {
     audit: Arc<dyn AuditSink>,
     max_body_bytes: usize,
     reload: Option<Reload>,
+    /// The name the tamper-evident log's anchor is kept under, when the
+    /// gateway keeps one (`dgw/audit/head`).
+    audit_log: Option<String>,
 }
 
 /// Reloads the gateway's configuration for `dgw/reload`: called with the
@@ -57,7 +60,14 @@ impl JsonRpc {
             audit,
             max_body_bytes,
             reload: None,
+            audit_log: None,
         }
+    }
+
+    /// Serves `dgw/audit/head`: the anchor kept under `log`.
+    pub fn with_audit_log(mut self, log: String) -> Self {
+        self.audit_log = Some(log);
+        self
     }
 
     /// Serves `dgw/reload` with `reload`.

@@ -28,6 +28,7 @@ pub const METHODS: &[&str] = &[
     "delegateos/delegation",
     "dgw/authorize",
     "dgw/audit",
+    "dgw/audit/head",
     "dgw/revoke",
     "dgw/reload",
 ];
@@ -157,6 +158,7 @@ impl JsonRpc {
             "delegateos/delegation" => Box::pin(self.delegation(caller, p)).await,
             "dgw/authorize" => Box::pin(self.authorize_any(caller, p)).await,
             "dgw/audit" => Box::pin(self.audit(caller, p)).await,
+            "dgw/audit/head" => Box::pin(self.audit_head(caller, p)).await,
             "dgw/revoke" => Box::pin(self.admin_revoke(caller, p)).await,
             "dgw/reload" => Box::pin(self.reload(caller, p)).await,
             "delegateos/delegate" => Box::pin(self.delegate(p)).await,
@@ -382,6 +384,43 @@ impl JsonRpc {
             .await
             .map_err(|e| gate(&GateError::Storage(e)))?;
         Ok((json!({"events": events}), Outcome::Ok))
+    }
+
+    /// The anchor the state store keeps for the tamper-evident log: its
+    /// latest seal's `seq` and hash, what `dgw audit verify
+    /// --gateway-url` checks the files against.
+    async fn audit_head(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        if !caller.is_admin() {
+            return Err(gate(&GateError::Forbidden {
+                kind: dgw_core::gatekeeper::Forbidden::AdminRequired,
+                detail: "dgw/audit/head needs an admin token".into(),
+            }));
+        }
+        let _: EmptyParams = params(p.or_else(|| Some(json!({})))).map_err(err)?;
+        let Some(log) = &self.audit_log else {
+            return Err((
+                RpcError::new(
+                    METHOD_NOT_FOUND,
+                    "method_not_found",
+                    "this gateway keeps no audit log (--ephemeral, or [audit] enabled = false)",
+                ),
+                Outcome::Error,
+            ));
+        };
+        let anchor = self
+            .audit
+            .anchor(log)
+            .await
+            .map_err(|e| gate(&GateError::Storage(e)))?;
+        let sealed = anchor.as_ref().map_or(0, |a| a.seq.saturating_add(1));
+        Ok((
+            json!({"log": log, "anchor": anchor, "sealedRecords": sealed}),
+            Outcome::Ok,
+        ))
     }
 
     /// Reads the config file again (an authenticated admin: it changes who

@@ -18,7 +18,7 @@ use tokio::sync::broadcast;
 pub use ledger::MemoryBudgets;
 
 use dgw_core::state::{
-    AuditSink, BudgetSettings, ContractPut, DelegationStore, RecordStore, ReplayStore,
+    AuditAnchor, AuditSink, BudgetSettings, ContractPut, DelegationStore, RecordStore, ReplayStore,
     RevocationRecord, RevocationStore, StorageError, Stores,
 };
 
@@ -280,10 +280,12 @@ impl RecordStore for MemoryRecords {
     }
 }
 
-/// The in-memory [`AuditSink`]: the last [`AUDIT_EVENTS`] events.
+/// The in-memory [`AuditSink`]: the last [`AUDIT_EVENTS`] events, and the
+/// logs' anchors.
 #[derive(Default)]
 pub struct MemoryAudit {
     events: Mutex<BTreeMap<u64, Value>>,
+    anchors: Mutex<HashMap<String, AuditAnchor>>,
 }
 
 #[async_trait]
@@ -303,6 +305,19 @@ impl AuditSink for MemoryAudit {
         let skip = events.len().saturating_sub(limit);
         Ok(events.values().skip(skip).cloned().collect())
     }
+
+    async fn anchor(&self, log: &str) -> Result<Option<AuditAnchor>, StorageError> {
+        Ok(lock(&self.anchors).get(log).cloned())
+    }
+
+    async fn advance_anchor(&self, log: &str, anchor: &AuditAnchor) -> Result<bool, StorageError> {
+        let mut anchors = lock(&self.anchors);
+        if anchors.get(log).is_some_and(|kept| kept.seq >= anchor.seq) {
+            return Ok(false);
+        }
+        anchors.insert(log.to_owned(), anchor.clone());
+        Ok(true)
+    }
 }
 
 #[cfg(test)]
@@ -315,6 +330,7 @@ mod tests {
     #[derive(Default)]
     struct Memory {
         records: Arc<MemoryRecords>,
+        audit: Arc<MemoryAudit>,
     }
 
     impl Backend for Memory {
@@ -336,7 +352,7 @@ mod tests {
             Arc::new(MemoryDelegations::default())
         }
         fn audit(&self) -> Arc<dyn AuditSink> {
-            Arc::new(MemoryAudit::default())
+            self.audit.clone()
         }
         fn records(&self) -> Arc<dyn RecordStore> {
             self.records.clone()
@@ -391,5 +407,10 @@ mod tests {
     #[test]
     fn delegations_are_compare_and_swap() {
         contract::delegations_are_compare_and_swap(Memory::default());
+    }
+
+    #[test]
+    fn audit_anchors_only_move_forward() {
+        contract::audit_anchors_only_move_forward(Memory::default());
     }
 }

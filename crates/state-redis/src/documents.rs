@@ -11,7 +11,7 @@ use redis::{AsyncCommands, Script};
 use serde_json::Value;
 
 use dgw_core::state::{
-    AuditSink, ContractPut, DelegationStore, RecordStore, ReplayStore, StorageError,
+    AuditAnchor, AuditSink, ContractPut, DelegationStore, RecordStore, ReplayStore, StorageError,
 };
 
 use crate::connection::Connection;
@@ -339,10 +339,36 @@ impl DelegationStore for RedisDelegations {
     }
 }
 
-/// The Redis [`AuditSink`]: a capped stream.
+/// Moves a log's anchor forward: `KEYS[1]` the hash of anchors, `ARGV`
+/// the log's name, the new `seq` (decimal) and the anchor's JSON. Sequence
+/// numbers are compared as decimal strings (longer is larger), exact for
+/// every u64, where Lua's numbers stop at 2^53.
+const ADVANCE: &str = r"
+local kept = redis.call('HGET', KEYS[1], ARGV[1])
+if kept then
+  local seq = cjson.decode(kept)['seq']
+  local s = type(seq) == 'string' and seq or string.format('%.0f', seq)
+  if #s > #ARGV[2] or (#s == #ARGV[2] and s >= ARGV[2]) then
+    return 0
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1";
+
+/// The Redis [`AuditSink`]: a capped stream, and the logs' anchors in a
+/// hash (`<prefix>:audit_anchors`, a field per log).
 pub struct RedisAudit {
     connection: Connection,
     key: String,
+    anchors: String,
+    advance: Script,
+}
+
+/// An anchor as Redis keeps it: `seq` as a string, so Lua reads it whole.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredAnchor {
+    seq: String,
+    head: String,
 }
 
 impl RedisAudit {
@@ -350,6 +376,8 @@ impl RedisAudit {
         Self {
             connection,
             key: format!("{prefix}:audit"),
+            anchors: format!("{prefix}:audit_anchors"),
+            advance: Script::new(ADVANCE),
         }
     }
 }
@@ -390,5 +418,39 @@ impl AuditSink for RedisAudit {
             }
         }
         Ok(out)
+    }
+
+    async fn anchor(&self, log: &str) -> Result<Option<AuditAnchor>, StorageError> {
+        let kept: Option<StoredAnchor> =
+            hget_json(&self.connection, self.anchors.clone(), log, "audit_anchors").await?;
+        kept.map(|k| {
+            Ok(AuditAnchor {
+                seq: k
+                    .seq
+                    .parse()
+                    .map_err(|e| crate::corrupt("audit_anchors", log, e))?,
+                head: k.head,
+            })
+        })
+        .transpose()
+    }
+
+    async fn advance_anchor(&self, log: &str, anchor: &AuditAnchor) -> Result<bool, StorageError> {
+        let seq = anchor.seq.to_string();
+        let stored = json(&StoredAnchor {
+            seq: seq.clone(),
+            head: anchor.head.clone(),
+        })?;
+        let mut con = self.connection.get().await?;
+        let moved: i64 = self
+            .advance
+            .key(&self.anchors)
+            .arg(log)
+            .arg(seq)
+            .arg(stored)
+            .invoke_async(&mut con)
+            .await
+            .map_err(crate::backend)?;
+        Ok(moved == 1)
     }
 }

@@ -146,6 +146,12 @@ fn delegations_are_compare_and_swap() {
     contract::delegations_are_compare_and_swap(backend(&server));
 }
 
+#[test]
+fn audit_anchors_only_move_forward() {
+    let server = RedisServer::start();
+    contract::audit_anchors_only_move_forward(backend(&server));
+}
+
 /// With `appendfsync always` (what `deploy/` ships), a settlement Redis
 /// acknowledged survives Redis killed with SIGKILL; so does a reservation,
 /// which still ends once.
@@ -203,6 +209,7 @@ fn the_suite_passes_on_redis_cluster() {
     contract::replay_is_insert_if_absent(on());
     contract::audit_keeps_order(on());
     contract::delegations_are_compare_and_swap(on());
+    contract::audit_anchors_only_move_forward(on());
 }
 
 /// `rediss://`: TLS to Redis, its certificate checked against the CA given

@@ -1,4 +1,5 @@
-//! The audit log in sled: the `audit/v1` tree, keyed by a counter.
+//! The audit log in sled: the `audit/v1` tree, keyed by a counter; the
+//! logs' anchors in `audit_anchors/v1`, keyed by log name.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -7,13 +8,16 @@ use serde_json::Value;
 
 use super::{decode, encode, Storage};
 use crate::Db;
-use dgw_core::state::{AuditSink, StorageError};
+use dgw_core::state::{AuditAnchor, AuditSink, StorageError};
 
 /// The sled [`AuditSink`].
 pub struct SledAudit {
     tree: sled::Tree,
     /// The key of the next event.
     next: AtomicU64,
+    anchors: sled::Tree,
+    /// For syncing an anchor before it is acknowledged.
+    storage: Storage,
 }
 
 impl SledAudit {
@@ -28,6 +32,8 @@ impl SledAudit {
         Self {
             tree,
             next: AtomicU64::new(next),
+            anchors: storage.trees.audit_anchors.clone(),
+            storage: storage.clone(),
         }
     }
 }
@@ -48,5 +54,37 @@ impl AuditSink for SledAudit {
         }
         out.reverse();
         Ok(out)
+    }
+
+    async fn anchor(&self, log: &str) -> Result<Option<AuditAnchor>, StorageError> {
+        self.anchors
+            .get(log.as_bytes())
+            .db()?
+            .map(|v| decode("audit_anchors", log.as_bytes(), &v))
+            .transpose()
+    }
+
+    async fn advance_anchor(&self, log: &str, anchor: &AuditAnchor) -> Result<bool, StorageError> {
+        let new = encode(anchor);
+        loop {
+            let kept = self.anchors.get(log.as_bytes()).db()?;
+            if let Some(bytes) = &kept {
+                let kept: AuditAnchor = decode("audit_anchors", log.as_bytes(), bytes)?;
+                if kept.seq >= anchor.seq {
+                    return Ok(false);
+                }
+            }
+            // Another writer in between: read again.
+            if self
+                .anchors
+                .compare_and_swap(log.as_bytes(), kept, Some(new.as_slice()))
+                .db()?
+                .is_ok()
+            {
+                break;
+            }
+        }
+        self.storage.sync().await?;
+        Ok(true)
     }
 }

@@ -141,6 +141,8 @@ pub struct Trees {
     pub ledger: sled::Tree,
     /// Audit events, in order.
     pub audit: sled::Tree,
+    /// The tamper-evident logs' anchors, by log name.
+    pub audit_anchors: sled::Tree,
 }
 
 /// The database and its group-commit flusher.
@@ -180,6 +182,7 @@ impl Storage {
             revocation_index: db.open_tree("revocation_index/v1").db()?,
             ledger: db.open_tree("ledger/v1").db()?,
             audit: db.open_tree("audit/v1").db()?,
+            audit_anchors: db.open_tree("audit_anchors/v1").db()?,
         };
         let durability = Durability::start(db.clone());
         Ok(Self {
@@ -456,6 +459,11 @@ mod contract_suite {
     #[test]
     fn delegations_are_compare_and_swap() {
         contract::delegations_are_compare_and_swap(Sled::new());
+    }
+
+    #[test]
+    fn audit_anchors_only_move_forward() {
+        contract::audit_anchors_only_move_forward(Sled::new());
     }
 }
 

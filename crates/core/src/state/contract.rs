@@ -572,6 +572,66 @@ pub fn audit_keeps_order<B: Backend>(b: B) {
     });
 }
 
+/// Audit anchors: one per log name, kept across handles, moved only
+/// forward (a stale or concurrent writer never moves one back).
+pub fn audit_anchors_only_move_forward<B: Backend>(b: B) {
+    use super::AuditAnchor;
+    let anchor = |seq: u64, tag: &str| AuditAnchor {
+        seq,
+        head: format!("{tag:0>64}"),
+    };
+    runtime().block_on(async {
+        let sink = b.audit();
+        assert_eq!(sink.anchor("suite-a").await.unwrap(), None);
+        assert!(sink
+            .advance_anchor("suite-a", &anchor(5, "a5"))
+            .await
+            .unwrap());
+        assert_eq!(
+            b.audit().anchor("suite-a").await.unwrap(),
+            Some(anchor(5, "a5")),
+            "another handle reads it"
+        );
+        assert!(!sink
+            .advance_anchor("suite-a", &anchor(3, "a3"))
+            .await
+            .unwrap());
+        assert!(
+            !sink
+                .advance_anchor("suite-a", &anchor(5, "other"))
+                .await
+                .unwrap(),
+            "the same seq with another head does not replace it"
+        );
+        assert_eq!(sink.anchor("suite-a").await.unwrap(), Some(anchor(5, "a5")));
+        assert_eq!(sink.anchor("suite-b").await.unwrap(), None, "per log");
+        assert!(sink
+            .advance_anchor("suite-b", &anchor(0, "b0"))
+            .await
+            .unwrap());
+        // Racing writers: the furthest wins, whatever the order.
+        let writers = (6..30u64).rev().map(|seq| {
+            let sink = b.audit();
+            tokio::spawn(async move {
+                sink.advance_anchor("suite-a", &anchor(seq, &format!("a{seq}")))
+                    .await
+                    .unwrap()
+            })
+        });
+        for w in writers.collect::<Vec<_>>() {
+            w.await.unwrap();
+        }
+        assert_eq!(
+            b.audit().anchor("suite-a").await.unwrap(),
+            Some(anchor(29, "a29"))
+        );
+        assert_eq!(sink.anchor("suite-b").await.unwrap(), Some(anchor(0, "b0")));
+        let far = anchor(u64::MAX, "far");
+        assert!(sink.advance_anchor("suite-c", &far).await.unwrap());
+        assert_eq!(sink.anchor("suite-c").await.unwrap(), Some(far));
+    });
+}
+
 /// Delegations: insert-once, compare-and-swap replace, the block index,
 /// contracts (same one again is unchanged, a different one conflicts),
 /// attestations (first wins).

@@ -277,7 +277,8 @@ pub trait RecordStore: Send + Sync {
 }
 
 /// The audit log: events in order (durable with the backend's next flush:
-/// they are evidence, not state).
+/// they are evidence, not state); and the anchors of the tamper-evident
+/// logs, kept here, away from their directories.
 #[async_trait]
 pub trait AuditSink: Send + Sync {
     /// Appends an event.
@@ -285,6 +286,31 @@ pub trait AuditSink: Send + Sync {
 
     /// The last `limit` events, oldest first.
     async fn recent(&self, limit: usize) -> Result<Vec<Value>, StorageError>;
+
+    /// The anchor of the tamper-evident log named `log`, if one was kept.
+    async fn anchor(&self, log: &str) -> Result<Option<AuditAnchor>, StorageError>;
+
+    /// Moves the anchor of `log` to `anchor`, durably, if it is further on
+    /// than the one kept (a higher `seq`); whether it moved. An anchor
+    /// never moves back: a late or stale writer cannot undo a newer one.
+    async fn advance_anchor(&self, log: &str, anchor: &AuditAnchor) -> Result<bool, StorageError>;
+}
+
+/// Where a tamper-evident audit log had got to: its latest seal, as the
+/// record's sequence number and hash. Kept outside the log's directory, so
+/// a log cut or rewritten there no longer reaches it (`dgw-audit-log`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct AuditAnchor {
+    pub seq: u64,
+    /// The seal record's hash (64 hex digits).
+    pub head: String,
+}
+
+impl std::fmt::Display for AuditAnchor {
+    /// `SEQ:HASH`, as `dgw audit verify --expect-head` takes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.seq, self.head)
+    }
 }
 
 /// One backend's stores, as the gateway holds them.
