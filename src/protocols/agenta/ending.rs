@@ -70,6 +70,7 @@ impl Agenta {
             .update(REQUESTS, request_id, |r: &mut RequestRecord| {
                 if !r.ended {
                     r.ended = true;
+                    r.ended_ms = Some(now().1);
                     r.charged_microcents = Some(charged);
                     r.overcharge_attempt = overcharge.clone();
                     r.attestation_id = attestation_id.clone();
