@@ -318,14 +318,89 @@ fn cap_and_retention(w: &World) {
         assert!(started.elapsed().as_secs() < 20, "never forgotten");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    // Its payment authorization is free again, and its place.
-    let mut reuse = request(3, 300);
-    reuse["payment"]["payment_authorization_id"] = json!("pay-00000001");
-    let (status, body) = w.buy(&reuse);
+    // Its idempotency key and payment authorization are free again, and
+    // its place: the same request is a new purchase, forwarded again.
+    let (status, body) = w.buy(&req);
     assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        w.seller.forwards().len(),
+        3,
+        "bought anew, not answered from the key"
+    );
     // Full again.
     assert_eq!(w.buy(&request(4, 300)).0, 429);
+    let mut reuse = request(5, 300);
+    reuse["payment"]["payment_authorization_id"] = json!("pay-00000002");
+    assert_eq!(w.buy(&reuse).0, 402, "request 2's binding holds");
     assert_eq!(w.seller.forwards().len(), 3);
+}
+
+/// A data dir from before issue 30: an ended request without `ended_ms`
+/// (forgotten `retention` after its deadline), and an idempotency key and a
+/// payment authorization (in its old form, the request ID alone) whose
+/// request is not there, as a crash could leave them: the sweep drops them,
+/// and the purchase they blocked goes through.
+#[test]
+fn records_from_before_issue_30_are_swept() {
+    use dgw_core::state::RecordStore;
+    let mut w = World::with(10_000, "buyer_verified", 3, "retention = \"1s\"");
+    let req = request(2, 300);
+    assert_eq!(w.buy(&req).0, 202);
+    let done = completed(&req, "rcpt-done", json!("s"), 250);
+    assert_eq!(w.report(Some(&w.secret_of("req-00000002")), &done).0, 200);
+    w.gateway.terminate();
+    with_sled(&w.dir.join("data"), |_, records, runtime| {
+        runtime.block_on(async {
+            let was = records
+                .get("agenta_requests", "req-00000002")
+                .await
+                .unwrap()
+                .unwrap();
+            let mut old = was.clone();
+            old.as_object_mut().unwrap().remove("ended_ms").unwrap();
+            assert!(records
+                .replace("agenta_requests", "req-00000002", &was, &old)
+                .await
+                .unwrap());
+            let claim = json!({"digest": "sha256:00", "delegation_id": "elsewhere",
+                               "request_id": "req-00000001", "answer": null});
+            assert!(records
+                .insert_new("agenta_idempotency", "globex\nidem-00000001", &claim)
+                .await
+                .unwrap());
+            assert!(records
+                .insert_new(
+                    "agenta_payment_authorizations",
+                    "acme\npay-00000001",
+                    &json!("req-00000001")
+                )
+                .await
+                .unwrap());
+        })
+    });
+    w.gateway = Gateway::start(&w.gateway.config.clone());
+    let started = std::time::Instant::now();
+    let mut answers = Vec::new();
+    loop {
+        let (status, body) = w.buy(&request(1, 300));
+        if status == 202 {
+            break;
+        }
+        answers.push(code(&body).to_owned());
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "still blocked: {answers:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(
+        answers.first().map(String::as_str),
+        Some("idempotency_conflict")
+    );
+    while lookup(&w, "req-00000002") != 404 {
+        assert!(started.elapsed().as_secs() < 20, "never forgotten");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 #[test]

@@ -298,44 +298,61 @@ pub const STORED: &[&str] = &[
 ];
 
 /// What a stopped gateway's sled state holds in each of [`STORED`]:
-/// (records, bytes of their keys and JSON). Waits until sled's lock on the
-/// data dir is let go again, so the gateway can start over it.
+/// (records, bytes of their keys and JSON).
 pub fn stored(
     data_dir: &std::path::Path,
 ) -> std::collections::BTreeMap<&'static str, (usize, usize)> {
     use dgw_core::state::RecordStore;
+    with_sled(data_dir, |storage, records, runtime| {
+        let mut out = std::collections::BTreeMap::new();
+        for space in STORED {
+            let sizes: Vec<usize> = match *space {
+                "contracts" | "attestations" => {
+                    let tree = if *space == "contracts" {
+                        &storage.trees.contracts
+                    } else {
+                        &storage.trees.attestations
+                    };
+                    tree.iter()
+                        .map(|kv| {
+                            let (k, v) = kv.unwrap();
+                            k.len() + v.len()
+                        })
+                        .collect()
+                }
+                _ => runtime
+                    .block_on(records.scan(space))
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| k.len() + v.to_string().len())
+                    .collect(),
+            };
+            out.insert(*space, (sizes.len(), sizes.iter().sum()));
+        }
+        out
+    })
+}
+
+/// Runs `f` over a stopped gateway's sled state, then waits until sled's
+/// lock on the data dir is let go again, so the gateway can start over it.
+pub fn with_sled<T>(
+    data_dir: &std::path::Path,
+    f: impl FnOnce(
+        &dgw_state_sled::Storage,
+        &dgw_state_sled::SledRecords,
+        &tokio::runtime::Runtime,
+    ) -> T,
+) -> T {
     let db = data_dir.join("db");
     let storage = dgw_state_sled::Storage::open(&db).unwrap();
     let records = dgw_state_sled::SledRecords::new(storage.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .unwrap();
-    let mut out = std::collections::BTreeMap::new();
-    for space in STORED {
-        let sizes: Vec<usize> = match *space {
-            "contracts" | "attestations" => {
-                let tree = if *space == "contracts" {
-                    &storage.trees.contracts
-                } else {
-                    &storage.trees.attestations
-                };
-                tree.iter()
-                    .map(|kv| {
-                        let (k, v) = kv.unwrap();
-                        k.len() + v.len()
-                    })
-                    .collect()
-            }
-            _ => runtime
-                .block_on(records.scan(space))
-                .unwrap()
-                .iter()
-                .map(|(k, v)| k.len() + v.to_string().len())
-                .collect(),
-        };
-        out.insert(*space, (sizes.len(), sizes.iter().sum()));
-    }
-    drop((records, storage));
+    let out = f(&storage, &records, &runtime);
+    runtime.block_on(storage.sync()).unwrap();
+    drop((records, storage, runtime));
     // sled's flush thread holds the database until it sees the handle gone.
     let started = std::time::Instant::now();
     loop {
