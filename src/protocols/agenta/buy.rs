@@ -120,9 +120,8 @@ impl Agenta {
         };
         let (answer, kept) = self.forward(recorded).await;
         if !kept {
-            // The seller never took it and nothing of it is kept: nor is
-            // its answer, so a retry once the seller is back is bought.
-            self.records.remove(IDEMPOTENCY, &key).await?;
+            // The seller never took it and nothing of it is kept, its key
+            // included (`forget`): a retry once the seller is back is bought.
             return answer;
         }
         let stored = match &answer {
@@ -543,47 +542,6 @@ impl Agenta {
                 &delegateos::CheckFunctionRegistry::with_builtins(),
             )
             .map_err(|e| Refusal::new(422, "untranslatable", e.to_string()))
-    }
-
-    /// A request the seller never took: `failed` if no receipt moved it,
-    /// and its reservation released; then, if no receipt ever moved it, it
-    /// is forgotten with its payment authorization and contract (nothing
-    /// happened, nothing is charged, and the audit log has both events).
-    /// Whether it was forgotten.
-    async fn fail_to_start(&self, request_id: &str, why: &str) -> bool {
-        let unstarted = self
-            .records
-            .update(REQUESTS, request_id, |r: &mut RequestRecord| {
-                r.forward_error = Some(why.to_owned());
-                if r.status.is_none() {
-                    r.status = Some(agenta::Status::Failed.as_str().to_owned());
-                    Ok(true)
-                } else {
-                    Ok(false)
-                }
-            })
-            .await;
-        let unstarted = match unstarted {
-            Ok(u) => u,
-            Err(e) => {
-                tracing::error!(request_id, error = %e, "recording a failed forward");
-                false
-            }
-        };
-        if let Err(e) = self.finish(request_id).await {
-            tracing::error!(request_id, error = %e, "ending a failed request's reservation");
-            return false;
-        }
-        if !unstarted {
-            return false;
-        }
-        match self.request(request_id).await {
-            Ok(record) if record.receipts.is_empty() && record.ended => self
-                .forget(request_id, &record, true, "never_started")
-                .await
-                .is_ok(),
-            _ => false,
-        }
     }
 
     /// Releases a reservation the gateway holds (one that already ended is
