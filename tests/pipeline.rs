@@ -172,6 +172,9 @@ impl DelegationStore for Contested {
     ) -> Result<Option<TaskContract>, StorageError> {
         self.inner.contract(id).await
     }
+    async fn remove_contract(&self, id: &delegateos::ContractId) -> Result<bool, StorageError> {
+        self.inner.remove_contract(id).await
+    }
     async fn put_attestation(&self, a: &Attestation) -> Result<(), StorageError> {
         self.inner.put_attestation(a).await
     }

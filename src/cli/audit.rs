@@ -7,8 +7,8 @@ use delegateos::PrincipalId;
 use dgw_audit_log::{AuditAnchor, Expect};
 use serde_json::{json, Value};
 
-use super::output::say;
 use super::motebit::ADMIN_TOKEN_ENV;
+use super::output::say;
 use super::{CliError, Outcome};
 
 #[derive(Debug, Subcommand)]

@@ -429,8 +429,18 @@ create_if_missing = true
         let c = Config::parse(&format!("{GOOD}{agenta}"), Path::new("t.toml")).unwrap();
         let a = c.agenta.unwrap();
         assert_eq!(a.currencies["USD"], 1_000_000);
-        assert_eq!(a.buyer_callback_hosts, ["agents.example"]);
+        assert_eq!(
+            a.buyer_callback_origins
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["https://agents.example:443"],
+            "a bare host is https on 443"
+        );
         assert_eq!(a.seller_timeout, Duration::from_secs(10));
+        assert_eq!(a.limits, agenta::Limits::default());
+        assert_eq!(a.max_stored_requests, 10_000);
+        assert_eq!(a.retention, Duration::from_secs(7 * 86_400));
         assert!(Config::parse(GOOD, Path::new("t.toml"))
             .unwrap()
             .agenta
@@ -452,6 +462,53 @@ create_if_missing = true
             )
         ))
         .contains("`agenta.public_url`"));
+        // The bounds on what is kept, each by its name.
+        let with = |key: &str| {
+            agenta.replace(
+                "[agenta.currencies]",
+                &format!("{key}\n[agenta.currencies]"),
+            )
+        };
+        for (line, key) in [
+            ("max_input_bytes = 1", "agenta.max_input_bytes"),
+            ("max_result_bytes = 0", "agenta.max_result_bytes"),
+            ("max_metadata_bytes = 1", "agenta.max_metadata_bytes"),
+            ("max_string_bytes = 63", "agenta.max_string_bytes"),
+            ("max_stored_requests = 0", "agenta.max_stored_requests"),
+            ("retention = \"0s\"", "agenta.retention"),
+            ("retention = \"a week\"", "agenta.retention"),
+            ("max_input_bytes = -1", "max_input_bytes"),
+        ] {
+            let e = err(&format!("{GOOD}{}", with(line)));
+            assert!(e.contains(key), "{line}: {e}");
+        }
+        for (entry, i) in [
+            ("\"h.example:8443\"", 0),
+            ("\"https://a.example\", \"ftp://b.example\"", 1),
+            ("\"https://a.example/path\"", 0),
+        ] {
+            let e = err(&format!(
+                "{GOOD}{}",
+                agenta.replace("\"Agents.Example\"", entry)
+            ));
+            assert!(
+                e.contains(&format!("`agenta.buyer_callback_hosts[{i}]`")),
+                "{entry}: {e}"
+            );
+        }
+        let c = Config::parse(
+            &format!(
+                "{GOOD}{}",
+                with("max_input_bytes = 100\nmax_string_bytes = 64\nmax_stored_requests = 3\nretention = \"2s\"")
+            ),
+            Path::new("t.toml"),
+        )
+        .unwrap()
+        .agenta
+        .unwrap();
+        assert_eq!((c.limits.input_bytes, c.limits.string_bytes), (100, 64));
+        assert_eq!(c.max_stored_requests, 3);
+        assert_eq!(c.retention, Duration::from_secs(2));
     }
 
     #[test]

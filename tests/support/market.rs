@@ -31,6 +31,8 @@ pub struct Seller {
     /// The `Authorization` header of each, in the same order.
     pub authorizations: Arc<Mutex<Vec<Option<String>>>>,
     pub mode: Arc<Mutex<Mode>>,
+    /// Connections accepted (HTTP or not).
+    pub connections: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Seller {
@@ -40,10 +42,13 @@ impl Seller {
         let received = Arc::new(Mutex::new(Vec::new()));
         let authorizations = Arc::new(Mutex::new(Vec::new()));
         let mode = Arc::new(Mutex::new(Mode::Accept));
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (r, a, m) = (received.clone(), authorizations.clone(), mode.clone());
+        let counted = connections.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let (r, a, m) = (r.clone(), a.clone(), m.clone());
                 std::thread::spawn(move || serve_one(stream, &r, &a, &m));
             }
@@ -53,7 +58,12 @@ impl Seller {
             received,
             authorizations,
             mode,
+            connections,
         }
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn forwards(&self) -> Vec<Value> {
@@ -177,6 +187,18 @@ impl World {
 
     /// [`World::new`] with more keys in `[agenta]`.
     pub fn with(budget_cents: u64, mode: &str, max_seconds: u64, agenta: &str) -> World {
+        Self::started(budget_cents, mode, max_seconds, agenta, Gateway::start)
+    }
+
+    /// [`World::with`], the gateway started by `start` (`Gateway::start_ephemeral`:
+    /// state in memory).
+    pub fn started(
+        budget_cents: u64,
+        mode: &str,
+        max_seconds: u64,
+        agenta: &str,
+        start: fn(&std::path::Path) -> Gateway,
+    ) -> World {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().to_owned();
         let root = seed(1);
@@ -190,7 +212,7 @@ impl World {
                 hex::encode(sha2::Sha256::digest(ADMIN.as_bytes()))
             ),
         );
-        let gateway = Gateway::start(&config);
+        let gateway = start(&config);
         let seller = Seller::start();
         let token = root_token(
             &root,
@@ -262,6 +284,97 @@ impl World {
         let auth = secret.map(|s| format!("Bearer {s}"));
         self.post("/agenta/v0/execution-receipts", auth.as_deref(), receipt)
     }
+}
+
+/// The Agenta record spaces and the DelegateOS trees a purchase writes to.
+pub const STORED: &[&str] = &[
+    "agenta_offers",
+    "agenta_requests",
+    "agenta_open",
+    "agenta_idempotency",
+    "agenta_payment_authorizations",
+    "contracts",
+    "attestations",
+];
+
+/// What a stopped gateway's sled state holds in each of [`STORED`]:
+/// (records, bytes of their keys and JSON).
+pub fn stored(
+    data_dir: &std::path::Path,
+) -> std::collections::BTreeMap<&'static str, (usize, usize)> {
+    use dgw_core::state::RecordStore;
+    with_sled(data_dir, |storage, records, runtime| {
+        let mut out = std::collections::BTreeMap::new();
+        for space in STORED {
+            let sizes: Vec<usize> = match *space {
+                "contracts" | "attestations" => {
+                    let tree = if *space == "contracts" {
+                        &storage.trees.contracts
+                    } else {
+                        &storage.trees.attestations
+                    };
+                    tree.iter()
+                        .map(|kv| {
+                            let (k, v) = kv.unwrap();
+                            k.len() + v.len()
+                        })
+                        .collect()
+                }
+                _ => runtime
+                    .block_on(records.scan(space))
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| k.len() + v.to_string().len())
+                    .collect(),
+            };
+            out.insert(*space, (sizes.len(), sizes.iter().sum()));
+        }
+        out
+    })
+}
+
+/// Runs `f` over a stopped gateway's sled state, then waits until sled's
+/// lock on the data dir is let go again, so the gateway can start over it.
+pub fn with_sled<T>(
+    data_dir: &std::path::Path,
+    f: impl FnOnce(
+        &dgw_state_sled::Storage,
+        &dgw_state_sled::SledRecords,
+        &tokio::runtime::Runtime,
+    ) -> T,
+) -> T {
+    let db = data_dir.join("db");
+    let storage = dgw_state_sled::Storage::open(&db).unwrap();
+    let records = dgw_state_sled::SledRecords::new(storage.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = f(&storage, &records, &runtime);
+    runtime.block_on(storage.sync()).unwrap();
+    drop((records, storage, runtime));
+    // sled's flush thread holds the database until it sees the handle gone.
+    let started = std::time::Instant::now();
+    loop {
+        let file = std::fs::File::open(db.join("db")).unwrap();
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 10, "sled kept its lock");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    out
+}
+
+/// A gauge's value in Prometheus text (`None`: no such series).
+pub fn gauge(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 pub fn code(body: &Value) -> &str {

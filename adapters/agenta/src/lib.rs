@@ -13,6 +13,7 @@
 
 pub mod conformance;
 pub mod failure;
+pub mod limits;
 pub mod message;
 pub mod schema;
 pub mod state;
@@ -20,6 +21,7 @@ pub mod translate;
 
 pub use conformance::{check_completed, check_input, Breach};
 pub use failure::FailureMode;
+pub use limits::{Limits, TooLarge};
 pub use message::{ExecutionReceipt, ExecutionRequest, Message, Offer, VerificationResult};
 pub use schema::{MessageType, SchemaFailure, Schemas, Violation};
 pub use state::{InvalidTransition, Status};

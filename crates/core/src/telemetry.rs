@@ -38,6 +38,8 @@ pub const PROTOCOL_EVENTS: &str = "dgw_protocol_events_total";
 pub const PROTOCOL_SETTLED: &str = "dgw_protocol_settled_microcents_total";
 pub const TOKEN_CACHE_LOOKUPS: &str = "dgw_token_cache_lookups_total";
 pub const AUDIT_SEALED_RECORDS: &str = "dgw_audit_sealed_records";
+pub const PROTOCOL_STORED_BYTES: &str = "dgw_protocol_stored_bytes";
+pub const PROTOCOL_STORED_RECORDS: &str = "dgw_protocol_stored_records";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -86,6 +88,15 @@ fn describe() {
         PROTOCOL_SETTLED,
         Unit::Count,
         "Microcents settled for work a protocol brokered (Agenta purchases)."
+    );
+    describe_gauge!(
+        PROTOCOL_STORED_BYTES,
+        Unit::Bytes,
+        "Bytes a protocol's stored records take (keys and values as the state backend stores them), by protocol and record kind; set by the protocol's sweep."
+    );
+    describe_gauge!(
+        PROTOCOL_STORED_RECORDS,
+        "Records a protocol keeps in the state, by protocol and record kind; set by the protocol's sweep."
     );
     describe_histogram!(
         AUTHORIZE_DURATION,
@@ -307,6 +318,13 @@ pub fn record_protocol_event(protocol: &'static str, event: &'static str) {
 /// Microcents settled for work a protocol brokered.
 pub fn record_protocol_settled(protocol: &'static str, microcents: u64) {
     counter!(PROTOCOL_SETTLED, "protocol" => protocol).increment(microcents);
+}
+
+/// What one kind of a protocol's records takes in the state (a closed set
+/// of kinds the protocol names).
+pub fn set_protocol_stored(protocol: &'static str, kind: &'static str, records: usize, bytes: u64) {
+    gauge!(PROTOCOL_STORED_BYTES, "protocol" => protocol, "kind" => kind).set(bytes as f64);
+    gauge!(PROTOCOL_STORED_RECORDS, "protocol" => protocol, "kind" => kind).set(records as f64);
 }
 
 /// A DCT found among the verified ones (`hit`) or verified anew.

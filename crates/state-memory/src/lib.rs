@@ -18,8 +18,8 @@ use tokio::sync::broadcast;
 pub use ledger::MemoryBudgets;
 
 use dgw_core::state::{
-    AuditAnchor, AuditSink, BudgetSettings, ContractPut, DelegationStore, RecordStore, ReplayStore,
-    RevocationRecord, RevocationStore, StorageError, Stores,
+    AuditAnchor, AuditSink, BudgetSettings, Capped, ContractPut, DelegationStore, RecordStore,
+    ReplayStore, RevocationRecord, RevocationStore, SpaceUsage, StorageError, Stores,
 };
 
 /// Most audit events kept (the oldest go first).
@@ -167,6 +167,10 @@ impl DelegationStore for MemoryDelegations {
         Ok(lock(&self.contracts).get(id.as_str()).cloned())
     }
 
+    async fn remove_contract(&self, id: &delegateos::ContractId) -> Result<bool, StorageError> {
+        Ok(lock(&self.contracts).remove(id.as_str()).is_some())
+    }
+
     async fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError> {
         lock(&self.attestations)
             .entry(attestation.id.as_str().to_owned())
@@ -278,6 +282,40 @@ impl RecordStore for MemoryRecords {
             .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default())
     }
+
+    async fn insert_capped(
+        &self,
+        space: &'static str,
+        key: &str,
+        value: &Value,
+        cap: usize,
+    ) -> Result<Capped, StorageError> {
+        let mut spaces = lock(&self.spaces);
+        let space = spaces.entry(space).or_default();
+        Ok(if space.contains_key(key) {
+            Capped::Taken
+        } else if space.len() >= cap {
+            Capped::Full
+        } else {
+            space.insert(key.to_owned(), value.clone());
+            Capped::Inserted
+        })
+    }
+
+    /// The documents as compact JSON: what a stored copy would take.
+    async fn usage(&self, space: &'static str) -> Result<SpaceUsage, StorageError> {
+        let spaces = lock(&self.spaces);
+        let Some(space) = spaces.get(space) else {
+            return Ok(SpaceUsage::default());
+        };
+        Ok(SpaceUsage {
+            records: space.len(),
+            bytes: space
+                .iter()
+                .map(|(k, v)| (k.len() + v.to_string().len()) as u64)
+                .sum(),
+        })
+    }
 }
 
 /// The in-memory [`AuditSink`]: the last [`AUDIT_EVENTS`] events, and the
@@ -362,6 +400,11 @@ mod tests {
     #[test]
     fn records_are_compare_and_swap() {
         contract::records_are_compare_and_swap(Memory::default());
+    }
+
+    #[test]
+    fn records_are_capped_and_measured() {
+        contract::records_are_capped_and_measured(Memory::default());
     }
 
     #[test]

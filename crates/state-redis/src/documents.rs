@@ -11,7 +11,8 @@ use redis::{AsyncCommands, Script};
 use serde_json::Value;
 
 use dgw_core::state::{
-    AuditAnchor, AuditSink, ContractPut, DelegationStore, RecordStore, ReplayStore, StorageError,
+    AuditAnchor, AuditSink, Capped, ContractPut, DelegationStore, RecordStore, ReplayStore,
+    SpaceUsage, StorageError,
 };
 
 use crate::connection::Connection;
@@ -118,11 +119,30 @@ impl ReplayStore for RedisReplay {
     }
 }
 
+/// Insert unless taken or full: `KEYS[1]` the hash, `ARGV` the field, the
+/// value and the cap. 1 inserted, 0 taken, 2 full.
+const INSERT_CAPPED: &str = r"
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return 2 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1";
+
+/// A hash's fields and the bytes of its fields and values: `{fields, bytes}`.
+const USAGE: &str = r"
+local fields = redis.call('HKEYS', KEYS[1])
+local bytes = 0
+for _, f in ipairs(fields) do
+  bytes = bytes + #f + redis.call('HSTRLEN', KEYS[1], f)
+end
+return {#fields, bytes}";
+
 /// The Redis [`RecordStore`]: a hash per space.
 pub struct RedisRecords {
     connection: Connection,
     prefix: Arc<str>,
     swap: Script,
+    insert_capped: Script,
+    usage: Script,
 }
 
 impl RedisRecords {
@@ -131,6 +151,8 @@ impl RedisRecords {
             connection,
             prefix,
             swap: Script::new(SWAP),
+            insert_capped: Script::new(INSERT_CAPPED),
+            usage: Script::new(USAGE),
         }
     }
 
@@ -199,6 +221,41 @@ impl RecordStore for RedisRecords {
             .collect::<Result<Vec<_>, StorageError>>()?;
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
+    }
+
+    async fn insert_capped(
+        &self,
+        space: &'static str,
+        key: &str,
+        value: &Value,
+        cap: usize,
+    ) -> Result<Capped, StorageError> {
+        let mut con = self.connection.get().await?;
+        let outcome: i64 = self
+            .insert_capped
+            .key(self.space(space))
+            .arg(key)
+            .arg(json(value)?)
+            .arg(cap)
+            .invoke_async(&mut con)
+            .await
+            .map_err(crate::backend)?;
+        Ok(match outcome {
+            1 => Capped::Inserted,
+            2 => Capped::Full,
+            _ => Capped::Taken,
+        })
+    }
+
+    async fn usage(&self, space: &'static str) -> Result<SpaceUsage, StorageError> {
+        let mut con = self.connection.get().await?;
+        let (records, bytes): (usize, u64) = self
+            .usage
+            .key(self.space(space))
+            .invoke_async(&mut con)
+            .await
+            .map_err(crate::backend)?;
+        Ok(SpaceUsage { records, bytes })
     }
 }
 
@@ -310,6 +367,13 @@ impl DelegationStore for RedisDelegations {
     ) -> Result<Option<TaskContract>, StorageError> {
         let key = self.key("contracts");
         hget_json(&self.connection, key, id.as_str(), "contracts").await
+    }
+
+    async fn remove_contract(&self, id: &delegateos::ContractId) -> Result<bool, StorageError> {
+        let mut con = self.connection.get().await?;
+        con.hdel(self.key("contracts"), id.as_str())
+            .await
+            .map_err(crate::backend)
     }
 
     async fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError> {

@@ -93,6 +93,12 @@ fn records_are_compare_and_swap() {
 }
 
 #[test]
+fn records_are_capped_and_measured() {
+    let server = RedisServer::start();
+    contract::records_are_capped_and_measured(backend(&server));
+}
+
+#[test]
 fn reservations_keep_their_own_deadline() {
     let server = RedisServer::start();
     contract::reservations_keep_their_own_deadline(backend(&server));
@@ -200,6 +206,7 @@ fn the_suite_passes_on_redis_cluster() {
     let cluster = RedisCluster::start();
     let on = || at_url(cluster.url());
     contract::records_are_compare_and_swap(on());
+    contract::records_are_capped_and_measured(on());
     contract::reservations_keep_their_own_deadline(on());
     contract::budgets_never_overspend(on);
     contract::concurrent_reservations_never_overspend(on());

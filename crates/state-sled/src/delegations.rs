@@ -122,6 +122,17 @@ impl DelegationStore for SledDelegations {
         )
     }
 
+    /// Forgets a contract (durable with the next sync).
+    async fn remove_contract(&self, id: &delegateos::ContractId) -> Result<bool, StorageError> {
+        Ok(self
+            .storage
+            .trees
+            .contracts
+            .remove(id.as_str().as_bytes())
+            .db()?
+            .is_some())
+    }
+
     /// Stores an attestation (the first one with an ID wins).
     async fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError> {
         self.storage

@@ -151,6 +151,10 @@ pub struct Storage {
     db: sled::Db,
     pub trees: Trees,
     durability: Durability,
+    /// How many documents each record space that a capped insert has
+    /// used holds ([`SledRecords`]): sled counts a tree only by walking it,
+    /// and this process is the only one with the database open.
+    pub(crate) record_counts: Arc<std::sync::Mutex<std::collections::HashMap<&'static str, usize>>>,
 }
 
 impl Storage {
@@ -189,6 +193,7 @@ impl Storage {
             db,
             trees,
             durability,
+            record_counts: Default::default(),
         })
     }
 
@@ -414,6 +419,11 @@ mod contract_suite {
     #[test]
     fn records_are_compare_and_swap() {
         contract::records_are_compare_and_swap(Sled::new());
+    }
+
+    #[test]
+    fn records_are_capped_and_measured() {
+        contract::records_are_capped_and_measured(Sled::new());
     }
 
     #[test]

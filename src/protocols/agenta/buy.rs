@@ -1,8 +1,10 @@
-//! An execution request: checked against its schema and its offer, paid
-//! with the buyer's DCT through the one pipeline (reserved until the
-//! request's deadline), recorded durably, then forwarded to the seller with
-//! a fresh callback secret. Idempotency keys make a retried request return
-//! the first answer without a second reservation or forward.
+//! An execution request: checked against its schema, its bounds and its
+//! offer, its payment authorization bound, paid with the buyer's DCT through
+//! the one pipeline (reserved until the request's deadline), recorded
+//! durably within the cap on stored requests, then forwarded to the seller
+//! with a fresh callback secret. Idempotency keys make a retried request
+//! return the first answer without a second reservation or forward. Every
+//! refusal, and a request the seller never took, leaves nothing stored.
 
 use std::time::Duration;
 
@@ -12,14 +14,15 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use super::records::{
-    IdempotencyRecord, RequestRecord, StoredAnswer, IDEMPOTENCY, OPEN, PAYMENT_AUTHORIZATIONS,
-    REQUESTS,
+    IdempotencyRecord, PaymentBinding, RequestRecord, StoredAnswer, IDEMPOTENCY, OPEN,
+    PAYMENT_AUTHORIZATIONS, REQUESTS,
 };
 use super::{credential, Agenta, Refusal, ID};
 use crate::budget::Hold;
 use crate::caller::Caller;
 use crate::gatekeeper::now;
 use crate::protocol::{Decision, Grant, HttpAnswer};
+use crate::state::Capped;
 use agenta::FailureMode;
 
 /// How often a duplicate waits for the first request's answer.
@@ -36,19 +39,13 @@ fn in_progress() -> Refusal {
     )
 }
 
-/// A purchase the gateway recorded: from here on, whatever happens is the
-/// answer its idempotency key keeps.
-enum Recorded {
-    /// To forward to the seller.
-    Forward {
-        request_id: String,
-        endpoint: String,
-        /// The request as forwarded (dgw's callback in it).
-        message: Value,
-        record: Box<RequestRecord>,
-    },
-    /// Ended before the forward (its payment authorization was used).
-    Ended(Refusal),
+/// A purchase the gateway recorded, to forward to the seller.
+struct Recorded {
+    request_id: String,
+    endpoint: String,
+    /// The request as forwarded (dgw's callback in it).
+    message: Value,
+    record: Box<RequestRecord>,
 }
 
 /// What a request was checked to be, before anything is reserved.
@@ -72,6 +69,9 @@ impl Agenta {
         message: &Value,
     ) -> Result<HttpAnswer, Refusal> {
         let request: agenta::ExecutionRequest = self.schemas.parse(message)?;
+        self.config
+            .limits
+            .check(agenta::MessageType::ExecutionRequest, message)?;
         let token = credential(authorization, "DCT").ok_or_else(|| Refusal {
             status: 401,
             ..Refusal::budget("pay with `Authorization: DCT <token>`")
@@ -89,6 +89,7 @@ impl Agenta {
             delegation_id: delegation_id.clone(),
             request_id: request.request_id.clone(),
             answer: None,
+            claimed_ms: Some(now().1),
         };
         // Claimed before the offer is looked at: a retry gets the first
         // answer even if the offer has moved on since. A duplicate waits for
@@ -117,7 +118,12 @@ impl Agenta {
                 return Err(r);
             }
         };
-        let answer = self.forward(recorded).await;
+        let (answer, kept) = self.forward(recorded).await;
+        if !kept {
+            // The seller never took it and nothing of it is kept, its key
+            // included (`forget`): a retry once the seller is back is bought.
+            return answer;
+        }
         let stored = match &answer {
             Ok(a) => StoredAnswer {
                 status: a.status,
@@ -128,12 +134,18 @@ impl Agenta {
                 body: r.body(),
             },
         };
-        self.records
+        let kept = self
+            .records
             .update(IDEMPOTENCY, &key, |i: &mut IdempotencyRecord| {
                 i.answer = Some(stored.clone());
                 Ok(())
             })
-            .await?;
+            .await;
+        match kept {
+            // Forgotten meanwhile (a retention shorter than the request).
+            Err(r) if r.code == "not_found" => {}
+            other => other?,
+        }
         answer
     }
 
@@ -273,8 +285,47 @@ impl Agenta {
         }
     }
 
-    /// Reserves and records a purchase; a refusal here has changed nothing.
+    /// Binds the payment authorization, reserves and records a purchase; a
+    /// refusal here has changed nothing.
     async fn buy(
+        &self,
+        checked: Checked,
+        grant: Grant,
+        token: &str,
+        message: &Value,
+    ) -> Result<Recorded, Refusal> {
+        let bound = format!(
+            "{}\n{}",
+            grant.tenant, checked.request.payment.payment_authorization_id
+        );
+        let binding = PaymentBinding::Bound {
+            request_id: checked.request.request_id.clone(),
+            claimed_ms: now().1,
+        };
+        // Bound before anything is reserved or stored: a reused one is
+        // refused having changed nothing.
+        if !self
+            .records
+            .insert_new(PAYMENT_AUTHORIZATIONS, &bound, &binding)
+            .await?
+        {
+            return Err(Refusal::budget(
+                "payment.payment_authorization_id is already bound to another request",
+            ));
+        }
+        let bought = self
+            .reserve_and_record(checked, grant, token, message)
+            .await;
+        if bought.is_err() {
+            self.records.remove(PAYMENT_AUTHORIZATIONS, &bound).await?;
+        }
+        bought
+    }
+
+    /// Reserves and records a purchase whose payment authorization is
+    /// bound; a refusal here has released what it reserved and removed
+    /// what it stored.
+    async fn reserve_and_record(
         &self,
         checked: Checked,
         grant: Grant,
@@ -319,14 +370,13 @@ impl Agenta {
                 return Err(r);
             }
         };
-        if let Err(e) = self.delegations.put_contract(&contract).await {
-            self.release(reservation_id.as_deref()).await;
-            return Err(e.into());
-        }
-        let secret = hex::encode(
-            crate::random::bytes::<32>()
-                .map_err(|e| Refusal::new(503, "random_unavailable", e.to_string()))?,
-        );
+        let secret = match crate::random::bytes::<32>() {
+            Ok(b) => hex::encode(b),
+            Err(e) => {
+                self.release(reservation_id.as_deref()).await;
+                return Err(Refusal::new(503, "random_unavailable", e.to_string()));
+            }
+        };
         let record = RequestRecord {
             request: message.clone(),
             offer_id: offer.offer_id.clone(),
@@ -347,48 +397,19 @@ impl Agenta {
             receipts: Vec::new(),
             refused_receipts: Vec::new(),
             ended: false,
+            ended_ms: None,
             charged_microcents: None,
             overcharge_attempt: None,
             attestation_id: None,
             verifications: Vec::new(),
             forward_error: None,
         };
-        // Indexed as open first: a crash after it leaves an entry the sweep
-        // drops, never a request the sweep cannot find.
-        let indexed = self
-            .records
-            .insert_new(OPEN, &request.request_id, &deadline_ms)
-            .await?;
-        if !self
-            .records
-            .insert_new(REQUESTS, &request.request_id, &record)
-            .await?
-        {
-            if indexed {
-                self.records.remove(OPEN, &request.request_id).await?;
-            }
+        let stored = self
+            .store(&request.request_id, &record, deadline_ms, &contract)
+            .await;
+        if let Err(r) = stored {
             self.release(reservation_id.as_deref()).await;
-            return Err(Refusal::new(
-                409,
-                "duplicate_request_id",
-                "a request with this request_id exists",
-            ));
-        }
-        let bound = format!(
-            "{}\n{}",
-            grant.tenant, request.payment.payment_authorization_id
-        );
-        if !self
-            .records
-            .insert_new(PAYMENT_AUTHORIZATIONS, &bound, &request.request_id)
-            .await?
-        {
-            let refusal = Refusal::budget(
-                "payment.payment_authorization_id is already bound to another request",
-            );
-            self.fail_to_start(&request.request_id, &refusal.message)
-                .await;
-            return Ok(Recorded::Ended(refusal));
+            return Err(r);
         }
         self.audit(
             "execution_request",
@@ -404,7 +425,7 @@ impl Agenta {
         .await;
         let mut forwarded = message.clone();
         forwarded["callback"] = json!({"url": self.receipts_url(), "auth_reference": secret});
-        Ok(Recorded::Forward {
+        Ok(Recorded {
             request_id: request.request_id,
             endpoint,
             message: forwarded,
@@ -412,41 +433,99 @@ impl Agenta {
         })
     }
 
-    /// Forwards a recorded purchase to its seller and applies the receipt
-    /// it answers with.
-    async fn forward(&self, recorded: Recorded) -> Result<HttpAnswer, Refusal> {
-        let (request_id, endpoint, forwarded, record) = match recorded {
-            Recorded::Ended(refusal) => return Err(refusal),
-            Recorded::Forward {
-                request_id,
-                endpoint,
-                message,
-                record,
-            } => (request_id, endpoint, message, *record),
+    /// Stores a purchase: its contract, its entry in the open index, and
+    /// its record within the cap on stored requests. A refusal removes
+    /// what it stored.
+    async fn store(
+        &self,
+        request_id: &str,
+        record: &RequestRecord,
+        deadline_ms: u64,
+        contract: &delegateos::TaskContract,
+    ) -> Result<(), Refusal> {
+        self.delegations.put_contract(contract).await?;
+        // Indexed as open first: a crash after it leaves an entry the sweep
+        // drops, never a request the sweep cannot find.
+        let indexed = match self
+            .records
+            .insert_new(OPEN, request_id, &deadline_ms)
+            .await
+        {
+            Ok(indexed) => indexed,
+            Err(r) => {
+                self.unstore(request_id, false, &contract.id).await;
+                return Err(r);
+            }
         };
-        match self.sellers.post(&endpoint, &forwarded, None).await {
-            Ok(answer) => match self.apply_receipt(&request_id, record, &answer).await {
-                Ok(status) => Ok(HttpAnswer::new(
-                    if status.is_terminal() { 200 } else { 202 },
-                    answer,
-                )),
-                Err(r) => {
-                    let message = format!("the seller answered with no valid receipt: {r}");
-                    self.fail_to_start(&request_id, &message).await;
-                    Err(Refusal::mode(
-                        FailureMode::UpstreamDependencyFailed,
-                        message,
-                    ))
-                }
-            },
-            Err(e) => {
-                self.fail_to_start(&request_id, &e.to_string()).await;
-                Err(Refusal::mode(
-                    FailureMode::UpstreamDependencyFailed,
-                    e.to_string(),
-                ))
+        let refusal = match self
+            .records
+            .insert_capped(
+                REQUESTS,
+                request_id,
+                record,
+                self.config.max_stored_requests,
+            )
+            .await
+        {
+            Ok(Capped::Inserted) => return Ok(()),
+            Ok(Capped::Taken) => Refusal::new(
+                409,
+                "duplicate_request_id",
+                "a request with this request_id exists",
+            ),
+            Ok(Capped::Full) => Refusal::new(
+                429,
+                "too_many_stored_requests",
+                format!(
+                    "dgw keeps at most {} Agenta requests (agenta.max_stored_requests) and \
+                     holds that many: ended ones are forgotten agenta.retention after they end",
+                    self.config.max_stored_requests
+                ),
+            ),
+            Err(r) => r,
+        };
+        self.unstore(request_id, indexed, &contract.id).await;
+        Err(refusal)
+    }
+
+    /// Undoes [`Agenta::store`] short of the record: the open index entry
+    /// (if this purchase made it) and the contract.
+    async fn unstore(&self, request_id: &str, indexed: bool, contract: &delegateos::ContractId) {
+        if indexed {
+            if let Err(e) = self.records.remove(OPEN, request_id).await {
+                tracing::error!(request_id, error = %e, "removing a refused request's index entry");
             }
         }
+        if let Err(e) = self.delegations.remove_contract(contract).await {
+            tracing::error!(request_id, error = %e, "removing a refused request's contract");
+        }
+    }
+
+    /// Forwards a recorded purchase to its seller and applies the receipt
+    /// it answers with; whether the request is still kept (a seller that
+    /// never took it leaves nothing).
+    async fn forward(&self, recorded: Recorded) -> (Result<HttpAnswer, Refusal>, bool) {
+        let Recorded {
+            request_id,
+            endpoint,
+            message: forwarded,
+            record,
+        } = recorded;
+        let why = match self.sellers.post(&endpoint, &forwarded, None).await {
+            Ok(answer) => match self.apply_receipt(&request_id, *record, &answer).await {
+                Ok(status) => {
+                    let code = if status.is_terminal() { 200 } else { 202 };
+                    return (Ok(HttpAnswer::new(code, answer)), true);
+                }
+                Err(r) => format!("the seller answered with no valid receipt: {r}"),
+            },
+            Err(e) => e.to_string(),
+        };
+        let kept = !self.fail_to_start(&request_id, &why).await;
+        (
+            Err(Refusal::mode(FailureMode::UpstreamDependencyFailed, why)),
+            kept,
+        )
     }
 
     fn sign_contract(
@@ -463,27 +542,6 @@ impl Agenta {
                 &delegateos::CheckFunctionRegistry::with_builtins(),
             )
             .map_err(|e| Refusal::new(422, "untranslatable", e.to_string()))
-    }
-
-    /// A request the seller never took: `failed` if no receipt moved it,
-    /// and its reservation released.
-    async fn fail_to_start(&self, request_id: &str, why: &str) {
-        let changed = self
-            .records
-            .update(REQUESTS, request_id, |r: &mut RequestRecord| {
-                r.forward_error = Some(why.to_owned());
-                if r.status.is_none() {
-                    r.status = Some(agenta::Status::Failed.as_str().to_owned());
-                }
-                Ok(())
-            })
-            .await;
-        if let Err(e) = changed {
-            tracing::error!(request_id, error = %e, "recording a failed forward");
-        }
-        if let Err(e) = self.finish(request_id).await {
-            tracing::error!(request_id, error = %e, "ending a failed request's reservation");
-        }
     }
 
     /// Releases a reservation the gateway holds (one that already ended is

@@ -1,11 +1,15 @@
 //! `[agenta]`: which tenant's DCTs pay, the currency table, where sellers
-//! call back, and offers preloaded from files.
+//! call back, offers preloaded from files, the buyers' callback origins, and
+//! how much is kept: free-form members' bounds, how many requests are
+//! stored, and for how long after they end.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
+
+use super::origin::Origin;
 
 /// The validated section.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,9 +25,17 @@ pub struct AgentaConfig {
     pub seller_timeout: Duration,
     /// Offer files registered at start.
     pub offers: Vec<PathBuf>,
-    /// Hosts of buyers' callbacks dgw passes receipts on to (none: it calls
-    /// no URL a request names).
-    pub buyer_callback_hosts: Vec<String>,
+    /// Origins of buyers' callbacks dgw passes receipts on to (none: it
+    /// calls no URL a request names).
+    pub buyer_callback_origins: Vec<Origin>,
+    /// Bounds on the members the schemas leave unbounded.
+    pub limits: agenta::Limits,
+    /// How many requests are stored at most (the tenant's: Agenta is paid
+    /// by one).
+    pub max_stored_requests: usize,
+    /// How long an ended request, its idempotency key and its payment
+    /// authorization are kept.
+    pub retention: Duration,
 }
 
 #[derive(Deserialize)]
@@ -39,6 +51,14 @@ pub struct RawAgenta {
     offers: Vec<RawOffer>,
     #[serde(default)]
     buyer_callback_hosts: Vec<String>,
+    max_input_bytes: Option<usize>,
+    max_result_bytes: Option<usize>,
+    max_metadata_bytes: Option<usize>,
+    max_string_bytes: Option<usize>,
+    #[serde(default = "default_max_stored_requests")]
+    max_stored_requests: usize,
+    #[serde(default = "default_retention")]
+    retention: String,
 }
 
 #[derive(Deserialize)]
@@ -50,6 +70,17 @@ struct RawOffer {
 fn default_seller_timeout() -> String {
     "10s".into()
 }
+
+fn default_max_stored_requests() -> usize {
+    10_000
+}
+
+fn default_retention() -> String {
+    "7d".into()
+}
+
+/// The shortest string bound: an RFC 3339 timestamp and a short URL fit.
+const LEAST_STRING_BYTES: usize = 64;
 
 impl RawAgenta {
     /// The section, validated; an error names the key and the problem.
@@ -88,17 +119,78 @@ impl RawAgenta {
                     ),
                 )
             })?;
+        let buyer_callback_origins = self
+            .buyer_callback_hosts
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                Origin::parse_entry(entry)
+                    .map_err(|e| (format!("agenta.buyer_callback_hosts[{i}]"), e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let defaults = agenta::Limits::default();
+        let bound = |key: &str, value: Option<usize>, default: usize, least: usize| {
+            let value = value.unwrap_or(default);
+            if value < least {
+                Err((
+                    format!("agenta.{key}"),
+                    format!("{value} is below the least bound, {least} bytes"),
+                ))
+            } else {
+                Ok(value)
+            }
+        };
+        let limits = agenta::Limits {
+            input_bytes: bound(
+                "max_input_bytes",
+                self.max_input_bytes,
+                defaults.input_bytes,
+                2,
+            )?,
+            result_bytes: bound(
+                "max_result_bytes",
+                self.max_result_bytes,
+                defaults.result_bytes,
+                2,
+            )?,
+            metadata_bytes: bound(
+                "max_metadata_bytes",
+                self.max_metadata_bytes,
+                defaults.metadata_bytes,
+                2,
+            )?,
+            string_bytes: bound(
+                "max_string_bytes",
+                self.max_string_bytes,
+                defaults.string_bytes,
+                LEAST_STRING_BYTES,
+            )?,
+        };
+        if self.max_stored_requests == 0 {
+            return Err((
+                "agenta.max_stored_requests".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        let retention = humantime::parse_duration(&self.retention)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                (
+                    "agenta.retention".to_owned(),
+                    format!("{:?} is not a duration longer than zero", self.retention),
+                )
+            })?;
         Ok(AgentaConfig {
             tenant: self.tenant,
             currencies: self.currencies,
             public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
             seller_timeout,
             offers: self.offers.into_iter().map(|o| o.file).collect(),
-            buyer_callback_hosts: self
-                .buyer_callback_hosts
-                .into_iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
+            buyer_callback_origins,
+            limits,
+            max_stored_requests: self.max_stored_requests,
+            retention,
         })
     }
 }

@@ -1,6 +1,6 @@
 //! Ending a request: its reservation settled or released exactly once,
-//! its final receipt attested by the gateway, and open requests past their
-//! deadline expired.
+//! its final receipt attested by the gateway, open requests past their
+//! deadline expired, and one the seller never took forgotten.
 
 use serde_json::{json, Value};
 
@@ -11,6 +11,47 @@ use crate::gatekeeper::now;
 use agenta::Status;
 
 impl Agenta {
+    /// A request the seller never took: `failed` if no receipt moved it,
+    /// and its reservation released; then, if no receipt ever moved it, it
+    /// is forgotten with its payment authorization and contract (nothing
+    /// happened, nothing is charged, and the audit log has both events).
+    /// Whether it was forgotten.
+    pub(super) async fn fail_to_start(&self, request_id: &str, why: &str) -> bool {
+        let unstarted = self
+            .records
+            .update(REQUESTS, request_id, |r: &mut RequestRecord| {
+                r.forward_error = Some(why.to_owned());
+                if r.status.is_none() {
+                    r.status = Some(agenta::Status::Failed.as_str().to_owned());
+                    Ok(true)
+                } else {
+                    Ok(false)
+                }
+            })
+            .await;
+        let unstarted = match unstarted {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::error!(request_id, error = %e, "recording a failed forward");
+                false
+            }
+        };
+        if let Err(e) = self.finish(request_id).await {
+            tracing::error!(request_id, error = %e, "ending a failed request's reservation");
+            return false;
+        }
+        if !unstarted {
+            return false;
+        }
+        match self.request(request_id).await {
+            Ok(record) if record.receipts.is_empty() && record.ended => self
+                .forget(request_id, &record, true, "never_started")
+                .await
+                .is_ok(),
+            _ => false,
+        }
+    }
+
     /// Ends a final request's reservation once: `completed` settles
     /// `financials.final_amount` (at most the reserved `max_amount`; more is
     /// recorded as an overcharge attempt), anything else releases it; the
@@ -70,6 +111,7 @@ impl Agenta {
             .update(REQUESTS, request_id, |r: &mut RequestRecord| {
                 if !r.ended {
                     r.ended = true;
+                    r.ended_ms = Some(now().1);
                     r.charged_microcents = Some(charged);
                     r.overcharge_attempt = overcharge.clone();
                     r.attestation_id = attestation_id.clone();

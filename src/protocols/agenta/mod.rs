@@ -13,9 +13,11 @@ mod buy;
 mod config;
 mod ending;
 mod offers;
+mod origin;
 mod records;
 mod refusal;
 mod report;
+mod retention;
 mod verification;
 
 use std::sync::{Arc, OnceLock};
@@ -71,6 +73,8 @@ pub struct Agenta {
     sellers: JsonClient,
     /// The base URL sellers call back at, once the listener is bound.
     base_url: OnceLock<String>,
+    /// When the retention pass last ran.
+    last_retention: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Agenta {
@@ -82,6 +86,7 @@ impl Agenta {
             currencies: agenta::Currencies::new(config.currencies.clone()),
             sellers: JsonClient::new(config.seller_timeout),
             base_url: OnceLock::new(),
+            last_retention: Default::default(),
             schemas,
             gate: state.gate,
             records: Records(state.records),
@@ -336,11 +341,13 @@ impl Protocol for Agenta {
     }
 
     /// Requests past their deadline become `expired` (their reservation
-    /// released), and final requests whose reservation a crash left open
-    /// are settled or released.
+    /// released), final requests whose reservation a crash left open are
+    /// settled or released, what the retention is over for is forgotten,
+    /// and the stored-bytes gauges are set.
     async fn sweep(&self) {
         if let Err(r) = self.expire_and_finish().await {
             tracing::error!(error = %r, "sweeping Agenta requests failed");
         }
+        self.keep_within_retention().await;
     }
 }

@@ -79,6 +79,10 @@ pub struct RequestRecord {
     pub refused_receipts: Vec<RefusedReceipt>,
     /// Whether the reservation has been settled or released.
     pub ended: bool,
+    /// When it ended (Unix ms; `None` on records from before issue 30:
+    /// their deadline, which is never earlier, stands for it).
+    #[serde(default)]
+    pub ended_ms: Option<u64>,
     pub charged_microcents: Option<u64>,
     /// A seller that asked more than `max_amount`: what it asked.
     pub overcharge_attempt: Option<Value>,
@@ -134,6 +138,43 @@ pub struct IdempotencyRecord {
     pub delegation_id: String,
     pub request_id: String,
     pub answer: Option<StoredAnswer>,
+    /// When the key was claimed (Unix ms; `None` on records from before
+    /// issue 30), so the sweep can tell a claim in flight from one a crash
+    /// left.
+    #[serde(default)]
+    pub claimed_ms: Option<u64>,
+}
+
+/// A payment authorization bound to the request it pays for (key: tenant
+/// and `payment_authorization_id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PaymentBinding {
+    Bound {
+        request_id: String,
+        claimed_ms: u64,
+    },
+    /// As written before issue 30: the request ID alone.
+    Legacy(String),
+}
+
+impl PaymentBinding {
+    pub fn request_id(&self) -> &str {
+        match self {
+            PaymentBinding::Bound { request_id, .. } | PaymentBinding::Legacy(request_id) => {
+                request_id
+            }
+        }
+    }
+
+    /// When it was bound (0: before issue 30, when a binding was written
+    /// only after its request).
+    pub fn claimed_ms(&self) -> u64 {
+        match self {
+            PaymentBinding::Bound { claimed_ms, .. } => *claimed_ms,
+            PaymentBinding::Legacy(_) => 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -215,6 +256,20 @@ impl Records {
             "concurrent_update",
             "the record kept changing; try again",
         ))
+    }
+
+    /// [`Records::insert_new`] unless `space` holds `cap` records.
+    pub async fn insert_capped<T: Serialize>(
+        &self,
+        space: &'static str,
+        key: &str,
+        value: &T,
+        cap: usize,
+    ) -> Result<crate::state::Capped, Refusal> {
+        Ok(self
+            .0
+            .insert_capped(space, key, &encode(value), cap)
+            .await?)
     }
 
     pub async fn remove(&self, space: &'static str, key: &str) -> Result<bool, Refusal> {

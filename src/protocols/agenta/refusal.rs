@@ -2,7 +2,7 @@
 //! one, else a gateway code; mapped once to HTTP (an Agenta-style error
 //! object, in the shape of a receipt's `error`) and to JSON-RPC.
 
-use agenta::{Breach, FailureMode, InvalidTransition, SchemaFailure, Violation};
+use agenta::{Breach, FailureMode, InvalidTransition, SchemaFailure, TooLarge, Violation};
 use serde_json::{json, Value};
 
 use crate::gatekeeper::GateError;
@@ -123,6 +123,19 @@ impl From<Breach> for Refusal {
         Self {
             violations: b.violations,
             ..Refusal::mode(b.mode, "the message breaks its offer")
+        }
+    }
+}
+
+impl From<TooLarge> for Refusal {
+    fn from(t: TooLarge) -> Self {
+        Self {
+            violations: t.violations,
+            ..Refusal::new(
+                413,
+                TooLarge::KIND,
+                "a member is larger than dgw keeps (docs/adapters/agenta.md)",
+            )
         }
     }
 }

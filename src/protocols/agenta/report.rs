@@ -14,6 +14,9 @@ use crate::gatekeeper::now;
 use crate::protocol::HttpAnswer;
 use agenta::{FailureMode, Status};
 
+/// How many refused receipts a request keeps (the latest).
+pub(super) const MAX_REFUSED_RECEIPTS: usize = 16;
+
 impl Agenta {
     /// Whether `authorization` carries the seller's callback secret of `record`.
     pub(super) fn is_seller(record: &RequestRecord, authorization: Option<&str>) -> bool {
@@ -160,6 +163,9 @@ impl Agenta {
         as_received: &Value,
     ) -> Result<Status, Refusal> {
         let receipt: agenta::ExecutionReceipt = self.schemas.parse(as_received)?;
+        self.config
+            .limits
+            .check(agenta::MessageType::ExecutionReceipt, as_received)?;
         let mismatch = |what: &str| {
             Refusal::new(
                 422,
@@ -245,9 +251,9 @@ impl Agenta {
         Ok(next)
     }
 
-    /// Passes a receipt on to the buyer's own callback, if it gave one on a
-    /// host `agenta.buyer_callback_hosts` allows (decision 89: dgw calls no
-    /// other URL a request names).
+    /// Passes a receipt on to the buyer's own callback, if it gave one at
+    /// an origin `agenta.buyer_callback_hosts` allows: scheme, host and port
+    /// (decisions 89 and 155: dgw calls no other URL a request names).
     fn notify_buyer(&self, record: &RequestRecord, receipt: &Value) {
         let Some(callback) = &record.buyer_callback else {
             return;
@@ -255,11 +261,8 @@ impl Agenta {
         let Some(url) = callback.get("url").and_then(Value::as_str) else {
             return;
         };
-        let allowed = url
-            .parse::<hyper::Uri>()
-            .ok()
-            .and_then(|u| u.host().map(str::to_ascii_lowercase))
-            .is_some_and(|h| self.config.buyer_callback_hosts.contains(&h));
+        let allowed = super::origin::Origin::of_url(url)
+            .is_some_and(|o| self.config.buyer_callback_origins.contains(&o));
         if allowed {
             let bearer = callback
                 .get("auth_reference")
@@ -299,6 +302,11 @@ impl Agenta {
         let _ = self
             .records
             .update(REQUESTS, request_id, |rec: &mut RequestRecord| {
+                // The last few: a seller's refused attempts never grow a
+                // record without bound.
+                if rec.refused_receipts.len() >= MAX_REFUSED_RECEIPTS {
+                    rec.refused_receipts.remove(0);
+                }
                 rec.refused_receipts.push(refused.clone());
                 Ok(())
             })

@@ -9,6 +9,10 @@ use crate::caller::Caller;
 use crate::protocol::HttpAnswer;
 use agenta::Status;
 
+/// How many verifications a request keeps: a verifier cannot grow a
+/// record without bound.
+const MAX_VERIFICATIONS: usize = 16;
+
 impl Agenta {
     /// `POST /agenta/v0/verification-results`: who may verify follows the
     /// offer's `verification_policy.mode`: the seller (its callback secret)
@@ -21,6 +25,9 @@ impl Agenta {
         message: &Value,
     ) -> Result<HttpAnswer, Refusal> {
         let v: agenta::VerificationResult = self.schemas.parse(message)?;
+        self.config
+            .limits
+            .check(agenta::MessageType::VerificationResult, message)?;
         let record = self.request(&v.request_id).await?;
         let offer = self.offer_of(&record).await?;
         let (allowed, who) = match offer.verification_policy.mode.as_str() {
@@ -85,6 +92,11 @@ impl Agenta {
                         409,
                         "verification_id_reused",
                         "a different verification with this verification_id was received",
+                    )),
+                    None if r.verifications.len() >= MAX_VERIFICATIONS => Err(Refusal::new(
+                        409,
+                        "too_many_verifications",
+                        format!("a request keeps at most {MAX_VERIFICATIONS} verifications"),
                     )),
                     None => {
                         r.verifications.push(entry.clone());

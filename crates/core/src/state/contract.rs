@@ -17,8 +17,8 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::json;
 
 use super::{
-    AuditSink, BudgetSettings, BudgetStore, ContractPut, DelegationStore, RecordStore, ReplayStore,
-    RevocationRecord, RevocationStore,
+    AuditSink, BudgetSettings, BudgetStore, Capped, ContractPut, DelegationStore, RecordStore,
+    ReplayStore, RevocationRecord, RevocationStore,
 };
 use crate::budget::{BudgetKey, LeasePolicy, LedgerError, OnExpiry};
 
@@ -733,6 +733,16 @@ pub fn delegations_are_compare_and_swap<B: Backend>(b: B) {
         store.put_attestation(&first).await.unwrap();
         store.put_attestation(&attestation(2)).await.unwrap();
         assert_eq!(store.attestation(&first.id).await.unwrap().as_ref(), Some(&first));
+        // A contract can be forgotten, once; its ID is then free again.
+        assert!(store.remove_contract(&c.id).await.unwrap());
+        assert!(!store.remove_contract(&c.id).await.unwrap(), "once");
+        assert_eq!(store.contract(&c.id).await.unwrap(), None);
+        let other = contract("another");
+        assert_eq!(
+            store.put_contract(&other).await.unwrap(),
+            ContractPut::Inserted
+        );
+        assert_eq!(store.contract(&c.id).await.unwrap().as_ref(), Some(&other));
         store.sync().await.unwrap();
     });
 }
@@ -803,6 +813,100 @@ pub fn records_are_compare_and_swap<B: Backend>(b: B) {
                 .unwrap(),
             "a removed key can be used again"
         );
+    });
+}
+
+/// Capped inserts: 16 concurrent inserts of new keys into a space capped at
+/// 5 (through different handles, as other processes would) store exactly
+/// 5; a taken key is `Taken` even at the cap; plain inserts count; a removal
+/// frees a place; usage counts documents and bytes, and is exact again
+/// after removals.
+pub fn records_are_capped_and_measured<B: Backend>(b: B) {
+    runtime().block_on(async {
+        let store = b.records();
+        assert_eq!(store.usage("suite_capped").await.unwrap().records, 0);
+        assert!(store
+            .insert_new("suite_capped", "first", &json!({"v": "plain"}))
+            .await
+            .unwrap());
+        let inserts = (0..16).map(|i| {
+            let store = b.records();
+            tokio::spawn(async move {
+                store
+                    .insert_capped("suite_capped", &format!("k{i:02}"), &json!({"v": i}), 5)
+                    .await
+                    .unwrap()
+            })
+        });
+        let mut outcomes = Vec::new();
+        for t in inserts.collect::<Vec<_>>() {
+            outcomes.push(t.await.unwrap());
+        }
+        let inserted = outcomes.iter().filter(|o| **o == Capped::Inserted).count();
+        assert_eq!(
+            inserted, 4,
+            "the plain insert took one of 5 places: {outcomes:?}"
+        );
+        assert_eq!(outcomes.iter().filter(|o| **o == Capped::Full).count(), 12);
+        let all = b.records().scan("suite_capped").await.unwrap();
+        assert_eq!(all.len(), 5);
+        let usage = b.records().usage("suite_capped").await.unwrap();
+        assert_eq!(usage.records, 5);
+        let least: u64 = all
+            .iter()
+            .map(|(k, v)| (k.len() + v.to_string().len()) as u64)
+            .sum();
+        assert!(
+            usage.bytes >= least && usage.bytes <= least + 8 * 5,
+            "{usage:?} for {least} bytes of keys and JSON"
+        );
+        let (taken, _) = &all[1];
+        assert_eq!(
+            store
+                .insert_capped("suite_capped", taken, &json!(0), 5)
+                .await
+                .unwrap(),
+            Capped::Taken
+        );
+        assert_eq!(
+            store
+                .insert_capped("suite_capped", "late", &json!(0), 5)
+                .await
+                .unwrap(),
+            Capped::Full
+        );
+        assert!(b.records().remove("suite_capped", "first").await.unwrap());
+        assert!(!b.records().remove("suite_capped", "first").await.unwrap());
+        assert_eq!(
+            store
+                .insert_capped("suite_capped", "late", &json!(0), 5)
+                .await
+                .unwrap(),
+            Capped::Inserted,
+            "a removal frees a place"
+        );
+        assert_eq!(
+            store
+                .insert_capped("suite_capped", "later", &json!(0), 5)
+                .await
+                .unwrap(),
+            Capped::Full
+        );
+        for (k, _) in b.records().scan("suite_capped").await.unwrap() {
+            assert!(store.remove("suite_capped", &k).await.unwrap());
+        }
+        assert_eq!(
+            b.records().usage("suite_capped").await.unwrap(),
+            super::SpaceUsage::default()
+        );
+        assert_eq!(
+            store
+                .insert_capped("suite_capped", "again", &json!(0), 1)
+                .await
+                .unwrap(),
+            Capped::Inserted
+        );
+        assert_eq!(b.records().usage("other_capped").await.unwrap().records, 0);
     });
 }
 

@@ -212,6 +212,10 @@ pub trait DelegationStore: Send + Sync {
         id: &delegateos::ContractId,
     ) -> Result<Option<TaskContract>, StorageError>;
 
+    /// Forgets a contract (one made for work that never started); whether
+    /// there was one.
+    async fn remove_contract(&self, id: &delegateos::ContractId) -> Result<bool, StorageError>;
+
     /// Stores an attestation (the first one with an ID wins).
     async fn put_attestation(&self, attestation: &Attestation) -> Result<(), StorageError>;
 
@@ -274,6 +278,39 @@ pub trait RecordStore: Send + Sync {
     /// Every document of `space`, in key order (read at start and by
     /// sweeps).
     async fn scan(&self, space: &'static str) -> Result<Vec<(String, Value)>, StorageError>;
+
+    /// Stores `value` unless `key` is taken or `space` already holds `cap`
+    /// documents, as one atomic step against every process sharing the
+    /// state: concurrent inserts never take `space` past `cap`.
+    async fn insert_capped(
+        &self,
+        space: &'static str,
+        key: &str,
+        value: &Value,
+        cap: usize,
+    ) -> Result<Capped, StorageError>;
+
+    /// How many documents `space` holds and their size as stored (keys and
+    /// values), for the stored-bytes gauges.
+    async fn usage(&self, space: &'static str) -> Result<SpaceUsage, StorageError>;
+}
+
+/// What [`RecordStore::insert_capped`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capped {
+    Inserted,
+    /// The key was taken: nothing written.
+    Taken,
+    /// The space holds its cap of documents: nothing written.
+    Full,
+}
+
+/// A record space's documents and bytes ([`RecordStore::usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpaceUsage {
+    pub records: usize,
+    /// Keys and values as the backend stores them.
+    pub bytes: u64,
 }
 
 /// The audit log: events in order (durable with the backend's next flush:
