@@ -40,7 +40,7 @@ use crate::revocations::Revocations;
 use crate::state::{AuditSink, DelegationStore, ReplayStore, StorageError};
 
 pub use config::{Delegator, MotebitConfig, RawMotebit};
-use pins::{PinError, Pins};
+use pins::Pins;
 
 /// Motebit's name in metrics, audit and `data.protocol`.
 pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
@@ -102,6 +102,9 @@ struct Granted {
     caller: String,
     root: String,
     jti: String,
+    /// The first-use pin to write once the request is authorized
+    /// ([`pins::Pins::check_chain`]).
+    pin: Option<(String, String)>,
 }
 
 fn now_ms() -> u64 {
@@ -271,18 +274,10 @@ impl Motebit {
                 )));
             }
         }
-        let mut parties: Vec<(&str, &str)> = Vec::new();
-        for t in chain.iter() {
-            parties.push((&t.delegator_id, &t.delegator_public_key));
-            parties.push((&t.delegate_id, &t.delegate_public_key));
-        }
-        for (id, key) in parties {
-            match self.pins.check(id, key, now).await {
-                Ok(()) => {}
-                Err(PinError::Refused(f)) => return Ok(Err(f)),
-                Err(PinError::Storage(e)) => return Err(e.into()),
-            }
-        }
+        let pin = match self.pins.check_chain(chain, &config).await? {
+            Ok(pin) => pin,
+            Err(f) => return Ok(Err(f)),
+        };
         if !self
             .fresh_jti(&claims.mid, &claims.jti, call, claims.exp)
             .await?
@@ -316,6 +311,7 @@ impl Motebit {
                 caller: claims.mid.clone(),
                 root: root.delegator_id.clone(),
                 jti: claims.jti.clone(),
+                pin,
             }),
         }))
     }
@@ -478,6 +474,9 @@ impl Protocol for Motebit {
 
     async fn allowed(&self, grant: &Grant, call: &Call<'_>) {
         if let Some(g) = grant.context.downcast_ref::<Granted>() {
+            if let Some((id, key)) = &g.pin {
+                self.pin_first_use(id, key).await;
+            }
             self.audit(
                 "grant",
                 json!({"tool": call.tool, "caller": g.caller,
