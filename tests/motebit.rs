@@ -760,3 +760,74 @@ fn a_delegate_cannot_pin_or_sever_another_identity() {
     // Charged: 4 victim calls, the accomplice's, the two real owners'.
     spent(700);
 }
+
+/// Issue 30, finding 11: an MCP session opened with a delegation from a
+/// delegator that a reload removed ends at its next request (`ping`
+/// included); a new session with it is refused at `initialize`.
+#[test]
+fn a_session_ends_when_a_reload_removes_its_delegator() {
+    let w = World::new(1000, &["3"]);
+    let me = sovereign(&w.caller);
+    let auth = bearer(&w.caller, &me, "s1", "task:submit");
+    let delegation = motebit::encoding::b64url(w.chain("motebit_task").to_string().as_bytes());
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let open = || {
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Motebit-Delegation", delegation.as_str()),
+        ];
+        let (_, h, body) = http_exchange(
+            &w.gw.addr,
+            "POST",
+            "/mcp",
+            &headers,
+            init.to_string().as_bytes(),
+        );
+        let session = h
+            .iter()
+            .find(|(k, _)| k == "mcp-session-id")
+            .map(|(_, v)| v.clone());
+        (session, serde_json::from_slice::<Value>(&body).unwrap())
+    };
+    let (session, answer) = open();
+    let session = session.unwrap_or_else(|| panic!("no session: {answer}"));
+    let ping = || {
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Mcp-Session-Id", session.as_str()),
+        ];
+        let message = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+        let (status, _, body) = http_exchange(
+            &w.gw.addr,
+            "POST",
+            "/mcp",
+            &headers,
+            message.to_string().as_bytes(),
+        );
+        (status, serde_json::from_slice::<Value>(&body).unwrap())
+    };
+    assert!(ping().1.get("result").is_some());
+
+    let path = w.dir.join("gateway.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (from, to) = (
+        text.find("[[motebit.delegators]]").unwrap(),
+        text.find("[[upstreams]]").unwrap(),
+    );
+    std::fs::write(&path, format!("{}{}", &text[..from], &text[to..])).unwrap();
+    let r = w.admin("dgw/reload", json!({}));
+    assert!(r.get("result").is_some(), "{r}");
+
+    let (status, answer) = ping();
+    assert_eq!(
+        answer["error"]["data"]["type"], "session_ended",
+        "the session of the removed delegator: {answer}"
+    );
+    assert_eq!(status, 404, "{answer}");
+    let (status, answer) = ping();
+    assert_eq!(status, 404, "ended for good: {answer}");
+    let (session, answer) = open();
+    assert!(session.is_none(), "{answer}");
+    assert_eq!(denied(&answer), "untrusted");
+}

@@ -16,6 +16,7 @@ pub mod inspect;
 mod methods;
 pub mod pins;
 mod receipts;
+mod trust;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -230,16 +231,9 @@ impl Motebit {
             _ => return Ok(Err(Failure::malformed("the delegation chain is empty"))),
         };
         let config = self.config.load_full();
-        let Some(delegator) = config.delegators.iter().find(|d| {
-            d.motebit_id == root.delegator_id && root.delegator_key().is_ok_and(|k| k == d.key)
-        }) else {
-            return Ok(Err(Failure::new(
-                Reason::Untrusted,
-                format!(
-                    "{:?} with this key is not a configured delegator ([[motebit.delegators]])",
-                    root.delegator_id
-                ),
-            )));
+        let delegator = match trust::root_delegator(&config, chain) {
+            Ok(d) => d,
+            Err(f) => return Ok(Err(f)),
         };
         let claims = &bearer.claims;
         if claims.mid != last.delegate_id {
@@ -262,17 +256,8 @@ impl Motebit {
         if let Err(f) = checked {
             return Ok(Err(f));
         }
-        for t in chain.iter() {
-            let grant_revoked = t.grant_id.as_ref().is_some_and(|g| {
-                self.revocations
-                    .contains_name(REVOCATIONS, &format!("{}/{g}", t.delegator_public_key))
-            });
-            if grant_revoked || self.revocations.contains_name(REVOCATIONS, &token_name(t)) {
-                return Ok(Err(Failure::new(
-                    Reason::Revoked,
-                    format!("the delegation by {:?} is revoked", t.delegator_id),
-                )));
-            }
+        if let Err(f) = self.unrevoked(chain) {
+            return Ok(Err(f));
         }
         let pin = match self.pins.check_chain(chain, &config).await? {
             Ok(pin) => pin,
@@ -407,6 +392,21 @@ impl Protocol for Motebit {
 
     fn credential_header(&self) -> Option<&'static str> {
         Some(DELEGATION_HEADER)
+    }
+
+    /// A delegation must be trusted now (its root configured, nothing of
+    /// it revoked); what it allows is only known with a call.
+    async fn standing(
+        &self,
+        credential: &Credential,
+    ) -> Result<Option<Vec<delegateos::Capability>>, Denial> {
+        let Some(presented) = credential.get::<Presented>() else {
+            return Err(Denial::malformed(ID, "not a Motebit credential"));
+        };
+        if let Some(chain) = &presented.chain {
+            self.chain_stands(chain).map_err(|f| denial(&f))?;
+        }
+        Ok(None)
     }
 
     fn read_named_header(&self, value: &str) -> Result<Credential, Denial> {
