@@ -4,8 +4,10 @@
 //! certificates, the listeners' TLS files, the log level). A file that does
 //! not validate, or whose key or certificate files cannot be read, is
 //! refused whole and the running configuration kept. Calls in flight finish
-//! under the configuration they started with; sections that only a restart
-//! can change are named in the report and left as they run.
+//! under the configuration they started with; what is held open (an MCP
+//! session, a gRPC decision stream) ends when the credential it was opened
+//! with no longer stands. Sections that only a restart can change are named
+//! in the report and left as they run.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -148,6 +150,9 @@ impl Reloader {
             apply(&next);
             applied.push(name);
         }
+        // Open MCP sessions check their credential again (gRPC decision
+        // streams follow `admins` themselves).
+        p.proxy.trust_changed();
         applied.push("upstreams");
         p.gate.set_budget_roots(
             p.protocols

@@ -554,7 +554,9 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             .with_bearer_prefixes(state.protocols.bearer_prefixes());
         let tls = grpc_tls.clone();
         let limits = Limits {
-            header_read_timeout: None,
+            // The preface, and each frame while no call is in flight.
+            header_read_timeout: Some(config.server.header_read_timeout),
+            http2: true,
             idle_timeout: config.server.idle_timeout,
             max_connections,
         };
@@ -583,6 +585,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         front,
         Limits {
             header_read_timeout: Some(config.server.header_read_timeout),
+            http2: false,
             idle_timeout: config.server.idle_timeout,
             max_connections,
         },

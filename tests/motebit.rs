@@ -3,8 +3,9 @@
 //! allowed, charged and audited; the receipt a Motebit service (on the
 //! official MCP SDK, signing from the texts in JavaScript) answers with is
 //! verified, pinned and attested, a forged one withheld and not charged;
-//! keys are pinned on first use and a mismatch severs until an admin
-//! re-pins; the JSON-RPC and gRPC methods and the CLI.
+//! keys are pinned on first use and another key is refused until an admin
+//! re-pins, and a delegate cannot pin or sever anyone else's id; the
+//! JSON-RPC and gRPC methods and the CLI.
 
 mod support;
 
@@ -459,7 +460,7 @@ fn callers_are_refused_for_each_breach() {
 }
 
 #[test]
-fn a_key_mismatch_severs_until_an_admin_pins_again() {
+fn a_key_mismatch_is_refused_until_an_admin_pins_the_new_key() {
     let w = World::new(10_000, &["3"]);
     let (first, second) = (w.caller.clone_for_test(), key(5));
     let chain_for = |k: &Keypair| {
@@ -478,8 +479,9 @@ fn a_key_mismatch_severs_until_an_admin_pins_again() {
     };
     assert!(call(&first, "k1")["result"].is_object());
     assert_eq!(denied(&call(&second, "k2")), "key_mismatch");
-    // Severed: even the pinned key is refused now.
-    assert_eq!(denied(&call(&first, "k3")), "key_mismatch");
+    // Refused, and nothing written: the pinned key still works (issue 30:
+    // whoever can name an id must not cut it off).
+    assert!(call(&first, "k3")["result"].is_object());
     // Pinning needs the admin secret.
     let rpc = format!("http://{}/rpc", w.gw.addr);
     let pin = |admin| {
@@ -490,7 +492,7 @@ fn a_key_mismatch_severs_until_an_admin_pins_again() {
                 "--gateway",
                 &rpc,
                 "agent-c",
-                &hex_key(&first),
+                &hex_key(&second),
             ],
             admin,
         )
@@ -500,19 +502,19 @@ fn a_key_mismatch_severs_until_an_admin_pins_again() {
     assert!(stderr(&out).contains("admin"), "{}", stderr(&out));
     let out = pin(Some(ADMIN));
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        json(&out)["previous"]["severed_by"],
-        json!(hex_key(&second))
-    );
-    assert!(call(&first, "k4")["result"].is_object());
-    assert_eq!(denied(&call(&second, "k5")), "key_mismatch");
+    assert_eq!(json(&out)["previous"]["public_key"], json!(hex_key(&first)));
+    assert_eq!(json(&out)["previous"]["severed_by"], Value::Null);
+    // The rotation is the administrator's: the new key works, the old not.
+    assert!(call(&second, "k4")["result"].is_object());
+    assert_eq!(denied(&call(&first, "k5")), "key_mismatch");
     // Unpinned, the next key seen is pinned.
     let out = run_env(
         &["motebit", "unpin", "--gateway", &rpc, "agent-c"],
         Some(ADMIN),
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(call(&second, "k6")["result"].is_object());
+    assert!(call(&first, "k6")["result"].is_object());
+    assert_eq!(denied(&call(&second, "k7")), "key_mismatch");
     let events = w.events();
     assert!(events.iter().any(|e| e["event"] == "pin"));
     // An unreachable gateway: exit 2.
@@ -774,4 +776,213 @@ fn a_standing_grants_spend_ceiling_caps_the_budget() {
         .collect();
     assert_eq!(allowed, 5, "{answers:?}");
     assert_eq!(refused, vec!["budget_exceeded".to_owned(); 7]);
+}
+
+/// Issue 30, finding 10: a delegate names other identities in the chain
+/// it extends, under keys it made up. The delegator's own id (configured,
+/// with its key in the config), another agent's pinned id, an id never
+/// seen: each attempt is refused or leaves no pin, and is refused the same
+/// way when repeated; the delegator's and the agent's callers keep working,
+/// the unseen id's real owner is not locked out, and nothing is charged for
+/// a refused attempt.
+#[test]
+fn a_delegate_cannot_pin_or_sever_another_identity() {
+    let w = World::new(10_000, &["3"]);
+    let d_id = sovereign(&w.delegator);
+    let me = sovereign(&w.caller);
+    // The attacker holds one narrow delegation (not `motebit_task`), and
+    // an accomplice one that reaches `motebit_task`.
+    let (attacker, accomplice, made_up) = (key(11), key(14), key(12));
+    let narrow = delegation(
+        &w.delegator,
+        &d_id,
+        &attacker,
+        &sovereign(&attacker),
+        "web_search",
+    );
+    let wide = delegation(
+        &w.delegator,
+        &d_id,
+        &accomplice,
+        &sovereign(&accomplice),
+        "motebit_task",
+    );
+    // A chain through `via` (held by `holder`) on to `to_id`, whose key
+    // is the made-up one.
+    let naming = |via: &Value, holder: &Keypair, to_id: &str, scope: &str| {
+        json!([
+            via,
+            delegation(holder, &sovereign(holder), &made_up, to_id, scope)
+        ])
+    };
+    let call = |auth: String, chain: &Value, prompt: &str| {
+        let mut mcp = McpHttp::connect_with(&w.gw.addr, Some(auth));
+        mcp.request("tools/call", task(prompt, chain), None)
+    };
+    let mut n = 0;
+    let mut victim_calls = |label: &str| {
+        n += 1;
+        let a = call(
+            bearer(&w.caller, &me, &format!("victim-{n}"), "task:submit"),
+            &w.chain("motebit_task"),
+            &format!("victim {n}"),
+        );
+        assert!(
+            a["result"].is_object(),
+            "the delegator's own caller is refused {label}: {a}"
+        );
+    };
+    let spent = |microcents: u64| {
+        let m = w.gw.metrics();
+        let line = format!(r#"dgw_budget_spent_microcents{{tenant="acme"}} {microcents}"#);
+        assert!(m.contains(&line), "{line} in\n{m}");
+    };
+    // What the pins say of `id` under the made-up key: a verdict on a
+    // token by that key in `id`'s name.
+    let binding_of_made_up = |id: &str| {
+        let token = delegation(&made_up, id, &attacker, &sovereign(&attacker), "web_search");
+        let v = w.gw.ok("motebit/verdict", json!({"artifact": token}));
+        v["identityBinding"].as_str().unwrap().to_owned()
+    };
+
+    victim_calls("at first");
+    spent(100);
+
+    // 1. The delegator's own id under the made-up key: refused, twice
+    // with the same bearer token, and the delegator is not severed.
+    let as_delegator = bearer(&made_up, &d_id, "attack-1", "task:submit");
+    let chain = naming(&narrow, &attacker, &d_id, "web_search");
+    for round in 0..2 {
+        let a = call(as_delegator.clone(), &chain, "as the delegator");
+        assert_eq!(denied(&a), "key_mismatch", "round {round}");
+        victim_calls(&format!(
+            "after the attacker named the delegator (round {round})"
+        ));
+    }
+    assert_ne!(binding_of_made_up(&d_id), "pinned");
+
+    // 2. The victim's pinned id under the made-up key: refused, and the
+    // victim is not severed.
+    let as_victim = bearer(&made_up, &me, "attack-2", "task:submit");
+    let a = call(
+        as_victim,
+        &naming(&narrow, &attacker, &me, "web_search"),
+        "as the victim",
+    );
+    assert_eq!(denied(&a), "key_mismatch");
+    victim_calls("after the attacker named the victim");
+    assert_eq!(
+        binding_of_made_up(&me),
+        "invalid",
+        "still pinned to its own key"
+    );
+
+    // 3. An id never seen, in a call the narrow delegation does not
+    // reach: refused, and nothing is pinned for it.
+    let unseen = key(13);
+    let unseen_id = sovereign(&unseen);
+    let a = call(
+        bearer(&made_up, &unseen_id, "attack-3", "task:submit"),
+        &naming(&narrow, &attacker, &unseen_id, "web_search"),
+        "as the unseen",
+    );
+    assert_eq!(denied(&a), "capability_not_granted");
+    assert_eq!(binding_of_made_up(&unseen_id), "unverified", "not pinned");
+
+    // 4. Another id never seen, in a call the accomplice's delegation does
+    // reach: allowed (the accomplice's to spend), but a delegate's word
+    // pins no one else's key.
+    let other = key(15);
+    let other_id = sovereign(&other);
+    let a = call(
+        bearer(&made_up, &other_id, "attack-4", "task:submit"),
+        &naming(&wide, &accomplice, &other_id, "motebit_task"),
+        "as the other",
+    );
+    assert!(a["result"].is_object(), "{a}");
+    assert_eq!(binding_of_made_up(&other_id), "unverified", "not pinned");
+
+    // The unseen ids' real owners, delegated to by the delegator itself,
+    // are not locked out.
+    for (k, id) in [(&unseen, &unseen_id), (&other, &other_id)] {
+        let a = call(
+            bearer(k, id, &format!("real-{id}"), "task:submit"),
+            &json!([delegation(&w.delegator, &d_id, k, id, "motebit_task")]),
+            "the real one",
+        );
+        assert!(a["result"].is_object(), "{id} is locked out: {a}");
+    }
+    // Charged: 4 victim calls, the accomplice's, the two real owners'.
+    spent(700);
+}
+
+/// Issue 30, finding 11: an MCP session opened with a delegation from a
+/// delegator that a reload removed ends at its next request (`ping`
+/// included); a new session with it is refused at `initialize`.
+#[test]
+fn a_session_ends_when_a_reload_removes_its_delegator() {
+    let w = World::new(1000, &["3"]);
+    let me = sovereign(&w.caller);
+    let auth = bearer(&w.caller, &me, "s1", "task:submit");
+    let delegation = motebit::encoding::b64url(w.chain("motebit_task").to_string().as_bytes());
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let open = || {
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Motebit-Delegation", delegation.as_str()),
+        ];
+        let (_, h, body) = http_exchange(
+            &w.gw.addr,
+            "POST",
+            "/mcp",
+            &headers,
+            init.to_string().as_bytes(),
+        );
+        let session = h
+            .iter()
+            .find(|(k, _)| k == "mcp-session-id")
+            .map(|(_, v)| v.clone());
+        (session, serde_json::from_slice::<Value>(&body).unwrap())
+    };
+    let (session, answer) = open();
+    let session = session.unwrap_or_else(|| panic!("no session: {answer}"));
+    let ping = || {
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Mcp-Session-Id", session.as_str()),
+        ];
+        let message = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+        let (status, _, body) = http_exchange(
+            &w.gw.addr,
+            "POST",
+            "/mcp",
+            &headers,
+            message.to_string().as_bytes(),
+        );
+        (status, serde_json::from_slice::<Value>(&body).unwrap())
+    };
+    assert!(ping().1.get("result").is_some());
+
+    let path = w.dir.join("gateway.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (from, to) = (
+        text.find("[[motebit.delegators]]").unwrap(),
+        text.find("[[upstreams]]").unwrap(),
+    );
+    std::fs::write(&path, format!("{}{}", &text[..from], &text[to..])).unwrap();
+    let r = w.admin("dgw/reload", json!({}));
+    assert!(r.get("result").is_some(), "{r}");
+
+    let (status, answer) = ping();
+    assert_eq!(
+        answer["error"]["data"]["type"], "session_ended",
+        "the session of the removed delegator: {answer}"
+    );
+    assert_eq!(status, 404, "{answer}");
+    let (status, answer) = ping();
+    assert_eq!(status, 404, "ended for good: {answer}");
+    let (session, answer) = open();
+    assert!(session.is_none(), "{answer}");
+    assert_eq!(denied(&answer), "untrusted");
 }

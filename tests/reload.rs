@@ -35,14 +35,17 @@ struct Variant<'a> {
     /// The echo tool's rule (`None`: no rule, so the tool is denied).
     echo_cost: Option<u64>,
     extra: &'a str,
+    /// Added to the `[server]` table.
+    server: &'a str,
 }
 
 fn write_config(dir: &Path, v: &Variant) -> PathBuf {
     let mut toml = format!(
-        "data_dir = {:?}\nkey_file = {:?}\n{}\n[server]\nhttp = \"127.0.0.1:0\"\n[mcp]\nready_timeout = \"5s\"\n",
+        "data_dir = {:?}\nkey_file = {:?}\n{}\n[server]\nhttp = \"127.0.0.1:0\"\n{}\n[mcp]\nready_timeout = \"5s\"\n",
         dir.join("data"),
         dir.join("data/gateway.key"),
         v.extra,
+        v.server,
     );
     for (name, root) in v.tenants {
         toml.push_str(&format!(
@@ -148,6 +151,7 @@ fn reload_applies_tenants_admins_rules_and_refuses_a_bad_file_whole() {
         upstream: &echo.addr,
         echo_cost: Some(1),
         extra: "",
+        server: "",
     };
     let config = write_config(dir.path(), &base);
     let gw = Gateway::start(&config);
@@ -279,8 +283,8 @@ fn reload_applies_tenants_admins_rules_and_refuses_a_bad_file_whole() {
         "{answer}"
     );
 
-    // A tenant removed: its token, verified and cached before, is refused
-    // in the session it opened.
+    // A tenant removed: its token, verified and cached before, is refused,
+    // and the session it opened has ended (issue 30).
     write_config(
         dir.path(),
         &Variant {
@@ -291,9 +295,12 @@ fn reload_applies_tenants_admins_rules_and_refuses_a_bad_file_whole() {
         },
     );
     assert_eq!(reload_as(&gw, "ci-secret-0123456789").0, 200);
-    let answer = acme_session.call("echo", json!({"text": "/text"}), None);
-    assert!(
-        answer.get("error").is_some(),
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "echo", "arguments": {"text": "/text"}}});
+    let (status, answer) = acme_session.post(&call, None);
+    assert_eq!(
+        (status, &answer["error"]["data"]["type"]),
+        (404, &json!("session_ended")),
         "acme is no tenant now: {answer}"
     );
 
@@ -338,6 +345,7 @@ fn the_log_level_follows_the_file() {
         upstream: &echo.addr,
         echo_cost: Some(1),
         extra,
+        server: "",
     };
     let config = write_config(dir.path(), &v(""));
     let gw = Gateway::start(&config);
@@ -391,6 +399,7 @@ fn twenty_reloads_during_5000_calls_fail_none() {
         },
         echo_cost: Some(1 + (i % 3) as u64),
         extra: "",
+        server: "",
     };
     let config = write_config(dir.path(), &variant(0));
     let gw = Arc::new(Gateway::start(&config));
@@ -481,5 +490,133 @@ fn twenty_reloads_during_5000_calls_fail_none() {
     assert!(
         metrics.contains("dgw_mcp_upstream_up{upstream=\"echo\"} 1"),
         "{metrics}"
+    );
+}
+
+/// Issue 30, finding 11: what a reload removes stops working at once, in
+/// the long-lived streams and sessions opened with it too. A gRPC
+/// `WatchDecisions` stream of an admin whose token a reload removed, or
+/// whose secret it changed, ends (`UNAUTHENTICATED`) before the next
+/// decision reaches it, while another admin's stream goes on; an MCP
+/// session opened with a DCT of a tenant a reload removed ends at its next
+/// request, `ping` included, while another tenant's goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_ends_the_streams_and_sessions_of_what_it_removed() {
+    use delegate_gateway::grpc::pb;
+    use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
+    use tokio::task::block_in_place as blocking;
+
+    let dir = tempfile::tempdir().unwrap();
+    let echo = blocking(echo);
+    let (acme, beta) = (seed(1), seed(7));
+    let both = [("acme", acme.principal_id()), ("beta", beta.principal_id())];
+    let just_beta = [("beta", beta.principal_id())];
+    let (ops, ci, ci_new) = (
+        "ops-secret-0123456789",
+        "ci-secret-0123456789",
+        "ci-new-secret-0123456789",
+    );
+    let (first_admins, ci_alone) = ([("ops", ops), ("ci", ci)], [("ci", ci)]);
+    let ci_changed = [("ci", ci_new), ("ops", ops)];
+    let variant = |tenants, admins| Variant {
+        tenants,
+        admins,
+        upstream: &echo.addr,
+        echo_cost: Some(1),
+        extra: "",
+        server: "grpc = \"127.0.0.1:0\"",
+    };
+    let config = write_config(dir.path(), &variant(&both, &first_admins));
+    let gw = blocking(|| Gateway::start(&config));
+    let grpc = format!("http://{}", gw.grpc.clone().unwrap());
+    let watch = |secret: &str| {
+        let grpc = grpc.clone();
+        let value: tonic::metadata::MetadataValue<_> = format!("Bearer {secret}").parse().unwrap();
+        async move {
+            let mut client = DelegationGatewayClient::connect(grpc).await.unwrap();
+            let mut request = tonic::Request::new(pb::WatchDecisionsRequest::default());
+            request.metadata_mut().insert("authorization", value);
+            client.watch_decisions(request).await.unwrap().into_inner()
+        }
+    };
+    let (mut by_ops, mut by_ci) = (watch(ops).await, watch(ci).await);
+    let beta_token = echo_token(&beta, 1_000);
+    let decide = |resource: &str| {
+        let answer = blocking(|| {
+            gw.call(
+                "delegateos/authorize",
+                json!({"dct": beta_token, "namespace": "docs", "action": "read",
+                       "resource": resource, "costMicrocents": 1}),
+            )
+        });
+        assert!(answer.get("result").is_some(), "{answer}");
+    };
+    // The next message on a stream, within a deadline: a decision's
+    // resource, or how the stream ended.
+    async fn next(s: &mut tonic::Streaming<pb::WatchDecisionsResponse>) -> Result<String, String> {
+        match tokio::time::timeout(Duration::from_secs(10), s.message())
+            .await
+            .expect("a message or the end within 10 s")
+        {
+            Ok(Some(m)) => Ok(m.decision.unwrap().request.unwrap().resource),
+            Ok(None) => Err("ended".into()),
+            Err(status) => Err(format!("{:?}: {}", status.code(), status.message())),
+        }
+    }
+    let reload = |v: Variant, secret: &str| {
+        blocking(|| {
+            write_config(dir.path(), &v);
+            let (status, answer) = reload_as(&gw, secret);
+            assert_eq!(status, 200, "{answer}");
+            assert!(answer.get("result").is_some(), "{answer}");
+        })
+    };
+
+    // MCP sessions of acme's and of beta's, opened with their DCTs.
+    let acme_token = echo_token(&acme, 1_000);
+    let mut acme_session = McpHttp::connect_with(&gw.addr, Some(format!("DCT {acme_token}")));
+    let mut beta_session = McpHttp::connect_with(&gw.addr, Some(format!("DCT {beta_token}")));
+    let ping = |session: &mut McpHttp| {
+        let message = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+        blocking(|| session.post(&message, None))
+    };
+    assert!(ping(&mut acme_session).1.get("result").is_some());
+    assert!(ping(&mut beta_session).1.get("result").is_some());
+
+    decide("/text");
+    assert_eq!(next(&mut by_ops).await, Ok("/text".into()));
+    assert_eq!(next(&mut by_ci).await, Ok("/text".into()));
+
+    // "ops" removed, and acme.
+    reload(variant(&just_beta, &ci_alone), ci);
+    decide("/after-ops-removed");
+    let ended = next(&mut by_ops).await;
+    assert!(
+        ended
+            .as_ref()
+            .is_err_and(|e| e.starts_with("Unauthenticated")),
+        "the stream of the removed admin: {ended:?}"
+    );
+    assert_eq!(next(&mut by_ci).await, Ok("/after-ops-removed".into()));
+    let (status, answer) = ping(&mut acme_session);
+    assert_eq!(
+        answer["error"]["data"]["type"], "session_ended",
+        "the session of the removed tenant: {answer}"
+    );
+    assert_eq!(status, 404, "{answer}");
+    let (status, answer) = ping(&mut acme_session);
+    assert_eq!(status, 404, "ended for good: {answer}");
+    let (_, answer) = ping(&mut beta_session);
+    assert!(answer.get("result").is_some(), "{answer}");
+
+    // "ci"'s secret changed: its stream ends too.
+    reload(variant(&just_beta, &ci_changed), ci);
+    decide("/after-ci-changed");
+    let ended = next(&mut by_ci).await;
+    assert!(
+        ended
+            .as_ref()
+            .is_err_and(|e| e.starts_with("Unauthenticated")),
+        "the stream of the changed admin: {ended:?}"
     );
 }

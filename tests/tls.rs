@@ -7,6 +7,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::{json, Value};
@@ -388,5 +389,207 @@ fn https_upstreams_are_verified_against_their_ca() {
                 "the log names the certificate problem"
             );
         }
+    }
+}
+
+/// Writes `bytes` one at a time, `every` apart, reading in between (dgw's
+/// own SETTINGS or answer are read and ignored), until dgw closes the
+/// connection or `give_up` has passed: whether it was closed, the bytes
+/// written and the time taken.
+async fn drip<S>(
+    mut s: S,
+    bytes: &[u8],
+    every: Duration,
+    give_up: Duration,
+) -> (bool, usize, Duration)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let started = Instant::now();
+    let mut sent = 0;
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < give_up {
+        if sent < bytes.len() {
+            let wrote = s.write_all(&bytes[sent..=sent]).await;
+            if wrote.is_err() || s.flush().await.is_err() {
+                return (true, sent, started.elapsed());
+            }
+            sent += 1;
+        }
+        let until = tokio::time::Instant::now() + every;
+        loop {
+            match tokio::time::timeout_at(until, s.read(&mut buf)).await {
+                Err(_) => break,
+                Ok(Ok(0) | Err(_)) => return (true, sent, started.elapsed()),
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+    (false, sent, started.elapsed())
+}
+
+/// The HTTP/2 client preface and an empty SETTINGS frame.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// Issue 30, finding 5: slowloris over HTTP/2. With `header_read_timeout`
+/// 1 s (and `idle_timeout` 30 s, so idleness is not what cuts), a client
+/// that sends the HTTP/2 preface a byte every 250 ms is cut off within
+/// about a second on the gRPC listener and on the HTTP one, in plain text
+/// and over TLS; so is one that sends its TLS handshake that slowly, and
+/// (gRPC) one that completes the preface but then sends the head of its
+/// first request that slowly. A well-behaved gRPC client still works.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_http2_prefaces_and_handshakes_are_cut_on_every_listener() {
+    let pki = Pki::new();
+    let root = seed(1);
+    let limits = "header_read_timeout = \"1s\"\nidle_timeout = \"30s\"\ngrpc = \"127.0.0.1:0\"\n";
+    let plain_dir = tempfile::tempdir().unwrap();
+    let plain = gateway_config(plain_dir.path(), &[("acme", root.principal_id())], limits);
+    let plain = tokio::task::block_in_place(|| Gateway::start(&plain));
+    let tls_config = gateway_config(
+        pki.dir.path(),
+        &[("acme", root.principal_id())],
+        &format!("{limits}{}", pki.server_tls(false)),
+    );
+    let tls = tokio::task::block_in_place(|| Gateway::start(&tls_config));
+    let (every, give_up) = (Duration::from_millis(250), Duration::from_secs(6));
+    let cut = |what: &str, (closed, sent, took): (bool, usize, Duration)| {
+        assert!(
+            closed && took < Duration::from_secs(3),
+            "{what}: closed {closed} after {sent} bytes and {took:?}"
+        );
+    };
+    let tcp = |addr: &str| {
+        let addr = addr.to_owned();
+        async move { tokio::net::TcpStream::connect(addr).await.unwrap() }
+    };
+    let name = || rustls_pki_types::ServerName::try_from("localhost").unwrap();
+
+    // Plain text.
+    let (plain_http, plain_grpc) = (plain.addr.clone(), plain.grpc.clone().unwrap());
+    cut(
+        "gRPC, a slow preface",
+        drip(tcp(&plain_grpc).await, H2_PREFACE, every, give_up).await,
+    );
+    cut(
+        "HTTP, a slow HTTP/2 preface",
+        drip(tcp(&plain_http).await, H2_PREFACE, every, give_up).await,
+    );
+    // The preface at once, then a HEADERS frame (stream 1, 40 bytes of
+    // block) a byte at a time.
+    // (Half a second later: the connection's timer is set for its idle
+    // deadline by then, and must be set again.)
+    let mut s = tcp(&plain_grpc).await;
+    s.write_all(H2_PREFACE).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut headers = vec![0, 0, 40, 1, 4, 0, 0, 0, 1];
+    headers.extend_from_slice(&[0x82; 40]);
+    cut(
+        "gRPC, a slow first request head",
+        drip(s, &headers, every, give_up).await,
+    );
+
+    // A call whose request message arrives slowly is the call's to time
+    // out (request_timeout), not the connection's head: its HTTP/2 frame
+    // half-sent for longer than header_read_timeout, then the rest, and
+    // the call is answered.
+    let mut s = tcp(&plain_grpc).await;
+    s.write_all(H2_PREFACE).await.unwrap();
+    let mut block = vec![0x83, 0x86, 0x04];
+    let path = b"/delegate_gateway.v1.DelegationGateway/Authorize";
+    block.push(path.len() as u8);
+    block.extend_from_slice(path);
+    block.push(0x01);
+    block.push(plain_grpc.len() as u8);
+    block.extend_from_slice(plain_grpc.as_bytes());
+    for (name, value) in [("content-type", "application/grpc"), ("te", "trailers")] {
+        block.extend_from_slice(&[0x00, name.len() as u8]);
+        block.extend_from_slice(name.as_bytes());
+        block.push(value.len() as u8);
+        block.extend_from_slice(value.as_bytes());
+    }
+    let mut frame = (block.len() as u32).to_be_bytes()[1..].to_vec();
+    frame.extend_from_slice(&[1, 4, 0, 0, 0, 1]);
+    frame.extend_from_slice(&block);
+    // A DATA frame of 15 bytes: a message of 10 bytes, half of it now.
+    frame.extend_from_slice(&[0, 0, 15, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 10, 0x0a, 0x08]);
+    s.write_all(&frame).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The rest, an empty DATA frame ending the stream, and a PING, which
+    // only a connection still read from answers.
+    let mut rest = vec![b'n'; 8];
+    rest.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 1]);
+    rest.extend_from_slice(&[0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    if let Err(e) = s.write_all(&rest).await {
+        panic!("the connection was closed under a call in flight: {e}");
+    }
+    let mut answer = Vec::new();
+    let (mut call_answered, mut ping_answered) = (false, false);
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut buf = [0u8; 4096];
+        while !(call_answered && ping_answered) {
+            let n = s.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            answer.extend_from_slice(&buf[..n]);
+            let mut at = 0;
+            while at + 9 <= answer.len() {
+                let len = u32::from_be_bytes([0, answer[at], answer[at + 1], answer[at + 2]]);
+                let (kind, flags, stream) = (answer[at + 3], answer[at + 4], answer[at + 8]);
+                call_answered |= kind == 1 && stream == 1;
+                ping_answered |= kind == 6 && flags & 1 == 1;
+                at += 9 + len as usize;
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok() && call_answered && ping_answered,
+        "the slow call answered {call_answered}, the connection after it {ping_answered}"
+    );
+
+    // TLS: the handshake that slowly (a ClientHello's record header, then
+    // bytes of it), and the preface that slowly after a quick handshake.
+    let mut hello = vec![
+        0x16, 0x03, 0x01, 0x00, 0xc8, 0x01, 0x00, 0x00, 0xc4, 0x03, 0x03,
+    ];
+    hello.extend_from_slice(&[0x11; 40]);
+    let (tls_http, tls_grpc) = (tls.addr.clone(), tls.grpc.clone().unwrap());
+    for (what, addr) in [("gRPC", &tls_grpc), ("HTTP", &tls_http)] {
+        cut(
+            &format!("{what}, a slow TLS handshake"),
+            drip(tcp(addr).await, &hello, every, give_up).await,
+        );
+    }
+    for (what, addr, alpn) in [
+        ("gRPC", &tls_grpc, &b"h2"[..]),
+        ("HTTP", &tls_http, &b"http/1.1"[..]),
+    ] {
+        let stream = client(&pki.ca, None, alpn)
+            .connect(name(), tcp(addr).await)
+            .await
+            .unwrap();
+        cut(
+            &format!("{what} over TLS, a slow preface"),
+            drip(stream, H2_PREFACE, every, give_up).await,
+        );
+    }
+
+    // A gRPC client that speaks at once is served, twice, longer than
+    // header_read_timeout apart.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{plain_grpc}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    for _ in 0..2 {
+        let r = health
+            .check(tonic_health::pb::HealthCheckRequest::default())
+            .await
+            .unwrap();
+        assert_eq!(r.into_inner().status, 1, "SERVING");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
     }
 }

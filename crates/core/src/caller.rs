@@ -153,9 +153,18 @@ impl AuthError {
 
 /// The administrators: `[[admin.tokens]]` and `[[admin.certs]]`, shared by
 /// every listener's [`Authenticator`] and replaced whole on reload.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Admins {
     list: Arc<ArcSwap<AdminList>>,
+    /// Counts replacements, so what an admin holds open (a decision
+    /// stream) checks its credential again when the list changes.
+    replaced: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Default for Admins {
+    fn default() -> Self {
+        Self::new(Vec::new(), Vec::new())
+    }
 }
 
 #[derive(Debug, Default)]
@@ -170,13 +179,21 @@ impl Admins {
     pub fn new(tokens: Vec<AdminToken>, certs: Vec<String>) -> Self {
         Self {
             list: Arc::new(ArcSwap::from_pointee(AdminList { tokens, certs })),
+            replaced: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
     /// Replaces the list for every authenticator that shares it; calls
-    /// already authenticated keep the standing they were given.
+    /// already authenticated keep the standing they were given, and
+    /// [`Admins::changes`] tells what is held open.
     pub fn replace(&self, tokens: Vec<AdminToken>, certs: Vec<String>) {
         self.list.store(Arc::new(AdminList { tokens, certs }));
+        self.replaced.send_modify(|n| *n += 1);
+    }
+
+    /// Changes whenever the list is replaced.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.replaced.subscribe()
     }
 }
 
@@ -212,6 +229,12 @@ impl Authenticator {
             schemes: vec!["DCT"],
             bearer_prefixes: Vec::new(),
         }
+    }
+
+    /// Changes whenever the administrators are replaced (reload): a stream
+    /// an admin opened authenticates its credential again then.
+    pub fn admin_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.admins.changes()
     }
 
     /// Takes credentials under exactly these schemes (the registry's).

@@ -35,14 +35,18 @@ use tonic_health::ServingStatus;
 use dgw_core::caller::Authenticator;
 use dgw_core::gatekeeper::Gatekeeper;
 use dgw_net::connections::{ConnInfo, Limits, TrackedIo, Tracker};
+use dgw_net::h2_frames::{H2Frames, H2Watch};
 
-/// How long a gRPC client has to complete its TLS handshake.
+/// How long a gRPC client has to complete its TLS handshake when no
+/// `header_read_timeout` is given (the preface deadline, which starts at
+/// `accept`, cuts a slow handshake first when there is one).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// An accepted gRPC connection, with or without TLS.
+/// An accepted gRPC connection, with or without TLS, its frames followed
+/// above TLS for the preface and head deadline ([`dgw_net::h2_frames`]).
 enum GrpcIo {
-    Plain(TrackedIo<TcpStream>),
-    Tls(Box<tokio_rustls::server::TlsStream<TrackedIo<TcpStream>>>),
+    Plain(H2Frames<TrackedIo<TcpStream>>),
+    Tls(H2Frames<Box<tokio_rustls::server::TlsStream<TrackedIo<TcpStream>>>>),
 }
 
 impl Connected for GrpcIo {
@@ -50,9 +54,9 @@ impl Connected for GrpcIo {
 
     fn connect_info(&self) -> ConnInfo {
         match self {
-            GrpcIo::Plain(io) => io.connect_info(),
+            GrpcIo::Plain(io) => io.get_ref().connect_info(),
             GrpcIo::Tls(s) => {
-                let (io, connection) = s.get_ref();
+                let (io, connection) = s.get_ref().get_ref();
                 io.connect_info()
                     .with_subject(dgw_net::tls::peer_subject(connection))
             }
@@ -68,7 +72,7 @@ impl AsyncRead for GrpcIo {
     ) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             GrpcIo::Plain(io) => Pin::new(io).poll_read(cx, buf),
-            GrpcIo::Tls(io) => Pin::new(io.as_mut()).poll_read(cx, buf),
+            GrpcIo::Tls(io) => Pin::new(io).poll_read(cx, buf),
         }
     }
 }
@@ -81,21 +85,21 @@ impl AsyncWrite for GrpcIo {
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
             GrpcIo::Plain(io) => Pin::new(io).poll_write(cx, data),
-            GrpcIo::Tls(io) => Pin::new(io.as_mut()).poll_write(cx, data),
+            GrpcIo::Tls(io) => Pin::new(io).poll_write(cx, data),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             GrpcIo::Plain(io) => Pin::new(io).poll_flush(cx),
-            GrpcIo::Tls(io) => Pin::new(io.as_mut()).poll_flush(cx),
+            GrpcIo::Tls(io) => Pin::new(io).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             GrpcIo::Plain(io) => Pin::new(io).poll_shutdown(cx),
-            GrpcIo::Tls(io) => Pin::new(io.as_mut()).poll_shutdown(cx),
+            GrpcIo::Tls(io) => Pin::new(io).poll_shutdown(cx),
         }
     }
 }
@@ -198,6 +202,7 @@ pub async fn serve(
     // builder's `tcp_nodelay` only reaches sockets tonic accepts itself, so
     // ours carry it, or Nagle holds back each answer's trailers.
     let tracker = Tracker::new(limits);
+    let handshake_limit = limits.header_read_timeout.unwrap_or(HANDSHAKE_TIMEOUT);
     let (accepted, incoming) = tokio::sync::mpsc::channel::<std::io::Result<GrpcIo>>(64);
     let acceptor = tokio::spawn(async move {
         loop {
@@ -208,6 +213,7 @@ pub async fn serve(
             };
             let accepted = accepted.clone();
             let Some(tls) = tls.as_ref().map(|t| t.acceptor()) else {
+                let io = H2Watch::of(&io).wrap(io);
                 if accepted.send(Ok(GrpcIo::Plain(io))).await.is_err() {
                     return;
                 }
@@ -216,9 +222,11 @@ pub async fn serve(
             // Each handshake in its own task: a slow one never holds up
             // the accept loop.
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(io)).await {
+                let watch = H2Watch::of(&io);
+                match tokio::time::timeout(handshake_limit, tls.accept(io)).await {
                     Ok(Ok(stream)) => {
-                        let _ = accepted.send(Ok(GrpcIo::Tls(Box::new(stream)))).await;
+                        let io = GrpcIo::Tls(watch.wrap(Box::new(stream)));
+                        let _ = accepted.send(Ok(io)).await;
                     }
                     Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),

@@ -1,6 +1,9 @@
 //! A request ID for every gRPC call (the caller's `x-request-id` metadata
 //! when sane, else a new one): current in the call's task, its span in the
-//! logs, and answered back in `x-request-id`.
+//! logs, and answered back in `x-request-id`. The call's connection is
+//! busy until it answers, its request message included (a slow frame of a
+//! call in flight is the call's, which `request_timeout` bounds, not the
+//! connection's head deadline: `dgw_net::h2_frames`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -46,8 +49,13 @@ where
         );
         // At debug (`[log] level = "info,dgw::request=debug"`), as on HTTP.
         let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
+        let busy = request
+            .extensions()
+            .get::<dgw_net::connections::ConnInfo>()
+            .map(dgw_net::connections::ConnInfo::busy);
         let answer = self.0.call(request);
         Box::pin(async move {
+            let _busy = busy;
             let mut response =
                 dgw_core::request_id::scope(id.clone(), answer.instrument(span)).await?;
             if let Ok(value) = http::HeaderValue::from_str(&id) {

@@ -116,25 +116,49 @@ impl GrpcFront {
         serde_json::from_value(value).map_err(|e| invalid(field, e))
     }
 
-    /// Streams the decisions that pass `filter` until the client goes away
-    /// or the server stops.
+    /// Streams the decisions that pass `filter` until the client goes away,
+    /// the server stops, or a reload removes or changes the admin
+    /// credential that opened the stream (`opened_by`).
     fn watch(
         &self,
         filter: Filter,
+        opened_by: OpenedBy,
         busy: Option<Busy>,
     ) -> ReceiverStream<Result<pb::WatchDecisionsResponse, Status>> {
         let mut decisions = self.gate.subscribe();
         let mut stopping = self.stopping.clone();
+        let mut admins = self.auth.admin_changes();
+        admins.mark_unchanged();
+        let auth = self.auth.clone();
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
         tokio::spawn(async move {
             // The connection is not idle while the stream is open.
             let _busy = busy;
             let mut missed = 0u64;
+            // A reload between the call's authentication and the
+            // subscription above.
+            if !opened_by.still_admin(&auth) {
+                let _ = tx.send(Err(status::credential_withdrawn())).await;
+                return;
+            }
             loop {
                 let next = tokio::select! {
-                    next = decisions.recv() => next,
+                    // Before a decision: one made after the reload never
+                    // reaches a credential the reload took away.
+                    biased;
+                    changed = admins.changed() => {
+                        if changed.is_ok() && opened_by.still_admin(&auth) {
+                            continue;
+                        }
+                        None
+                    }
                     () = tx.closed() => return,
                     _ = stopping.wait_for(|s| *s) => return,
+                    next = decisions.recv() => Some(next),
+                };
+                let Some(next) = next else {
+                    let _ = tx.send(Err(status::credential_withdrawn())).await;
+                    return;
                 };
                 match next {
                     Ok(event) if filter.matches(&event) => {
@@ -196,6 +220,23 @@ async fn counted<T>(
     };
     record.end(outcome);
     result
+}
+
+/// The credential a stream was opened with, to authenticate again when
+/// the administrators change.
+struct OpenedBy {
+    authorization: Option<Vec<u8>>,
+    subject: Option<String>,
+    /// How it was recognised (`token:ops`).
+    admin: Option<String>,
+}
+
+impl OpenedBy {
+    /// Whether the same credential still makes the same administrator.
+    fn still_admin(&self, auth: &Authenticator) -> bool {
+        auth.caller(self.authorization.as_deref(), self.subject.as_deref())
+            .is_ok_and(|c| c.is_admin() && c.admin_name() == self.admin)
+    }
 }
 
 /// What a watcher asked for.
@@ -515,12 +556,25 @@ impl DelegationGateway for GrpcFront {
         // they are made.
         let busy = busy(&request);
         counted("WatchDecisions", async {
-            if !self.caller(&request)?.is_admin() {
+            let caller = self.caller(&request)?;
+            if !caller.is_admin() {
                 return Err(gate_failure(&GateError::Forbidden {
                     kind: dgw_core::gatekeeper::Forbidden::AdminRequired,
                     detail: "WatchDecisions needs an admin token".into(),
                 }));
             }
+            let opened_by = OpenedBy {
+                authorization: request
+                    .metadata()
+                    .get("authorization")
+                    .map(|v| v.as_bytes().to_vec()),
+                subject: request
+                    .extensions()
+                    .get::<ConnInfo>()
+                    .and_then(ConnInfo::subject)
+                    .map(str::to_owned),
+                admin: caller.admin_name(),
+            };
             let r = request.into_inner();
             let filter = Filter {
                 tenant: r.tenant,
@@ -532,7 +586,7 @@ impl DelegationGateway for GrpcFront {
                     invalid("outcome", format!("{} is not a DecisionOutcome", r.outcome))
                 })?,
             };
-            Ok((self.watch(filter, busy), Outcome::Ok))
+            Ok((self.watch(filter, opened_by, busy), Outcome::Ok))
         })
         .await
     }

@@ -70,6 +70,16 @@ pub fn unauthenticated(e: &dgw_core::caller::AuthError) -> Status {
     )
 }
 
+/// A stream's end when a reload removed or changed the admin credential
+/// that opened it.
+pub fn credential_withdrawn() -> Status {
+    Status::with_error_details(
+        Code::Unauthenticated,
+        "the credential this stream was opened with was removed or changed by a reload; open it again with a current one",
+        ErrorDetails::with_error_info(reason("credential_withdrawn"), GATEWAY_DOMAIN, HashMap::new()),
+    )
+}
+
 /// A failure of a protocol's own method: a refusal in the protocol's
 /// vocabulary names the protocol as its domain; anything else as
 /// [`gate_error`].

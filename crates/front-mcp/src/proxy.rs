@@ -6,6 +6,7 @@
 //! upstream answers), and passes other methods through.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -51,6 +52,9 @@ pub struct Session {
     pinned: bool,
     /// Forwarded requests the client may cancel.
     in_flight: InFlight,
+    /// The trust generation ([`McpProxy::trust_changed`]) at which the
+    /// credential it was opened with last stood.
+    checked: AtomicU64,
 }
 
 impl Session {
@@ -62,6 +66,7 @@ impl Session {
             credential: RwLock::new(None),
             pinned: false,
             in_flight: InFlight::default(),
+            checked: AtomicU64::new(0),
         }
     }
 
@@ -73,6 +78,11 @@ impl Session {
             pinned: true,
             ..Self::default()
         }
+    }
+
+    /// Its credential stood at trust generation `generation`.
+    pub(super) fn stood_at(&self, generation: u64) {
+        self.checked.fetch_max(generation, Ordering::AcqRel);
     }
 
     /// Ends the session: its requests still in flight are cancelled, as if
@@ -92,6 +102,7 @@ impl Default for Session {
             credential: RwLock::new(None),
             pinned: false,
             in_flight: InFlight::default(),
+            checked: AtomicU64::new(0),
         }
     }
 }
@@ -206,6 +217,9 @@ pub struct McpProxy {
     /// Drop upstream tools whose names are not [`offerable_tool_name`].
     strict_tool_names: bool,
     catalog: RwLock<Arc<Catalog>>,
+    /// Counts the reloads that may have withdrawn trust (tenants, issuers,
+    /// delegators): a session checks its credential again once after each.
+    trust: AtomicU64,
 }
 
 pub(super) fn invalid_params(kind: &str, message: impl Into<String>) -> RpcError {
@@ -282,7 +296,35 @@ impl McpProxy {
             unchecked_methods,
             strict_tool_names,
             catalog: RwLock::new(Arc::default()),
+            trust: AtomicU64::new(0),
         }
+    }
+
+    /// A reload replaced what credentials are trusted under: every open
+    /// session checks its credential again at its next request.
+    pub fn trust_changed(&self) {
+        self.trust.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The current trust generation.
+    pub(super) fn trust_generation(&self) -> u64 {
+        self.trust.load(Ordering::Acquire)
+    }
+
+    /// Whether the credential the caller's session was opened with (the
+    /// bound header's, else the one `initialize` carried) still stands,
+    /// checked once per trust generation: a session must not outlive the
+    /// trust it was opened under (a tenant or delegator a reload removed).
+    pub(super) async fn session_stands(&self, caller: Caller<'_>) -> Result<(), Denial> {
+        let generation = self.trust_generation();
+        if caller.session.checked.load(Ordering::Acquire) >= generation {
+            return Ok(());
+        }
+        if let Some(found) = self.presented(caller, None)? {
+            self.standing(&found).await?;
+        }
+        caller.session.stood_at(generation);
+        Ok(())
     }
 
     /// The upstreams as they stand now.

@@ -45,6 +45,23 @@ fn session_refused(refusal: SessionRefusal) -> HttpAnswer {
     HttpAnswer::error(status, RpcError::new(INVALID_REQUEST, kind, message))
 }
 
+/// A session whose credential no longer stands, ended: `404`, so the
+/// client initializes again (and hears why it cannot, if it cannot).
+fn session_ended(d: &dgw_core::protocol::Denial) -> HttpAnswer {
+    HttpAnswer::error(
+        StatusCode::NOT_FOUND,
+        RpcError::new(
+            INVALID_REQUEST,
+            "session_ended",
+            format!(
+                "this session has ended: the credential it was opened with is refused now ({}: {})",
+                d.kind.as_str(),
+                d.detail
+            ),
+        ),
+    )
+}
+
 /// The digest of the `Authorization` header last presented on one client
 /// connection, which a session is bound to. A client sends the same header
 /// with every request on its connection, and digesting it (BLAKE2b of about
@@ -155,7 +172,10 @@ impl StreamableHttp {
             }
         }
         let mut new_session = None;
-        let session = if messages.iter().any(Message::is_initialize) {
+        // Read before the credential is: a reload meanwhile is seen at the
+        // session's next request.
+        let generation = self.proxy.trust_generation();
+        let (session, existing) = if messages.iter().any(Message::is_initialize) {
             if batch {
                 return HttpAnswer::error(
                     StatusCode::BAD_REQUEST,
@@ -219,7 +239,8 @@ impl StreamableHttp {
                         return session_refused(refusal);
                     }
                     new_session = Some(id);
-                    s
+                    s.stood_at(generation);
+                    (s, None)
                 }
                 Err(refusal) => return session_refused(refusal),
             }
@@ -236,7 +257,7 @@ impl StreamableHttp {
                     )
                 }
                 Some(id) => match self.sessions.find(id, digests.of(headers)).await {
-                    Ok(s) => s,
+                    Ok(s) => (s, Some(id)),
                     Err(refusal) => return session_refused(refusal),
                 },
             }
@@ -246,6 +267,12 @@ impl StreamableHttp {
             authorization: header_credential(headers),
             headers: Some(headers),
         };
+        if let Some(id) = existing {
+            if let Err(d) = self.proxy.session_stands(caller).await {
+                let _ = self.sessions.end(id, digests.of(headers)).await;
+                return session_ended(&d);
+            }
+        }
         for message in messages {
             if let Some(answer) = self.proxy.handle(caller, message).await {
                 answers.push(answer);

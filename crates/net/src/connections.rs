@@ -7,8 +7,11 @@
 //! socket fails its next read or write (which ends the connection) when:
 //!
 //! - it has no request in flight and has moved no bytes for `idle_timeout`;
-//! - (HTTP) it started sending a request head `header_read_timeout` ago and
-//!   the head is still incomplete;
+//! - (HTTP/1) it started sending a request head `header_read_timeout` ago
+//!   and the head is still incomplete;
+//! - (HTTP/2, [`crate::h2_frames`]) it has no request in flight and has been
+//!   in the middle of its preface or of a frame for `header_read_timeout`;
+//!   the preface is due from `accept`, the TLS handshake included;
 //! - the tracker shed it: when `max_connections` are open, or `accept`
 //!   fails for want of descriptors, the connection idle the longest is
 //!   closed to make room, so the accept loop never stalls and `/healthz`
@@ -41,9 +44,14 @@ const MIN_CHECK: Duration = Duration::from_millis(20);
 /// One listener's limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// How long a request head may take to arrive (`None`: not checked,
-    /// as for HTTP/2, whose streams `request_timeout` bounds).
+    /// How long a request head may take to arrive (`None`: not checked).
+    /// For HTTP/2 (`http2`), how long a connection with no request in
+    /// flight may be in the middle of its preface or of a frame.
     pub header_read_timeout: Option<Duration>,
+    /// The listener speaks HTTP/2 only (gRPC): heads are reported frame by
+    /// frame by [`crate::h2_frames::H2Frames`] above TLS, not guessed from
+    /// the bytes that arrive, and the preface is due from `accept`.
+    pub http2: bool,
     /// How long a connection with no request in flight may stay silent.
     pub idle_timeout: Duration,
     /// Most connections open at once.
@@ -63,6 +71,9 @@ pub struct ConnState {
     head_since: AtomicU64,
     busy: AtomicUsize,
     shed: AtomicBool,
+    /// A head deadline began since the connection's timer was set: it is
+    /// set again before it is next waited on.
+    rearm: AtomicBool,
     /// The task waiting to read, woken when the connection is shed.
     reader: Mutex<Option<std::task::Waker>>,
 }
@@ -199,9 +210,11 @@ impl Tracker {
             id: self.0.next_id.fetch_add(1, Ordering::Relaxed),
             last_activity: AtomicU64::new(now),
             idle_since: AtomicU64::new(now),
-            head_since: AtomicU64::new(0),
+            // An HTTP/2 client speaks first: its preface is due from now.
+            head_since: AtomicU64::new(if self.0.limits.http2 { now } else { 0 }),
             busy: AtomicUsize::new(0),
             shed: AtomicBool::new(false),
+            rearm: AtomicBool::new(false),
             reader: Mutex::new(None),
         });
         self.open().insert(state.id, state.clone());
@@ -211,6 +224,18 @@ impl Tracker {
             tracker: self.clone(),
             check: Box::pin(tokio::time::sleep(MIN_CHECK)),
         })
+    }
+
+    /// Notes whether an HTTP/2 connection is in the middle of its preface
+    /// or of a frame: its head deadline runs from the first read that left
+    /// one incomplete, and stops when it completes.
+    pub(crate) fn head_pending(&self, state: &ConnState, pending: bool) {
+        if !pending {
+            state.head_since.store(0, Ordering::Release);
+        } else if state.head_since.load(Ordering::Acquire) == 0 {
+            state.head_since.store(self.0.now_ms(), Ordering::Release);
+            state.rearm.store(true, Ordering::Release);
+        }
     }
 
     /// Marks the connection busy until the guard drops; its head is complete.
@@ -303,6 +328,11 @@ impl<T> TrackedIo<T> {
         self.state.clone()
     }
 
+    /// The listener's tracker.
+    pub(crate) fn tracker(&self) -> Tracker {
+        self.tracker.clone()
+    }
+
     fn touch(&self) {
         self.state
             .last_activity
@@ -315,6 +345,12 @@ impl<T> TrackedIo<T> {
 
     /// Polls the check timer; `Err` when the connection must end.
     fn poll_deadlines(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        if self.state.rearm.swap(false, Ordering::AcqRel) {
+            // The timer may be set for the idle deadline, later than the
+            // head's that just began.
+            let next = tokio::time::Instant::now() + self.tracker.0.next_check(&self.state);
+            self.check.as_mut().reset(next);
+        }
         while self.check.as_mut().poll(cx).is_ready() {
             if self.tracker.0.expired(&self.state) {
                 return Err(Self::closed());
@@ -348,11 +384,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for TrackedIo<T> {
                 if buf.filled().len() > before {
                     this.touch();
                     let s = &this.state;
-                    if s.busy.load(Ordering::Acquire) == 0
+                    if !this.tracker.0.limits.http2
+                        && s.busy.load(Ordering::Acquire) == 0
                         && s.head_since.load(Ordering::Acquire) == 0
                     {
                         s.head_since
                             .store(this.tracker.0.now_ms(), Ordering::Release);
+                        s.rearm.store(true, Ordering::Release);
                     }
                 }
                 Poll::Ready(Ok(()))
@@ -464,6 +502,7 @@ mod tests {
     fn limits(max: usize) -> Limits {
         Limits {
             header_read_timeout: Some(Duration::from_millis(200)),
+            http2: false,
             idle_timeout: Duration::from_millis(400),
             max_connections: max,
         }

@@ -6,5 +6,6 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod connections;
+pub mod h2_frames;
 pub mod http_guard;
 pub mod tls;

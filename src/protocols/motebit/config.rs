@@ -59,6 +59,17 @@ impl Default for MotebitConfig {
     }
 }
 
+impl MotebitConfig {
+    /// The configured key of the delegator `motebit_id`, if it is one:
+    /// its key for dgw, whatever a pin or a chain says.
+    pub fn key_of(&self, motebit_id: &str) -> Option<&VerifyingKey> {
+        self.delegators
+            .iter()
+            .find(|d| d.motebit_id == motebit_id)
+            .map(|d| &d.key)
+    }
+}
+
 impl RawMotebit {
     /// Validated; an error names the key and the problem.
     pub fn validate(self) -> Result<MotebitConfig, (String, String)> {

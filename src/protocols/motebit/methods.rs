@@ -85,7 +85,8 @@ pub(super) async fn call(
     }
 }
 
-/// The keys a report uses: the caller's, then the gateway's pins.
+/// The keys a report uses: the caller's, then the gateway's (configured
+/// delegators', else pins).
 async fn keys_for(
     m: &Motebit,
     artifact: &Value,
@@ -109,8 +110,8 @@ async fn keys_for(
         if known.contains_key(&id) {
             continue;
         }
-        if let Some(pin) = m.pins.get(&id).await? {
-            if let Ok(k) = motebit::encoding::parse_key(&pin.public_key) {
+        if let Some(key) = m.known_key(&id).await? {
+            if let Ok(k) = motebit::encoding::parse_key(&key) {
                 known.insert(id, k);
             }
         }
@@ -127,7 +128,8 @@ async fn verify(m: &Motebit, params: Value) -> MethodResult {
 
 async fn verdict(m: &Motebit, params: Value) -> MethodResult {
     let p: VerdictParams = serde_json::from_value(params).map_err(invalid)?;
-    // The pins the verdict may use, read before the pure producer runs.
+    // The keys the verdict may use (configured delegators', else pins),
+    // read before the pure producer runs.
     let mut pinned = std::collections::BTreeMap::new();
     for field in ["motebit_id", "delegator_id"] {
         let ids = [
@@ -136,7 +138,7 @@ async fn verdict(m: &Motebit, params: Value) -> MethodResult {
             p.artifact.pointer(&format!("/input/token/{field}")),
         ];
         for id in ids.into_iter().flatten().filter_map(Value::as_str) {
-            if let Some(k) = m.pins.pinned_key(id).await? {
+            if let Some(k) = m.known_key(id).await? {
                 pinned.insert(id.to_owned(), k);
             }
         }

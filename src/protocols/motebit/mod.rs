@@ -16,6 +16,7 @@ pub mod inspect;
 mod methods;
 pub mod pins;
 mod receipts;
+mod trust;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -40,7 +41,7 @@ use crate::revocations::Revocations;
 use crate::state::{AuditSink, DelegationStore, ReplayStore, StorageError};
 
 pub use config::{Delegator, MotebitConfig, RawMotebit};
-use pins::{PinError, Pins};
+use pins::Pins;
 
 /// Motebit's name in metrics, audit and `data.protocol`.
 pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
@@ -109,6 +110,9 @@ struct Granted {
     caller: String,
     root: String,
     jti: String,
+    /// The first-use pin to write once the request is authorized
+    /// ([`pins::Pins::check_chain`]).
+    pin: Option<(String, String)>,
 }
 
 fn now_ms() -> u64 {
@@ -252,16 +256,9 @@ impl Motebit {
             _ => return Ok(Err(Failure::malformed("the delegation chain is empty"))),
         };
         let config = self.config.load_full();
-        let Some(delegator) = config.delegators.iter().find(|d| {
-            d.motebit_id == root.delegator_id && root.delegator_key().is_ok_and(|k| k == d.key)
-        }) else {
-            return Ok(Err(Failure::new(
-                Reason::Untrusted,
-                format!(
-                    "{:?} with this key is not a configured delegator ([[motebit.delegators]])",
-                    root.delegator_id
-                ),
-            )));
+        let delegator = match trust::root_delegator(&config, chain) {
+            Ok(d) => d,
+            Err(f) => return Ok(Err(f)),
         };
         let claims = &bearer.claims;
         if claims.mid != last.delegate_id {
@@ -284,30 +281,13 @@ impl Motebit {
         if let Err(f) = checked {
             return Ok(Err(f));
         }
-        for t in chain.iter() {
-            let grant_revoked = t.grant_id.as_ref().is_some_and(|g| {
-                self.revocations
-                    .contains_name(REVOCATIONS, &format!("{}/{g}", t.delegator_public_key))
-            });
-            if grant_revoked || self.revocations.contains_name(REVOCATIONS, &token_name(t)) {
-                return Ok(Err(Failure::new(
-                    Reason::Revoked,
-                    format!("the delegation by {:?} is revoked", t.delegator_id),
-                )));
-            }
+        if let Err(f) = self.unrevoked(chain) {
+            return Ok(Err(f));
         }
-        let mut parties: Vec<(&str, &str)> = Vec::new();
-        for t in chain.iter() {
-            parties.push((&t.delegator_id, &t.delegator_public_key));
-            parties.push((&t.delegate_id, &t.delegate_public_key));
-        }
-        for (id, key) in parties {
-            match self.pins.check(id, key, now).await {
-                Ok(()) => {}
-                Err(PinError::Refused(f)) => return Ok(Err(f)),
-                Err(PinError::Storage(e)) => return Err(e.into()),
-            }
-        }
+        let pin = match self.pins.check_chain(chain, &config).await? {
+            Ok(pin) => pin,
+            Err(f) => return Ok(Err(f)),
+        };
         if !self
             .fresh_jti(&claims.mid, &claims.jti, call, claims.exp)
             .await?
@@ -350,6 +330,7 @@ impl Motebit {
                 caller: claims.mid.clone(),
                 root: root.delegator_id.clone(),
                 jti: claims.jti.clone(),
+                pin,
             }),
         }))
     }
@@ -458,6 +439,21 @@ impl Protocol for Motebit {
         Some(DELEGATION_HEADER)
     }
 
+    /// A delegation must be trusted now (its root configured, nothing of
+    /// it revoked); what it allows is only known with a call.
+    async fn standing(
+        &self,
+        credential: &Credential,
+    ) -> Result<Option<Vec<delegateos::Capability>>, Denial> {
+        let Some(presented) = credential.get::<Presented>() else {
+            return Err(Denial::malformed(ID, "not a Motebit credential"));
+        };
+        if let Some(chain) = &presented.chain {
+            self.chain_stands(&chain.tokens).map_err(|f| denial(&f))?;
+        }
+        Ok(None)
+    }
+
     fn read_named_header(&self, value: &str) -> Result<Credential, Denial> {
         let bytes = motebit::encoding::from_b64url(value.trim()).ok_or_else(|| {
             denial(&Failure::malformed(format!(
@@ -523,6 +519,9 @@ impl Protocol for Motebit {
 
     async fn allowed(&self, grant: &Grant, call: &Call<'_>) {
         if let Some(g) = grant.context.downcast_ref::<Granted>() {
+            if let Some((id, key)) = &g.pin {
+                self.pin_first_use(id, key).await;
+            }
             self.audit(
                 "grant",
                 json!({"tool": call.tool, "caller": g.caller,

@@ -1,14 +1,24 @@
 //! Key pinning, trust on first use (motebit-delegation "Key pinning"): the
-//! first key verified for a `motebit_id` is pinned in the gateway's state;
-//! another key for that ID later is refused (`key_mismatch`) and severs
-//! the ID (every delegation naming it is refused) until an administrator
-//! pins a key again (`dgw motebit pin`, `motebit/pin`).
+//! first key dgw verifies for a `motebit_id` is pinned in the gateway's
+//! state; another key for that ID later is refused (`key_mismatch`) until
+//! an administrator pins a key again (`dgw motebit pin`, `motebit/pin`).
+//!
+//! Who may make a pin matters as much as the pin (issue 30): a delegate
+//! chooses the ids and keys of the hops it adds, so a chain's word pins
+//! only the id a configured delegator itself named (its root token's
+//! delegate), and only once the whole request is authorized. A configured
+//! delegator's key is the configured one, never a pin. A mismatch refuses
+//! the request and writes nothing, so naming someone else's id cuts no one
+//! off. Decisions 157-159.
 
 use std::sync::Arc;
 
 use dgw_core::state::{RecordStore, StorageError};
+use motebit::token::DelegationToken;
 use motebit::{Failure, Reason};
 use serde_json::{json, Value};
+
+use super::MotebitConfig;
 
 /// The record space of pins, keyed by `motebit_id`.
 pub const SPACE: &str = "motebit_pins";
@@ -28,12 +38,32 @@ pub struct Pin {
     pub by: String,
     /// When, epoch ms.
     pub at: u64,
-    /// The other key that was presented for the ID, if any: the ID is
-    /// severed until re-pinned.
+    /// Set by versions before issue 30, which severed an ID when another
+    /// key was presented for it: such a pin refuses every key until an
+    /// administrator pins again. Nothing sets it now.
     pub severed_by: Option<String>,
 }
 
 impl Pin {
+    /// Whether this pin lets `key_hex` through for `motebit_id`.
+    fn admits(&self, motebit_id: &str, key_hex: &str) -> Result<(), PinError> {
+        if self.severed_by.is_some() {
+            return Err(Failure::new(
+                Reason::KeyMismatch,
+                format!("{motebit_id:?} was severed (another key was presented for it) until an administrator pins a key"),
+            )
+            .into());
+        }
+        if self.public_key != key_hex {
+            return Err(Failure::new(
+                Reason::KeyMismatch,
+                format!("{motebit_id:?} is pinned to another key (an administrator re-pins after a rotation)"),
+            )
+            .into());
+        }
+        Ok(())
+    }
+
     fn to_json(&self) -> Value {
         json!({"public_key": self.public_key, "by": self.by, "at": self.at,
                "severed_by": self.severed_by})
@@ -80,54 +110,102 @@ impl Pins {
     }
 
     /// Checks `key_hex` (lowercase hex, already verified) against the pin
-    /// of `motebit_id`, pinning it when there is none.
-    pub async fn check(&self, motebit_id: &str, key_hex: &str, now: u64) -> Result<(), PinError> {
-        loop {
-            let Some(stored) = self.records.get(SPACE, motebit_id).await? else {
-                let pin = Pin {
-                    public_key: key_hex.to_owned(),
-                    by: "first_use".into(),
-                    at: now,
-                    severed_by: None,
-                };
-                if self
-                    .records
-                    .insert_new(SPACE, motebit_id, &pin.to_json())
-                    .await?
-                {
-                    return Ok(());
+    /// of `motebit_id`, writing nothing: `true` when it is pinned to this
+    /// key, `false` when nothing is pinned for it.
+    pub async fn admit(&self, motebit_id: &str, key_hex: &str) -> Result<bool, PinError> {
+        match self.get(motebit_id).await? {
+            None => Ok(false),
+            Some(pin) => pin.admits(motebit_id, key_hex).map(|()| true),
+        }
+    }
+
+    /// Pins `key_hex` for `motebit_id` when nothing is pinned for it (first
+    /// use, once what used it was authorized or verified); the pin already
+    /// there must be this key. A mismatch writes nothing.
+    pub async fn first_use(
+        &self,
+        motebit_id: &str,
+        key_hex: &str,
+        now: u64,
+    ) -> Result<(), PinError> {
+        let pin = Pin {
+            public_key: key_hex.to_owned(),
+            by: "first_use".into(),
+            at: now,
+            severed_by: None,
+        };
+        if self
+            .records
+            .insert_new(SPACE, motebit_id, &pin.to_json())
+            .await?
+        {
+            return Ok(());
+        }
+        match self.get(motebit_id).await? {
+            Some(pin) => pin.admits(motebit_id, key_hex),
+            // Unpinned meanwhile by an administrator: the next use pins.
+            None => Ok(()),
+        }
+    }
+
+    /// Checks the ids and keys of a delegation chain, writing nothing; the
+    /// first-use pin to write once the request is authorized, if any.
+    ///
+    /// - One id with two keys in the chain is refused.
+    /// - A configured delegator's id must have its configured key; its
+    ///   pins are neither read nor written.
+    /// - Every other id must match its pin, if it has one.
+    /// - Only the root token's delegate, named by a configured delegator,
+    ///   is pinned on first use; a deeper hop's id is its delegator's
+    ///   word, which pins nothing.
+    pub async fn check_chain(
+        &self,
+        chain: &[DelegationToken],
+        config: &MotebitConfig,
+    ) -> Result<Result<Option<(String, String)>, Failure>, StorageError> {
+        let mut parties: Vec<(&str, &str)> = Vec::new();
+        for t in chain {
+            for (id, key) in [
+                (&t.delegator_id, &t.delegator_public_key),
+                (&t.delegate_id, &t.delegate_public_key),
+            ] {
+                match parties.iter().find(|(seen, _)| *seen == id.as_str()) {
+                    Some((_, k)) if *k == key.as_str() => {}
+                    Some(_) => {
+                        return Ok(Err(Failure::new(
+                            Reason::KeyMismatch,
+                            format!("{id:?} appears in the delegation chain with two keys"),
+                        )))
+                    }
+                    None => parties.push((id, key)),
                 }
-                continue; // pinned concurrently: check against that pin
-            };
-            let pin = Pin::from_json(&stored).ok_or_else(|| {
-                StorageError::Backend(format!("the pin of {motebit_id:?} is unreadable"))
-            })?;
-            if pin.severed_by.is_some() {
-                return Err(Failure::new(
-                    Reason::KeyMismatch,
-                    format!("{motebit_id:?} presented a key other than its pinned one and is severed until an administrator pins a key"),
-                )
-                .into());
-            }
-            if pin.public_key == key_hex {
-                return Ok(());
-            }
-            let severed = Pin {
-                severed_by: Some(key_hex.to_owned()),
-                ..pin
-            };
-            if self
-                .records
-                .replace(SPACE, motebit_id, &stored, &severed.to_json())
-                .await?
-            {
-                return Err(Failure::new(
-                    Reason::KeyMismatch,
-                    format!("{motebit_id:?} is pinned to another key; it is severed until an administrator pins a key"),
-                )
-                .into());
             }
         }
+        let mut unseen = Vec::new();
+        for (id, key) in parties {
+            if let Some(configured) = config.key_of(id) {
+                if motebit::encoding::key_hex(configured) != key {
+                    return Ok(Err(Failure::new(
+                        Reason::KeyMismatch,
+                        format!(
+                            "{id:?} is a configured delegator, and this is not its configured key"
+                        ),
+                    )));
+                }
+                continue;
+            }
+            match self.admit(id, key).await {
+                Ok(true) => {}
+                Ok(false) => unseen.push(id),
+                Err(PinError::Refused(f)) => return Ok(Err(f)),
+                Err(PinError::Storage(e)) => return Err(e),
+            }
+        }
+        Ok(Ok(chain.first().and_then(|root| {
+            unseen
+                .contains(&root.delegate_id.as_str())
+                .then(|| (root.delegate_id.clone(), root.delegate_public_key.clone()))
+        })))
     }
 
     /// An administrator pins `key_hex` for `motebit_id` (clearing a
@@ -177,5 +255,35 @@ impl Pins {
     /// The pinned key of `motebit_id`, unless severed (for verdicts).
     pub async fn pinned_key(&self, motebit_id: &str) -> Result<Option<String>, StorageError> {
         Ok(self.get(motebit_id).await?.map(|p| p.public_key))
+    }
+}
+
+impl super::Motebit {
+    /// The key dgw holds for `motebit_id`: a configured delegator's
+    /// configured key, else its pin.
+    pub(super) async fn known_key(&self, motebit_id: &str) -> Result<Option<String>, StorageError> {
+        if let Some(key) = self.config.load().key_of(motebit_id) {
+            return Ok(Some(motebit::encoding::key_hex(key)));
+        }
+        self.pins.pinned_key(motebit_id).await
+    }
+
+    /// Writes a first-use pin for an authorized request. The request goes
+    /// on whatever happens here: a pin another request made meanwhile
+    /// (another key) stays, and refuses the next request with this key.
+    pub(super) async fn pin_first_use(&self, motebit_id: &str, key_hex: &str) {
+        match self
+            .pins
+            .first_use(motebit_id, key_hex, super::now_ms())
+            .await
+        {
+            Ok(()) => {}
+            Err(PinError::Refused(f)) => {
+                tracing::warn!(motebit_id, detail = %f.detail, "another key was pinned first");
+            }
+            Err(PinError::Storage(e)) => {
+                tracing::error!(motebit_id, error = %e, "writing a first-use pin failed");
+            }
+        }
     }
 }

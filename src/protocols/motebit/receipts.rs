@@ -1,8 +1,10 @@
 //! Receipts in upstream answers (a Motebit service's `motebit_task` answers
 //! with its signed `ExecutionReceipt`, as JSON in a text content item
 //! followed by an identity tag): each is verified before the caller sees
-//! it, with the key pinned for its `motebit_id` when there is one (else its
-//! embedded key, then pinned), and becomes gateway-signed DelegateOS
+//! it, with the key dgw holds for its `motebit_id` when there is one (a
+//! configured delegator's, else a pin; else its embedded key, which is
+//! then pinned for the receipt's own signer, not for the nested ones the
+//! upstream vouches for), and becomes gateway-signed DelegateOS
 //! attestations (named in the result's `_meta["dgw/attestation"]`); an
 //! invalid one is withheld and the call is not charged.
 
@@ -119,7 +121,12 @@ impl Motebit {
         let mut ids = Vec::new();
         super::inspect::receipt_signers(&parsed, &mut ids);
         let mut known = KnownKeys::new();
+        let config = self.config.load_full();
         for id in &ids {
+            if let Some(key) = config.key_of(id) {
+                known.insert(id.clone(), *key);
+                continue;
+            }
             let pin = self.pins.get(id).await.map_err(storage)?;
             if let Some(pin) = pin {
                 if pin.severed_by.is_some() {
@@ -138,7 +145,7 @@ impl Motebit {
                 format!("receipt {task:?}: {}", f.detail),
             ));
         }
-        pin_tree(self, &report).await?;
+        pin_signer(self, &report).await?;
         let digest = motebit::encoding::digest(raw)?;
         let (contract_id, delegation_id) = ids_for(&digest);
         let context = AttestationContext {
@@ -177,20 +184,22 @@ fn storage(e: impl std::fmt::Display) -> Failure {
     )
 }
 
-/// Pins every signer of a verified tree (first use), refusing a mismatch.
-async fn pin_tree(m: &Motebit, node: &receipt::ChainNode) -> Result<(), Failure> {
-    let mut stack = vec![node];
-    while let Some(n) = stack.pop() {
-        if let Some(key) = &n.key {
-            match m.pins.check(&n.motebit_id, key, now_ms()).await {
-                Ok(()) => {}
-                Err(PinError::Refused(f)) => return Err(f),
-                Err(PinError::Storage(e)) => return Err(storage(e)),
-            }
-        }
-        stack.extend(n.delegations.iter());
+/// Pins the signer of a verified receipt (first use), refusing a
+/// mismatch. A configured delegator is never pinned, and the signers of
+/// nested receipts are the upstream's word: they are checked against the
+/// keys dgw holds, never pinned.
+async fn pin_signer(m: &Motebit, node: &receipt::ChainNode) -> Result<(), Failure> {
+    let Some(key) = &node.key else {
+        return Ok(());
+    };
+    if m.config.load().key_of(&node.motebit_id).is_some() {
+        return Ok(());
     }
-    Ok(())
+    match m.pins.first_use(&node.motebit_id, key, now_ms()).await {
+        Ok(()) => Ok(()),
+        Err(PinError::Refused(f)) => Err(f),
+        Err(PinError::Storage(e)) => Err(storage(e)),
+    }
 }
 
 #[cfg(test)]
