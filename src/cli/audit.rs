@@ -7,7 +7,6 @@ use delegateos::PrincipalId;
 use dgw_audit_log::{AuditAnchor, Expect};
 use serde_json::{json, Value};
 
-use super::motebit::ADMIN_TOKEN_ENV;
 use super::output::say;
 use super::{CliError, Outcome};
 
@@ -92,25 +91,11 @@ fn parse_anchor(text: &str) -> Result<AuditAnchor, CliError> {
 
 /// The anchor a running gateway holds (`dgw/audit/head`, as an admin).
 fn anchor_of(url: &str) -> Result<AuditAnchor, CliError> {
-    let secret = std::env::var(ADMIN_TOKEN_ENV)
-        .ok()
-        .filter(|s| !s.is_empty());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
-    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "dgw/audit/head", "params": {}});
-    let client = crate::outbound::JsonClient::new(std::time::Duration::from_secs(10));
-    let answer = runtime
-        .block_on(client.post(url, &request, secret.as_deref()))
-        .map_err(|e| CliError::Usage(format!("the gateway at {url}: {e}")))?;
+    let answer = super::admin_call::call(url, "dgw/audit/head", json!({}))?;
     if let Some(error) = answer.get("error") {
         return Err(CliError::Usage(format!(
             "the gateway at {url} refused dgw/audit/head: {}",
-            error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("(no message)")
+            super::admin_call::message(error)
         )));
     }
     match answer.get("result").map(|r| &r["anchor"]) {

@@ -1,5 +1,6 @@
 //! The `dgw` command line: one module per command group.
 
+mod admin_call;
 mod attestation;
 mod audit;
 mod contract;

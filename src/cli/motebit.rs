@@ -1,17 +1,11 @@
 //! `dgw motebit …`: verify Motebit artifacts and produce their
 //! VerificationVerdicts offline; pin and unpin keys on a running gateway.
 
-use std::time::Duration;
-
 use clap::Subcommand;
 use serde_json::{json, Value};
 
 use super::{print_json, read_file, CliError, Outcome};
 use crate::protocols::motebit::inspect;
-
-/// The environment variable `pin`/`unpin` read the admin secret from (never
-/// an argument: arguments are visible to every user of the machine).
-pub const ADMIN_TOKEN_ENV: &str = "DGW_ADMIN_TOKEN";
 
 #[derive(Debug, Subcommand)]
 pub(super) enum MotebitCommand {
@@ -115,18 +109,7 @@ pub(super) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
 /// One JSON-RPC call to a running gateway as an administrator: the result
 /// printed (exit 0), or its error (exit 1; unreachable: 2).
 fn rpc(gateway: &str, method: &str, params: Value) -> Result<Outcome, CliError> {
-    let secret = std::env::var(ADMIN_TOKEN_ENV)
-        .ok()
-        .filter(|s| !s.is_empty());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
-    let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let client = crate::outbound::JsonClient::new(Duration::from_secs(10));
-    let answer = runtime
-        .block_on(client.post(gateway, &request, secret.as_deref()))
-        .map_err(|e| CliError::Usage(format!("the gateway at {gateway}: {e}")))?;
+    let answer = super::admin_call::call(gateway, method, params)?;
     match (answer.get("result"), answer.get("error")) {
         (Some(result), _) => {
             print_json(result);
@@ -135,10 +118,7 @@ fn rpc(gateway: &str, method: &str, params: Value) -> Result<Outcome, CliError> 
         (None, Some(error)) => {
             eprintln!(
                 "dgw: {method} refused: {}",
-                error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("(no message)")
+                super::admin_call::message(error)
             );
             print_json(error);
             Ok(Outcome::Negative)
