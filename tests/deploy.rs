@@ -174,7 +174,7 @@ fn the_dashboard_parses_and_names_only_metrics_a_running_dgw_exports() {
     let root = seed(1);
     let echo = tests_dir().join("mcp/echo-server.mjs");
     let extra = format!(
-        "max_connections = 3\n[budget]\nreservation_ttl = \"1s\"\nsweep_interval = \"100ms\"\n[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\ntimeout = \"500ms\"\n[[upstreams.tools]]\nname = \"echo\"\ncapability = \"demo:echo\"\nfixed_resource = \"/echo\"\ncost_microcents = 1\n"
+        "max_connections = 3\n[budget]\nreservation_ttl = \"3s\"\nsweep_interval = \"100ms\"\n[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\ntimeout = \"2s\"\n[[upstreams.tools]]\nname = \"echo\"\ncapability = \"demo:echo\"\nfixed_resource = \"/echo\"\ncost_microcents = 1\n"
     );
     let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
     let gw = Gateway::start(&config);
@@ -212,7 +212,9 @@ fn the_dashboard_parses_and_names_only_metrics_a_running_dgw_exports() {
     let _idle: Vec<_> = (0..4)
         .map(|_| std::net::TcpStream::connect(&gw.addr).unwrap())
         .collect();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Past the reservation TTL (3 s, long enough for node to start the
+    // upstream on a loaded machine) and a sweep.
+    std::thread::sleep(std::time::Duration::from_millis(3500));
 
     let metrics = gw.metrics();
     let exported = |name: &str| {
