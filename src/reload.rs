@@ -113,7 +113,15 @@ impl Reloader {
         }
         match &outcome {
             Ok(report) => {
-                tracing::info!(%by, applied = ?report.applied, restart_needed = ?report.restart_needed, upstreams = ?report.upstreams, "configuration reloaded");
+                tracing::info!(
+                    %by,
+                    applied = %report.applied.join(", "),
+                    restart_needed = %report.restart_needed.join(", "),
+                    upstreams_kept = %report.upstreams.kept.join(", "),
+                    upstreams_started = %report.upstreams.started.join(", "),
+                    upstreams_retired = %report.upstreams.retired.join(", "),
+                    "configuration reloaded"
+                );
                 for section in &report.restart_needed {
                     tracing::warn!(section, "changed in the file, but only a restart applies it; still running the old one");
                 }

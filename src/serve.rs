@@ -381,12 +381,21 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
     let listeners = 1 + usize::from(config.server.grpc.is_some());
     let max_connections = connections_within(config.server.max_connections, listeners, descriptors);
     if max_connections < config.server.max_connections {
-        tracing::warn!(
-            configured = config.server.max_connections,
-            per_listener = max_connections,
-            descriptors = ?descriptors,
-            "server.max_connections lowered to fit the descriptor limit"
-        );
+        let descriptors = descriptors.map_or_else(|| "unknown".to_owned(), |d| d.to_string());
+        if config.server.max_connections_set {
+            tracing::warn!(
+                configured = config.server.max_connections,
+                per_listener = max_connections,
+                %descriptors,
+                "server.max_connections lowered to fit the descriptor limit"
+            );
+        } else {
+            tracing::info!(
+                per_listener = max_connections,
+                %descriptors,
+                "connections per listener fitted to the descriptor limit"
+            );
+        }
     }
     let state = open_state(&config, extensions.protocols).await?;
     let gate = state.gate.clone();
@@ -531,7 +540,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    tracing::info!(http = %http_addr, grpc = ?grpc_addr, gateway = %state.gateway_key.principal_id(), "dgw listening");
+    tracing::info!(http = %http_addr, grpc = %grpc_addr.map_or_else(|| "off".to_owned(), |g| g.to_string()), gateway = %state.gateway_key.principal_id(), "dgw listening");
     // A machine-readable line for scripts and tests that start dgw on port 0.
     match grpc_addr {
         Some(g) => println!("dgw listening http={http_addr} grpc={g}"),

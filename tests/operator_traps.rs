@@ -248,3 +248,29 @@ fn two_listeners_on_one_port_are_named_by_config_check() {
         assert_eq!(code, Some(0), "{http} {grpc}: {err}");
     }
 }
+
+/// What operators read at start is words, not Rust: no `Some(…)` in the
+/// log, and the descriptor limit lowering the *default* connection limit is
+/// no warning; lowering the operator's own `max_connections` is.
+#[test]
+fn start_logs_read_as_words() {
+    for (extra, warned) in [("", false), ("max_connections = 10000\n", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = gateway_config(
+            dir.path(),
+            &[("acme", seed(1).principal_id())],
+            &format!("grpc = \"127.0.0.1:0\"\n{extra}"),
+        );
+        let mut gw = Gateway::start_with_descriptors(&config, 4096);
+        assert!(gw.terminate().success());
+        let log = std::fs::read_to_string(&gw.stderr_log).unwrap();
+        assert!(log.contains("dgw listening"), "{log}");
+        assert!(!log.contains("Some("), "{log}");
+        assert_eq!(
+            log.contains("WARN") && log.contains("max_connections lowered"),
+            warned,
+            "{extra:?}: {log}"
+        );
+        assert!(log.contains("descriptor limit"), "{log}");
+    }
+}

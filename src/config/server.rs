@@ -34,6 +34,9 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// Most connections open at once, per listener.
     pub max_connections: usize,
+    /// Whether the operator set `max_connections` (lowering the default to
+    /// fit the descriptor limit is no news; lowering their number is).
+    pub max_connections_set: bool,
     /// TLS on every listener (`[server.tls]`); none: plain text.
     pub tls: Option<TlsFiles>,
     /// Let the process dump core (off: a core would hold every upstream
@@ -63,8 +66,8 @@ pub(super) struct RawServer {
     pub(super) header_read_timeout: String,
     #[serde(default = "default_idle_timeout")]
     pub(super) idle_timeout: String,
-    #[serde(default = "default_max_connections")]
-    pub(super) max_connections: usize,
+    #[serde(default)]
+    pub(super) max_connections: Option<usize>,
     #[serde(default)]
     pub(super) tls: Option<RawTls>,
     #[serde(default)]
@@ -163,11 +166,13 @@ impl RawServer {
                 client_ca_file: t.client_ca_file,
             }),
             max_connections: match raw.max_connections {
-                0 => {
+                Some(0) => {
                     return Err(check.invalid("server.max_connections", "must be at least 1".into()))
                 }
-                n => n,
+                Some(n) => n,
+                None => default_max_connections(),
             },
+            max_connections_set: raw.max_connections.is_some(),
             core_dumps: raw.core_dumps,
         })
     }
