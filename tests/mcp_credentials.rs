@@ -8,8 +8,7 @@
 
 mod support;
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -19,14 +18,6 @@ use support::*;
 const KEY_A: &str = "sk-live-header-0123456789abcdef";
 const TOKEN_B: &str = "bearer-token-fedcba9876543210";
 const ENV_C: &str = "stdio-secret-5555aaaa7777";
-
-/// Writes `text` to `dir/name` with `mode`.
-fn secret_file(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-    p
-}
 
 /// The echo server on HTTP, accepting only requests whose `header` is a
 /// line of `accepted`, logging every request to `log`.
@@ -58,21 +49,6 @@ open = true
 name = "workdir"
 open = true
 "#;
-
-/// Everything dgw wrote: its stderr, its audit log, its metrics.
-fn everything_dgw_emitted(gw: &Gateway, data: &Path) -> Vec<u8> {
-    let mut all = std::fs::read(&gw.stderr_log).unwrap();
-    all.extend(gw.metrics().into_bytes());
-    let audit = data.join("audit");
-    for e in std::fs::read_dir(&audit).into_iter().flatten() {
-        all.extend(std::fs::read(e.unwrap().path()).unwrap_or_default());
-    }
-    all
-}
-
-fn contains(hay: &[u8], needle: &str) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
 
 #[test]
 fn http_upstreams_get_their_header_and_bearer_and_the_secrets_never_come_back_out() {

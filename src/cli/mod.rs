@@ -329,6 +329,24 @@ fn upstream_credentials(upstreams: &[crate::mcp::UpstreamSpec]) -> Vec<String> {
                 shown(&h.secret)
             ));
         }
+        if let Some(o) = &u.credentials.oauth {
+            let c = &o.config;
+            out.push(format!(
+                "upstream {}: oauth client {:?} at {}, secret {}{}{}",
+                u.name,
+                c.client_id,
+                c.token_url,
+                shown(&c.client_secret),
+                c.scope
+                    .as_deref()
+                    .map(|s| format!(", scope {s:?}"))
+                    .unwrap_or_default(),
+                c.audience
+                    .as_deref()
+                    .map(|a| format!(", audience {a:?}"))
+                    .unwrap_or_default(),
+            ));
+        }
         if let crate::mcp::TransportSpec::Stdio { env, cwd, .. } = &u.transport {
             for (name, s) in env {
                 out.push(format!("upstream {}: env {name} = {}", u.name, shown(s)));

@@ -94,12 +94,29 @@ pub(super) struct RawUpstream {
     /// A bearer token dgw sends an HTTP upstream.
     #[serde(default)]
     pub(super) bearer: Option<RawValue>,
+    /// OAuth 2.0 client credentials: dgw fetches its bearer token.
+    #[serde(default)]
+    pub(super) oauth: Option<RawOAuth>,
     /// Variables set for a stdio upstream.
     #[serde(default)]
     pub(super) env: Vec<RawNamedValue>,
     /// Where a stdio upstream runs.
     #[serde(default)]
     pub(super) cwd: Option<PathBuf>,
+}
+
+/// `oauth = { token_url, client_id, client_secret_file, scope?, audience? }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOAuth {
+    token_url: String,
+    client_id: String,
+    /// The client secret, from a file only (checked like `value_file`).
+    client_secret_file: PathBuf,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    audience: Option<String>,
 }
 
 /// A value given inline, from a file or from dgw's environment.
@@ -247,10 +264,12 @@ pub(super) fn parse_upstreams(
             ));
         }
         let is_http = u.url.is_some();
-        if !is_http && (!u.headers.is_empty() || u.bearer.is_some()) {
+        if !is_http && (!u.headers.is_empty() || u.bearer.is_some() || u.oauth.is_some()) {
             return Err(check.invalid(
                 &key(if u.bearer.is_some() {
                     "bearer"
+                } else if u.oauth.is_some() {
+                    "oauth"
                 } else {
                     "headers"
                 }),
@@ -264,7 +283,11 @@ pub(super) fn parse_upstreams(
                 "is for a stdio upstream (`command`); this one has a `url`".into(),
             ));
         }
-        let credentials = http_credentials(u.headers, u.bearer, &key, check)?;
+        let mut credentials = http_credentials(u.headers, u.bearer, &key, check)?;
+        if let Some(o) = u.oauth {
+            let timeout = check.duration(&key("timeout"), &u.timeout)?;
+            credentials.oauth = Some(oauth(o, &credentials, timeout, &key, check)?);
+        }
         let transport = match (u.command, u.url) {
             (Some(command), None) => {
                 if command.first().is_none_or(|p| p.is_empty()) {
@@ -482,6 +505,69 @@ fn http_credentials(
         });
     }
     Ok(out)
+}
+
+/// An upstream's `oauth`: a token URL dgw can reach, a client id, the
+/// secret read from its file now; never beside another Authorization.
+fn oauth(
+    o: RawOAuth,
+    credentials: &HttpCredentials,
+    timeout: Duration,
+    key: &dyn Fn(&str) -> String,
+    check: &Check<'_>,
+) -> Result<crate::mcp::oauth::OAuth, ConfigError> {
+    let k = key("oauth");
+    if credentials
+        .headers
+        .iter()
+        .any(|x| x.name == hyper::header::AUTHORIZATION)
+    {
+        return Err(check.invalid(
+            &k,
+            "sets Authorization, which `bearer` or `headers` sets too: give one".into(),
+        ));
+    }
+    let token_url: hyper::Uri = o
+        .token_url
+        .parse()
+        .ok()
+        .filter(|u: &hyper::Uri| {
+            matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
+        })
+        .ok_or_else(|| {
+            check.invalid(
+                &format!("{k}.token_url"),
+                format!("{:?} is not an http:// or https:// URL", o.token_url),
+            )
+        })?;
+    let printable =
+        |v: &str| !v.is_empty() && v.len() <= 1024 && v.chars().all(|c| !c.is_control());
+    if !printable(&o.client_id) {
+        return Err(check.invalid(
+            &format!("{k}.client_id"),
+            "must be 1-1024 printable characters".into(),
+        ));
+    }
+    for (name, v) in [("scope", &o.scope), ("audience", &o.audience)] {
+        if v.as_deref().is_some_and(|v| !printable(v)) {
+            return Err(check.invalid(
+                &format!("{k}.{name}"),
+                "must be 1-1024 printable characters".into(),
+            ));
+        }
+    }
+    let client_secret = crate::mcp::secret::Secret::from_file(&o.client_secret_file)
+        .map_err(|e| check.invalid(&format!("{k}.client_secret_file"), e.to_string()))?;
+    Ok(crate::mcp::oauth::OAuth::new(
+        crate::mcp::oauth::OAuthConfig {
+            token_url,
+            client_id: o.client_id,
+            client_secret,
+            scope: o.scope,
+            audience: o.audience,
+            timeout,
+        },
+    ))
 }
 
 /// Reads one value: exactly one of `value` (refused for a credential's

@@ -11,6 +11,9 @@
 //   --require-header NAME FILE  (HTTP) answers 401 unless header NAME is one
 //                               of FILE's lines (read again per request)
 //   --require-env NAME FILE     (stdio) exits 1 unless $NAME is FILE's text
+//   --introspect URL            (HTTP) answers 401 unless the bearer token is
+//                               active at that RFC 7662 endpoint (asked as
+//                               client `upstream`, secret `upstream-secret`)
 //   --header-log FILE           (HTTP) appends each request's headers and
 //                               body as a JSON line
 // `env_names` answers the names in its environment, `workdir` its directory,
@@ -164,6 +167,22 @@ if (http < 0) {
       const accepted = readFileSync(required[1], "utf8").split("\n").filter((l) => l);
       if (!accepted.includes(req.headers[required[0].toLowerCase()])) {
         res.writeHead(401, { "content-type": "text/plain" }).end(`bad ${required[0]}: ${req.headers[required[0].toLowerCase()]}`);
+        return;
+      }
+    }
+    const introspect = flag("--introspect");
+    if (introspect) {
+      const token = (req.headers.authorization ?? "").replace(/^Bearer /, "");
+      const r = await fetch(introspect[0], {
+        method: "POST",
+        headers: {
+          authorization: "Basic " + Buffer.from("upstream:upstream-secret").toString("base64"),
+          "content-type": "application/x-www-form-urlencoded",
+        },
+        body: new URLSearchParams({ token }),
+      }).then((r) => r.json(), () => ({}));
+      if (r.active !== true) {
+        res.writeHead(401, { "content-type": "text/plain" }).end(`token ${token} is not active`);
         return;
       }
     }

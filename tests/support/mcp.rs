@@ -258,3 +258,30 @@ pub fn echo_server_on_port(extra: &[&std::ffi::OsStr]) -> (Killed, String) {
         .to_owned();
     (Killed(child), port)
 }
+
+/// Writes `text` to `dir/name` with `mode`.
+pub fn secret_file(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(
+        &p,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(mode),
+    )
+    .unwrap();
+    p
+}
+
+/// Everything dgw wrote: its stderr, its audit log, its metrics.
+pub fn everything_dgw_emitted(gw: &Gateway, data: &Path) -> Vec<u8> {
+    let mut all = std::fs::read(&gw.stderr_log).unwrap();
+    all.extend(gw.metrics().into_bytes());
+    let audit = data.join("audit");
+    for e in std::fs::read_dir(&audit).into_iter().flatten() {
+        all.extend(std::fs::read(e.unwrap().path()).unwrap_or_default());
+    }
+    all
+}
+
+pub fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}

@@ -33,11 +33,16 @@ impl HeaderCredential {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HttpCredentials {
     pub headers: Vec<HeaderCredential>,
+    /// A bearer token fetched by client credentials (never with `bearer`).
+    pub oauth: Option<super::oauth::OAuth>,
 }
 
 impl HttpCredentials {
     pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
-        self.headers.iter().map(|h| &h.secret)
+        self.headers
+            .iter()
+            .map(|h| &h.secret)
+            .chain(self.oauth.iter().map(|o| &o.config.client_secret))
     }
 
     /// Sets every header on `headers`, replacing what is there.

@@ -78,12 +78,29 @@ impl HttpLink {
         }
     }
 
+    /// One POST; with OAuth, also the token it carried (to forget on a 401).
     async fn post(
         &self,
         up: &dyn Host,
         message: &Message,
-    ) -> Result<(StatusCode, hyper::HeaderMap, hyper::body::Incoming), UpstreamError> {
+    ) -> Result<
+        (
+            StatusCode,
+            hyper::HeaderMap,
+            hyper::body::Incoming,
+            Option<std::sync::Arc<str>>,
+        ),
+        UpstreamError,
+    > {
         let is_initialize = message.is_initialize();
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|e| UpstreamError::Unavailable {
+                upstream: up.name().to_owned(),
+                detail: e.clone(),
+            })?;
+        let credentials = up.credentials();
         let mut req = Request::post(self.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
@@ -93,7 +110,26 @@ impl HttpLink {
                 detail: e.to_string(),
             })?;
         // dgw's own credential for this upstream; nothing of the caller's.
-        up.credentials().apply(req.headers_mut());
+        credentials.apply(req.headers_mut());
+        let mut used = None;
+        if let Some(oauth) = &credentials.oauth {
+            let token = oauth
+                .token(client)
+                .await
+                .map_err(|e| UpstreamError::Unavailable {
+                    upstream: up.name().to_owned(),
+                    detail: e.to_string(),
+                })?;
+            let mut v = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                UpstreamError::Unavailable {
+                    upstream: up.name().to_owned(),
+                    detail: "the token is not a header value".into(),
+                }
+            })?;
+            v.set_sensitive(true);
+            req.headers_mut().insert(hyper::header::AUTHORIZATION, v);
+            used = Some(token);
+        }
         // The request this call serves, for the upstream's own logs.
         if let Some(id) = dgw_core::request_id::current() {
             if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
@@ -119,13 +155,6 @@ impl HttpLink {
                 headers.insert(VERSION_HEADER, v);
             }
         }
-        let client = self
-            .client
-            .as_ref()
-            .map_err(|e| UpstreamError::Unavailable {
-                upstream: up.name().to_owned(),
-                detail: e.clone(),
-            })?;
         let resp = client.request(req).await.map_err(|e| {
             let detail = format!(
                 "{e}: {}",
@@ -146,7 +175,7 @@ impl HttpLink {
             }
         })?;
         let (parts, body) = resp.into_parts();
-        Ok((parts.status, parts.headers, body))
+        Ok((parts.status, parts.headers, body, used))
     }
 
     async fn answer(&self, up: &dyn Host, message: &Message) -> Result<Answer, UpstreamError> {
@@ -156,7 +185,15 @@ impl HttpLink {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .is_some();
-        let (status, headers, body) = self.post(up, message).await?;
+        let (mut status, mut headers, mut body, used) = self.post(up, message).await?;
+        // A refused OAuth token: fetch a new one and try this call once more.
+        if status == StatusCode::UNAUTHORIZED {
+            if let (Some(used), Some(oauth)) = (used, up.credentials().oauth.clone()) {
+                let _ = read_limited(body).await;
+                oauth.refused(&used).await;
+                (status, headers, body, _) = self.post(up, message).await?;
+            }
+        }
         let no_answer = |detail: String| UpstreamError::NoAnswer {
             upstream: up.name().to_owned(),
             detail,
@@ -258,7 +295,7 @@ impl HttpLink {
     }
 
     pub async fn send(&self, up: &dyn Host, message: &Message) -> Result<(), UpstreamError> {
-        let (status, _, body) = self.post(up, message).await?;
+        let (status, _, body, _) = self.post(up, message).await?;
         let _ = read_limited(body).await;
         if status.is_success() {
             Ok(())

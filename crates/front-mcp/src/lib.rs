@@ -12,6 +12,7 @@ pub mod cancel;
 pub mod http_link;
 pub mod link;
 pub mod message;
+pub mod oauth;
 pub mod proxy;
 pub mod resolve;
 pub mod scrub;

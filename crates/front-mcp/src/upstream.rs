@@ -192,11 +192,26 @@ impl Upstream {
 
     /// Scrubs this upstream's secrets from a text it sent.
     pub fn redact(&self, text: &str) -> String {
-        self.terms.load().redactor.text(text)
+        self.redactor().text(text)
+    }
+
+    /// The redactor of the secrets, plus the OAuth tokens handed out.
+    fn redactor(&self) -> Arc<Redactor> {
+        let terms = self.terms.load();
+        match &terms.credentials.oauth {
+            Some(oauth) => {
+                let mut r = Redactor::clone(&terms.redactor);
+                for t in oauth.issued() {
+                    r.add(t);
+                }
+                Arc::new(r)
+            }
+            None => terms.redactor.clone(),
+        }
     }
 
     fn redact_reply(&self, reply: Reply) -> Reply {
-        let redactor = self.terms.load().redactor.clone();
+        let redactor = self.redactor();
         match reply {
             Reply::Result(mut v) => {
                 redactor.json(&mut v);

@@ -1,0 +1,215 @@
+//! OAuth 2.0 client credentials toward an HTTP upstream (issue 34, part
+//! 3): dgw fetches its token from a real authorization server
+//! (oidc-provider), caches it, fetches anew once on the upstream's 401, and
+//! answers `upstream_unavailable` with nothing charged when the token
+//! endpoint is down. Neither the client secret nor a token ever comes back
+//! out of dgw.
+
+#![allow(dead_code)]
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::mcp::*;
+use support::*;
+
+const CLIENT_SECRET: &str = "oauth-client-secret-0123456789abcdef";
+
+/// The authorization server: its process and `127.0.0.1:port`.
+fn provider(secret_file: &Path, ttl_secs: u32) -> (Killed, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new("node")
+        .arg(tests_dir().join("mcp/oauth-provider.mjs"))
+        .arg(secret_file)
+        .arg(ttl_secs.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("oauth-provider listening port=")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_owned();
+    (Killed(child), format!("127.0.0.1:{port}"))
+}
+
+fn issued(provider: &str) -> u64 {
+    let (status, body) = http_request(provider, "GET", "/__issued", b"");
+    assert_eq!(status, 200);
+    String::from_utf8(body).unwrap().parse().unwrap()
+}
+
+/// The echo server accepting only tokens active at `provider`.
+fn introspecting_echo(provider: &str, log: &Path) -> (Killed, String) {
+    let (server, port) = echo_server_on_port(&[
+        "--introspect".as_ref(),
+        format!("http://{provider}/token/introspection").as_ref(),
+        "--header-log".as_ref(),
+        log.as_os_str(),
+    ]);
+    (server, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+const RULES: &str = r#"
+[[upstreams.tools]]
+name = "echo"
+capability = "demo:echo"
+resource = "/text"
+cost_microcents = 10
+[[upstreams.tools]]
+name = "leak"
+capability = "demo:leak"
+fixed_resource = "leak"
+"#;
+
+fn config(d: &Path, root: &delegateos::Keypair, provider: &str, url: &str) -> std::path::PathBuf {
+    let secret = secret_file(d, "client_secret", &format!("{CLIENT_SECRET}\n"), 0o600);
+    let extra = format!(
+        r#"
+[[upstreams]]
+name = "a"
+url = {url:?}
+timeout = "5s"
+oauth = {{ token_url = "http://{provider}/token", client_id = "dgw", client_secret_file = {secret:?}, scope = "mcp:call", audience = "mcp-upstream" }}
+{RULES}
+"#
+    );
+    mcp_gateway_config(d, &[("acme", root.principal_id())], &extra)
+}
+
+/// The bearer tokens the upstream was shown.
+fn tokens_seen(log: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            r["headers"]["authorization"]
+                .as_str()
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .map(str::to_owned)
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+#[test]
+fn tokens_from_a_real_authorization_server_are_cached_refetched_on_401_and_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let root = seed(1);
+    let provider_secret = secret_file(d, "provider_secret", CLIENT_SECRET, 0o600);
+    let (_p, prov) = provider(&provider_secret, 3600);
+    let log = d.join("upstream.log");
+    let (_u, url) = introspecting_echo(&prov, &log);
+    let config = config(d, &root, &prov, &url);
+
+    let check = dgw()
+        .args(["config", "check", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = format!("{}{}", stdout(&check), stderr(&check));
+    assert!(check.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "upstream a: oauth client \"dgw\" at http://{prov}/token, secret <redacted> from file {}",
+            d.join("client_secret").display()
+        )),
+        "{said}"
+    );
+    assert!(!said.contains(CLIENT_SECRET), "{said}");
+
+    let gw = Gateway::start(&config);
+    let token = root_token(&root, &seed(2), &["demo:*:*"], 1000, 3600).encode();
+    let mut mcp = McpHttp::connect(&gw.addr, None);
+    let names = mcp.tool_names(Some(&token));
+    assert!(
+        names.contains(&"echo".to_owned()),
+        "{names:?} {}",
+        std::fs::read_to_string(&gw.stderr_log).unwrap()
+    );
+    for i in 0..3 {
+        let a = mcp.call("echo", json!({"text": format!("call {i}")}), Some(&token));
+        assert_eq!(text_of(&a), format!("call {i}"), "{a}");
+    }
+    // initialize, tools/list and three calls: one token.
+    assert_eq!(issued(&prov), 1);
+
+    // The authorization server forgets every token: the upstream answers
+    // 401, dgw fetches one new token and the call goes through.
+    let (status, _) = http_request(&prov, "POST", "/__revoke_all", b"");
+    assert_eq!(status, 204);
+    let a = mcp.call("echo", json!({"text": "after revocation"}), Some(&token));
+    assert_eq!(text_of(&a), "after revocation", "{a}");
+    assert_eq!(issued(&prov), 2);
+    let seen = tokens_seen(&log);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+
+    // An upstream that gives the token away has it scrubbed.
+    let a = mcp.call("leak", json!({"name": "authorization"}), Some(&token));
+    assert_eq!(text_of(&a), "the value is Bearer <redacted>", "{a}");
+
+    // Neither the client secret nor a token is in anything dgw emitted,
+    // and the upstream never saw the client secret.
+    let emitted = everything_dgw_emitted(&gw, &d.join("data"));
+    assert!(!emitted.is_empty());
+    assert!(
+        !contains(&emitted, CLIENT_SECRET),
+        "the client secret in dgw's output"
+    );
+    for t in &seen {
+        assert!(!contains(&emitted, t), "a token in dgw's output");
+    }
+    assert!(!contains(&std::fs::read(&log).unwrap(), CLIENT_SECRET));
+}
+
+#[test]
+fn the_token_endpoint_down_is_upstream_unavailable_and_nothing_is_charged() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let root = seed(1);
+    let provider_secret = secret_file(d, "provider_secret", CLIENT_SECRET, 0o600);
+    let (mut p, prov) = provider(&provider_secret, 3600);
+    let log = d.join("upstream.log");
+    let (_u, url) = introspecting_echo(&prov, &log);
+    let config = config(d, &root, &prov, &url);
+    let gw = Gateway::start(&config);
+    let token = root_token(&root, &seed(2), &["demo:*:*"], 1000, 3600).encode();
+    let mut mcp = McpHttp::connect(&gw.addr, None);
+    let a = mcp.call("echo", json!({"text": "before"}), Some(&token));
+    assert_eq!(text_of(&a), "before", "{a}");
+
+    // The authorization server goes away (its tokens with it): the upstream
+    // answers 401, and the token endpoint cannot be reached.
+    let _ = p.0.kill();
+    let _ = p.0.wait();
+    let started = Instant::now();
+    let a = mcp.call("echo", json!({"text": "after"}), Some(&token));
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "not bounded by the upstream's timeout"
+    );
+    assert_eq!(a["error"]["data"]["type"], "upstream_unavailable", "{a}");
+    assert!(!a.to_string().contains(CLIENT_SECRET), "{a}");
+    for t in tokens_seen(&log) {
+        assert!(!a.to_string().contains(&t), "{a}");
+    }
+    let budget = gw.ok(
+        "delegateos/budget",
+        json!({"delegationId": del(1).to_string()}),
+    );
+    let level = &budget["chains"][0][0];
+    assert_eq!(level["spentMicrocents"], 10, "{budget}");
+    assert_eq!(level["reservedMicrocents"], 0, "{budget}");
+    let emitted = everything_dgw_emitted(&gw, &d.join("data"));
+    assert!(!contains(&emitted, CLIENT_SECRET));
+}
