@@ -151,8 +151,28 @@ fn tokens_from_a_real_authorization_server_are_cached_refetched_on_401_and_never
     let a = mcp.call("echo", json!({"text": "after revocation"}), Some(&token));
     assert_eq!(text_of(&a), "after revocation", "{a}");
     assert_eq!(issued(&prov), 2);
-    let seen = tokens_seen(&log);
-    assert_eq!(seen.len(), 2, "{seen:?}");
+    // Again, with calls in flight together: they share one fetch.
+    let (status, _) = http_request(&prov, "POST", "/__revoke_all", b"");
+    assert_eq!(status, 204);
+    std::thread::scope(|s| {
+        for i in 0..4 {
+            let (addr, token) = (&gw.addr, &token);
+            s.spawn(move || {
+                let mut mcp = McpHttp::connect(addr, None);
+                let a = mcp.call(
+                    "echo",
+                    json!({"text": format!("together {i}")}),
+                    Some(token),
+                );
+                assert_eq!(text_of(&a), format!("together {i}"), "{a}");
+            });
+        }
+    });
+    assert_eq!(issued(&prov), 3);
+    let mut seen = tokens_seen(&log);
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 3, "{seen:?}");
 
     // An upstream that gives the token away has it scrubbed.
     let a = mcp.call("leak", json!({"name": "authorization"}), Some(&token));
@@ -212,4 +232,61 @@ fn the_token_endpoint_down_is_upstream_unavailable_and_nothing_is_charged() {
     assert_eq!(level["reservedMicrocents"], 0, "{budget}");
     let emitted = everything_dgw_emitted(&gw, &d.join("data"));
     assert!(!contains(&emitted, CLIENT_SECRET));
+}
+
+#[test]
+fn oauth_is_for_http_upstreams_alone_and_its_secret_is_a_private_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let root = seed(1);
+    let private = secret_file(d, "secret", CLIENT_SECRET, 0o600);
+    let open = secret_file(d, "open_secret", CLIENT_SECRET, 0o644);
+    let oauth = |file: &Path, url: &str| {
+        format!(
+            r#"oauth = {{ token_url = {url:?}, client_id = "dgw", client_secret_file = {file:?} }}"#
+        )
+    };
+    let cases = [
+        (
+            format!(
+                "url = \"http://127.0.0.1:9/mcp\"\nbearer = {{ value_env = \"X\" }}\n{}",
+                oauth(&private, "http://127.0.0.1:9/token")
+            ),
+            "upstreams[0].oauth",
+        ),
+        (
+            format!(
+                "command = [\"node\"]\n{}",
+                oauth(&private, "http://127.0.0.1:9/token")
+            ),
+            "upstreams[0].oauth",
+        ),
+        (
+            format!(
+                "url = \"http://127.0.0.1:9/mcp\"\n{}",
+                oauth(&open, "http://127.0.0.1:9/token")
+            ),
+            "upstreams[0].oauth.client_secret_file",
+        ),
+        (
+            format!(
+                "url = \"http://127.0.0.1:9/mcp\"\n{}",
+                oauth(&private, "ftp://127.0.0.1/token")
+            ),
+            "upstreams[0].oauth.token_url",
+        ),
+    ];
+    for (upstream, key) in cases {
+        let extra = format!("[[upstreams]]\nname = \"a\"\n{upstream}\n{RULES}");
+        let config = mcp_gateway_config(d, &[("acme", root.principal_id())], &extra);
+        let out = dgw()
+            .env("X", "x-token-value-123456")
+            .args(["config", "check", config.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(!out.status.success(), "{upstream}: {said}");
+        assert!(said.contains(key), "{upstream}: {said}");
+        assert!(!said.contains(CLIENT_SECRET), "{said}");
+    }
 }
