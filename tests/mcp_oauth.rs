@@ -290,3 +290,189 @@ fn oauth_is_for_http_upstreams_alone_and_its_secret_is_a_private_file() {
         assert!(!said.contains(CLIENT_SECRET), "{said}");
     }
 }
+
+/// A token endpoint that answers each request with the next of `answers`
+/// (the last one again once they run out; `None`: never answers) and
+/// records each request it read.
+fn scripted_endpoint(
+    answers: Vec<Option<Vec<u8>>>,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for (i, conn) in listener.incoming().enumerate() {
+            let mut conn = conn.unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Headers, then the body its Content-Length names.
+            loop {
+                let n = conn.read(&mut buf).unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                req.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&req).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if req.len() >= end + 4 + len {
+                        break;
+                    }
+                }
+            }
+            log.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&req).into_owned());
+            let answer = answers[i.min(answers.len() - 1)].clone();
+            match answer {
+                Some(bytes) => {
+                    let _ = conn.write_all(&bytes);
+                }
+                None => {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_secs(30));
+                        drop(conn);
+                    });
+                }
+            }
+        }
+    });
+    (addr, seen)
+}
+
+fn http_answer(status: &str, body: &[u8]) -> Option<Vec<u8>> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    Some(out)
+}
+
+#[test]
+fn a_hostile_token_endpoint_gets_no_token_taken_and_nothing_charged() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let root = seed(1);
+    const GOOD: &str = "first-good-token-0123456789";
+    let huge = format!(
+        r#"{{"token_type":"Bearer","access_token":"x","pad":"{}"}}"#,
+        "a".repeat(70 * 1024)
+    );
+    let refusal =
+        format!(r#"{{"error":"invalid_client","error_description":"bad secret {CLIENT_SECRET}"}}"#);
+    let answers = vec![
+        http_answer(
+            "200 OK",
+            format!(r#"{{"token_type":"Bearer","access_token":"{GOOD}","expires_in":3600}}"#)
+                .as_bytes(),
+        ),
+        http_answer(
+            "200 OK",
+            br#"{"token_type":"mac","access_token":"mac-token-123456789"}"#,
+        ),
+        http_answer("200 OK", huge.as_bytes()),
+        http_answer(
+            "200 OK",
+            br#"{"token_type":"Bearer","access_token":"evil-token\r\nX-Injected: 1"}"#,
+        ),
+        http_answer("200 OK", br#"{"token_type":"Bearer","access_token":["a"]}"#),
+        http_answer("401 Unauthorized", refusal.as_bytes()),
+        None,
+    ];
+    let calls = answers.len() - 1;
+    let (endpoint, requests) = scripted_endpoint(answers);
+    let accepted = secret_file(d, "accepted", &format!("Bearer {GOOD}"), 0o600);
+    let log = d.join("upstream.log");
+    let (server, port) = echo_server_on_port(&[
+        "--require-header".as_ref(),
+        "authorization".as_ref(),
+        accepted.as_os_str(),
+        "--header-log".as_ref(),
+        log.as_os_str(),
+    ]);
+    let _server = server;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let config = config(d, &root, &endpoint, &url);
+    let gw = Gateway::start(&config);
+    let token = root_token(&root, &seed(2), &["demo:*:*"], 1000, 3600).encode();
+    let mut mcp = McpHttp::connect(&gw.addr, None);
+    let a = mcp.call("echo", json!({"text": "with the good token"}), Some(&token));
+    assert_eq!(text_of(&a), "with the good token", "{a}");
+
+    // The token request: a form POST with Basic auth, scope and audience.
+    let first = requests.lock().unwrap()[0].clone();
+    assert!(first.starts_with("POST /token HTTP/1.1\r\n"), "{first}");
+    // base64 of `dgw:` and CLIENT_SECRET.
+    let basic = "ZGd3Om9hdXRoLWNsaWVudC1zZWNyZXQtMDEyMzQ1Njc4OWFiY2RlZg==";
+    assert!(
+        first.contains(&format!("authorization: Basic {basic}\r\n")),
+        "{first}"
+    );
+    assert!(
+        first.contains("content-type: application/x-www-form-urlencoded"),
+        "{first}"
+    );
+    assert!(
+        first.ends_with("grant_type=client_credentials&scope=mcp%3Acall&audience=mcp-upstream"),
+        "{first}"
+    );
+
+    // The upstream stops taking the token: each refetch meets a hostile
+    // answer, and each call is upstream_unavailable, charged nothing.
+    std::fs::write(&accepted, "Bearer nothing-dgw-has").unwrap();
+    for i in 0..calls {
+        let started = Instant::now();
+        let a = mcp.call(
+            "echo",
+            json!({"text": format!("hostile {i}")}),
+            Some(&token),
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "answer {i} took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            a["error"]["data"]["type"], "upstream_unavailable",
+            "answer {i}: {a}"
+        );
+        let shown = a.to_string();
+        for bad in [
+            CLIENT_SECRET,
+            "mac-token-123456789",
+            "evil-token",
+            "X-Injected",
+        ] {
+            assert!(!shown.contains(bad), "answer {i}: {a}");
+        }
+    }
+    let budget = gw.ok(
+        "delegateos/budget",
+        json!({"delegationId": del(1).to_string()}),
+    );
+    let level = &budget["chains"][0][0];
+    assert_eq!(level["spentMicrocents"], 10, "{budget}");
+    assert_eq!(level["reservedMicrocents"], 0, "{budget}");
+    // One fetch per call: no hostile answer was taken as a token and tried.
+    assert_eq!(requests.lock().unwrap().len(), calls + 1);
+    // No hostile token ever went upstream.
+    let upstream_saw = std::fs::read_to_string(&log).unwrap();
+    assert!(!upstream_saw.contains("mac-token") && !upstream_saw.contains("evil-token"));
+    let emitted = everything_dgw_emitted(&gw, &d.join("data"));
+    assert!(
+        !contains(&emitted, CLIENT_SECRET),
+        "the client secret in dgw's output"
+    );
+}

@@ -30,7 +30,7 @@ pub struct OAuthConfig {
     pub client_secret: Secret,
     pub scope: Option<String>,
     pub audience: Option<String>,
-    /// Bounds each fetch (the upstream's `timeout`).
+    /// The upstream's `timeout`; each fetch gets nine tenths of it.
     pub timeout: Duration,
 }
 
@@ -89,9 +89,13 @@ impl OAuth {
                 return Ok(c.token.clone());
             }
         }
-        let fetched = tokio::time::timeout(self.config.timeout, self.fetch(client))
+        // Nine tenths of the call's own timeout, so that a call waiting on
+        // a stuck endpoint is answered `upstream_unavailable` (nothing sent,
+        // nothing charged) before the call's timeout would answer it.
+        let limit = self.config.timeout.mul_f64(0.9);
+        let fetched = tokio::time::timeout(limit, self.fetch(client))
             .await
-            .map_err(|_| TokenError::Timeout(self.config.timeout))??;
+            .map_err(|_| TokenError::Timeout(limit))??;
         let token = fetched.token.clone();
         {
             let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
