@@ -288,22 +288,7 @@ fn a_router_runs_a_session_through_dgw_charged_and_attested() {
     );
     assert_eq!(body["evidence"]["contractId"], contract["id"]);
     assert_eq!(body["evidence"]["delegationId"], json!(del(1).as_str()));
-    let (att_file, contract_file) = (
-        w._tmp.path().join("att.json"),
-        w._tmp.path().join("contract.json"),
-    );
-    std::fs::write(&att_file, body["evidence"].to_string()).unwrap();
-    std::fs::write(&contract_file, contract.to_string()).unwrap();
-    let out = run(&[
-        "attestation",
-        "verify",
-        att_file.to_str().unwrap(),
-        "--contract",
-        contract_file.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stdout(&out));
-    assert_eq!(json(&out)["valid"], true);
+    assert_attestation_verifies(w._tmp.path(), "task", &body["evidence"], &contract);
     let events = w.gw().ok("dgw/audit", json!({}))["events"]
         .as_array()
         .unwrap()

@@ -145,22 +145,7 @@ impl World {
             assert_eq!(body["evidence"]["result"]["costMicrocents"], cost);
             assert_eq!(body["evidence"]["delegationId"], json!(del(1).as_str()));
             let contract = self.gw.ok("ldp/contract", at);
-            let (att_file, contract_file) = (
-                self.tmp.path().join(format!("att-{task}.json")),
-                self.tmp.path().join(format!("contract-{task}.json")),
-            );
-            std::fs::write(&att_file, body["evidence"].to_string()).unwrap();
-            std::fs::write(&contract_file, contract.to_string()).unwrap();
-            let out = run(&[
-                "attestation",
-                "verify",
-                att_file.to_str().unwrap(),
-                "--contract",
-                contract_file.to_str().unwrap(),
-                "--json",
-            ]);
-            assert!(out.status.success(), "{}", stdout(&out));
-            assert_eq!(json(&out)["valid"], true);
+            assert_attestation_verifies(self.tmp.path(), task, &body["evidence"], &contract);
         }
     }
 

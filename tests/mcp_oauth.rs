@@ -20,25 +20,14 @@ const CLIENT_SECRET: &str = "oauth-client-secret-0123456789abcdef";
 
 /// The authorization server: its process and `127.0.0.1:port`.
 fn provider(secret_file: &Path, ttl_secs: u32) -> (Killed, String) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new("node")
+    let mut command = std::process::Command::new("node");
+    command
         .arg(tests_dir().join("mcp/oauth-provider.mjs"))
         .arg(secret_file)
         .arg(ttl_secs.to_string())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line
-        .trim()
-        .strip_prefix("oauth-provider listening port=")
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .to_owned();
-    (Killed(child), format!("127.0.0.1:{port}"))
+        .stderr(std::process::Stdio::null());
+    let (child, port) = spawn_listening(command, "oauth-provider listening port=");
+    (child, format!("127.0.0.1:{port}"))
 }
 
 fn issued(provider: &str) -> u64 {

@@ -239,11 +239,19 @@ impl Drop for Killed {
 /// Starts the SDK echo server on Streamable HTTP (`extra` arguments, such
 /// as `--https CERT KEY`); returns it and its port.
 pub fn echo_server_on_port(extra: &[&std::ffi::OsStr]) -> (Killed, String) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new("node")
+    let mut command = std::process::Command::new("node");
+    command
         .arg(tests_dir().join("mcp/echo-server.mjs"))
         .args(["--http", "0"])
-        .args(extra)
+        .args(extra);
+    spawn_listening(command, "echo-server listening port=")
+}
+
+/// Starts `command` (a test server that prints `<prefix><port>` as its
+/// first line on stdout) and returns it, killed on drop, and its port.
+pub fn spawn_listening(mut command: std::process::Command, prefix: &str) -> (Killed, String) {
+    use std::io::BufRead;
+    let mut child = command
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -253,7 +261,7 @@ pub fn echo_server_on_port(extra: &[&std::ffi::OsStr]) -> (Killed, String) {
         .unwrap();
     let port = line
         .trim()
-        .strip_prefix("echo-server listening port=")
+        .strip_prefix(prefix)
         .unwrap_or_else(|| panic!("{line:?}"))
         .to_owned();
     (Killed(child), port)

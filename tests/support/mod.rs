@@ -614,3 +614,25 @@ impl Drop for LoadServer {
         let _ = self.child.wait();
     }
 }
+
+/// `dgw attestation verify ATTESTATION --contract CONTRACT` accepts
+/// `attestation` against `contract` (both written as files named by `name`
+/// in `dir`).
+pub fn assert_attestation_verifies(dir: &Path, name: &str, attestation: &Value, contract: &Value) {
+    let (att_file, contract_file) = (
+        dir.join(format!("att-{name}.json")),
+        dir.join(format!("contract-{name}.json")),
+    );
+    std::fs::write(&att_file, attestation.to_string()).unwrap();
+    std::fs::write(&contract_file, contract.to_string()).unwrap();
+    let out = run(&[
+        "attestation",
+        "verify",
+        att_file.to_str().unwrap(),
+        "--contract",
+        contract_file.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert_eq!(json(&out)["valid"], true);
+}

@@ -167,14 +167,7 @@ impl JsonRpc {
             other if self.protocols.serving(other).is_some() => {
                 Box::pin(self.protocol_method(caller, other, p)).await
             }
-            other => Err((
-                RpcError::new(
-                    METHOD_NOT_FOUND,
-                    "method_not_found",
-                    format!("method {other:?} not found"),
-                ),
-                Outcome::Error,
-            )),
+            other => Err(method_not_found(format!("method {other:?} not found"))),
         };
         match result {
             Ok((v, outcome)) => (Ok(v), outcome),
@@ -279,11 +272,7 @@ impl JsonRpc {
         p: Option<Value>,
     ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
         let Some(protocol) = self.protocols.serving(method) else {
-            return Err(err(RpcError::new(
-                METHOD_NOT_FOUND,
-                "method_not_found",
-                method,
-            )));
+            return Err(method_not_found(method));
         };
         let value = protocol
             .call_method(caller, method, p.unwrap_or_else(|| json!({})))
@@ -402,13 +391,8 @@ impl JsonRpc {
         }
         let _: EmptyParams = params(p.or_else(|| Some(json!({})))).map_err(err)?;
         let Some(log) = &self.audit_log else {
-            return Err((
-                RpcError::new(
-                    METHOD_NOT_FOUND,
-                    "method_not_found",
-                    "this gateway keeps no audit log (--ephemeral, or [audit] enabled = false)",
-                ),
-                Outcome::Error,
+            return Err(method_not_found(
+                "this gateway keeps no audit log (--ephemeral, or [audit] enabled = false)",
             ));
         };
         let anchor = self
@@ -438,14 +422,7 @@ impl JsonRpc {
         }
         let _: EmptyParams = params(p.or_else(|| Some(json!({})))).map_err(err)?;
         let Some(reload) = &self.reload else {
-            return Err((
-                RpcError::new(
-                    METHOD_NOT_FOUND,
-                    "method_not_found",
-                    "this gateway does not reload",
-                ),
-                Outcome::Error,
-            ));
+            return Err(method_not_found("this gateway does not reload"));
         };
         let by = caller.admin_name().unwrap_or_default();
         match reload(by).await {
@@ -520,6 +497,11 @@ fn with_credential(caller: &Caller, dct: Option<String>) -> Result<Caller, (RpcE
 
 fn err(e: RpcError) -> (RpcError, Outcome) {
     (e, Outcome::Error)
+}
+
+/// `-32601`: no such method, or a method whose part this gateway lacks.
+fn method_not_found(message: impl Into<String>) -> (RpcError, Outcome) {
+    err(RpcError::new(METHOD_NOT_FOUND, "method_not_found", message))
 }
 
 fn gate(e: &GateError) -> (RpcError, Outcome) {
