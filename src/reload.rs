@@ -32,6 +32,8 @@ pub enum ReloadError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     KeyFile(#[from] KeyFileError),
+    #[error(transparent)]
+    Issuing(#[from] crate::config::IssuingError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
     #[error("log.level: {0}")]
@@ -67,6 +69,8 @@ pub struct Parts {
     pub admins: Admins,
     pub proxy: Arc<McpProxy>,
     pub protocols: Arc<Registry>,
+    /// The tenants' issuing delegations (`dgw/tokens/issue`).
+    pub issuing: Arc<dgw_core::issuing::Issuing>,
     /// Each protocol whose trust lives in the config, by section name,
     /// with what applies its section (the wiring registers them).
     pub sections: Vec<(&'static str, ApplySection)>,
@@ -139,6 +143,7 @@ impl Reloader {
         let next = Config::load(source)?;
         // Everything that can fail is read before anything changes.
         let tenants = next.tenant_roots()?;
+        let issuing = next.issuing_delegations(&tenants, self.parts.issuing.gateway())?;
         crate::logs::parse_level(&next.log_level)?;
         let restart_needed = restart_only_changes(&running, &next);
         let tls = match (&self.parts.tls, &next.server.tls) {
@@ -152,6 +157,7 @@ impl Reloader {
         let p = &self.parts;
         let mut applied = vec!["tenants", "admin"];
         p.gate.set_tenants(tenants);
+        p.issuing.set(issuing);
         p.admins
             .replace(next.admin_tokens.clone(), next.admin_certs.clone());
         for (name, apply) in &p.sections {

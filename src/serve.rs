@@ -41,6 +41,8 @@ pub enum ServeError {
     },
     #[error(transparent)]
     KeyFile(#[from] KeyFileError),
+    #[error(transparent)]
+    Issuing(#[from] crate::config::IssuingError),
     #[error("opening the database: {0}")]
     Storage(#[from] StorageError),
     #[error("loading revocations: {0}")]
@@ -79,6 +81,8 @@ struct State {
     /// Their trusted issuers change on reload.
     talos: Arc<Talos>,
     motebit: Arc<Motebit>,
+    /// Its tenants' issuing delegations change on reload.
+    issuing: Arc<dgw_core::issuing::Issuing>,
     /// Sealed with the shutdown seal, synced and anchored at exit.
     audit_log: Option<crate::audit_log::Audited>,
     /// Holds the data directory for this process while it runs.
@@ -117,6 +121,10 @@ async fn open_state(
         &config.data_dir,
     )?);
     let tenants = config.tenant_roots()?;
+    let issuing = Arc::new(dgw_core::issuing::Issuing::new(
+        gateway_key.clone(),
+        config.issuing_delegations(&tenants, gateway_key.principal_id())?,
+    ));
 
     let budget = BudgetSettings {
         reservation_ttl: config.budget.reservation_ttl,
@@ -196,7 +204,7 @@ async fn open_state(
     // The protocols this gateway speaks: one registration each.
     let mut protocols = Registry::default();
     protocols
-        .register(Arc::new(DelegateOs::new(gate.clone())))
+        .register(Arc::new(DelegateOs::new(gate.clone(), issuing.clone())))
         .map_err(ServeError::Protocol)?;
     let talos = Talos::new(
         &config.talos,
@@ -266,6 +274,7 @@ async fn open_state(
         ldp,
         talos,
         motebit,
+        issuing,
         audit_log,
         _data_lock: data_lock,
     })
@@ -437,6 +446,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             admins: admins.clone(),
             proxy: proxy.clone(),
             protocols: state.protocols.clone(),
+            issuing: state.issuing.clone(),
             sections: {
                 let (talos, motebit) = (state.talos.clone(), state.motebit.clone());
                 vec![

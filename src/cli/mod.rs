@@ -6,6 +6,7 @@ mod audit;
 mod contract;
 mod motebit;
 mod output;
+mod revoke;
 mod token;
 
 use std::io::Read;
@@ -90,6 +91,9 @@ enum Command {
     /// Verify and export the tamper-evident audit log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Hand a signed revocation entry to a running gateway, or, as an
+    /// administrator, revoke a token's block without its signer's key.
+    Revoke(revoke::SubmitArgs),
     /// Create admin tokens for `[[admin.tokens]]`.
     #[command(name = "admin-token", subcommand)]
     AdminToken(AdminTokenCommand),
@@ -264,6 +268,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Attestation(cmd) => attestation::run(cmd),
         Command::Motebit(cmd) => motebit::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
+        Command::Revoke(args) => revoke::submit(args),
         Command::Config(ConfigCommand::Check { file }) => {
             let c =
                 crate::config::Config::load(&file).map_err(|e| CliError::Usage(e.to_string()))?;

@@ -5,6 +5,7 @@
 mod admin;
 mod audit;
 mod budget;
+mod issuing;
 mod mcp;
 mod server;
 mod state;
@@ -23,6 +24,7 @@ use crate::protocols::motebit::{MotebitConfig, RawMotebit};
 use crate::protocols::talos::{TalosIssuer, TalosSection};
 
 pub use budget::BudgetConfig;
+pub use issuing::IssuingError;
 pub use mcp::McpConfig;
 pub use server::ServerConfig;
 pub use state::StateConfig;

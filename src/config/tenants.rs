@@ -17,6 +17,9 @@ const TENANT_KEY_HINT: &str =
 pub struct Tenant {
     pub name: String,
     pub root: TenantRoot,
+    /// The delegation from the root to the gateway's key that online
+    /// issuance (`dgw/tokens/issue`) attenuates; none: no online issuance.
+    pub issuing_delegation_file: Option<PathBuf>,
 }
 
 /// Where a tenant's root principal comes from.
@@ -44,6 +47,8 @@ pub(super) struct RawTenant {
     pub(super) root_key_file: Option<PathBuf>,
     #[serde(default)]
     pub(super) create_if_missing: bool,
+    #[serde(default)]
+    pub(super) issuing_delegation_file: Option<PathBuf>,
 }
 
 /// The validated `[[tenants]]`.
@@ -87,7 +92,11 @@ pub(super) fn validate(raw: Vec<RawTenant>, check: &Check<'_>) -> Result<Vec<Ten
                 ))
             }
         };
-        tenants.push(Tenant { name: t.name, root });
+        tenants.push(Tenant {
+            name: t.name,
+            root,
+            issuing_delegation_file: t.issuing_delegation_file,
+        });
     }
     Ok(tenants)
 }

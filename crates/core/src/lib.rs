@@ -19,6 +19,7 @@
 pub mod budget;
 pub mod caller;
 pub mod gatekeeper;
+pub mod issuing;
 pub mod protocol;
 pub mod random;
 pub mod request_id;
