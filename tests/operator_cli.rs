@@ -56,7 +56,7 @@ impl Site {
         std::fs::write(
             &config,
             format!(
-                "data_dir = {data:?}\nkey_file = {gateway_key:?}\n[server]\nhttp = \"127.0.0.1:0\"\n\
+                "data_dir = {data:?}\nkey_file = {gateway_key:?}\n[server]\nhttp = \"127.0.0.1:0\"\ngrpc = \"127.0.0.1:0\"\n\
                  [mcp]\nanonymous_sessions = true\n{admin}\n\
                  [[tenants]]\nname = \"acme\"\nroot = \"{root}\"\nissuing_delegation_file = {delegation:?}\n{upstream}",
                 data = dir.join("data"),
@@ -585,4 +585,133 @@ fn admin_commands_take_the_secret_from_a_private_file() {
         "34750f98-bd59-8cfc-946d-a45aaabe933b",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// The gRPC twin: `CallProtocol` with `dgw/tokens/issue`, an admin in the
+/// metadata; refusals typed in the status details.
+#[tokio::test(flavor = "multi_thread")]
+async fn online_issuance_over_grpc_call_protocol() {
+    use delegate_gateway::grpc::pb;
+    use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
+    use tonic_types::StatusExt;
+
+    let site = tokio::task::spawn_blocking(Site::new).await.unwrap();
+    let mut client =
+        DelegationGatewayClient::connect(format!("http://{}", site.gw.grpc.clone().unwrap()))
+            .await
+            .unwrap();
+    let call = |params: Value, admin: Option<&str>| {
+        let mut r = tonic::Request::new(pb::CallProtocolRequest {
+            method: "dgw/tokens/issue".into(),
+            params_json: params.to_string(),
+        });
+        if let Some(secret) = admin {
+            r.metadata_mut()
+                .insert("authorization", format!("Bearer {secret}").parse().unwrap());
+        }
+        r
+    };
+    let params = json!({"tenant": "acme", "to": principal(2), "capabilities": [site.cap()],
+                        "budgetMicrocents": 50});
+    let reason = |s: &tonic::Status| {
+        s.get_error_details()
+            .error_info()
+            .map(|i| i.reason.clone())
+            .unwrap_or_default()
+    };
+    let refused = client
+        .call_protocol(call(params.clone(), None))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+    assert_eq!(reason(&refused), "ADMIN_REQUIRED");
+    let mut wider = params.clone();
+    wider["budgetMicrocents"] = json!(1_000_000);
+    let refused = client
+        .call_protocol(call(wider, Some(ADMIN)))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&refused), "ATTENUATION_VIOLATION", "{refused:?}");
+
+    let issued = client
+        .call_protocol(call(params, Some(ADMIN)))
+        .await
+        .unwrap()
+        .into_inner();
+    let issued: Value = serde_json::from_str(&issued.result_json).unwrap();
+    let token = issued["token"].as_str().unwrap().to_owned();
+    let allowed = client
+        .authorize(pb::AuthorizeRequest {
+            credential_json: String::new(),
+            dct: token,
+            request: Some(pb::CapabilityRequest {
+                namespace: "docs".into(),
+                action: "read".into(),
+                resource: site.files.path("a.txt"),
+            }),
+            cost_microcents: 50,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(allowed.tenant, "acme", "{allowed:?}");
+    assert_eq!(allowed.amount_microcents, 50);
+    tokio::task::spawn_blocking(move || drop(site))
+        .await
+        .unwrap();
+}
+
+/// A reload reads the issuing delegation again: a wrong file is refused
+/// and the running one kept; a narrower one bounds issuance from then on.
+#[test]
+fn a_reload_reads_the_issuing_delegation_again() {
+    let site = Site::new();
+    let file = site.path("acme-issuing.dct");
+    let bearer = format!("Bearer {ADMIN}");
+    let issue = |budget: u64| {
+        site.gw.call_as(
+            &bearer,
+            "dgw/tokens/issue",
+            json!({"tenant": "acme", "to": principal(2), "capabilities": [site.cap()],
+                   "budgetMicrocents": budget}),
+        )
+    };
+    // Held by someone else than the gateway: the reload is refused whole.
+    std::fs::write(
+        &file,
+        root_token(&site.root, &seed(2), &[site.cap().as_str()], 10, 600).encode(),
+    )
+    .unwrap();
+    let (_, answer) = site.gw.call_as(&bearer, "dgw/reload", json!({}));
+    assert_eq!(
+        answer["error"]["data"]["type"], "config_invalid",
+        "{answer}"
+    );
+    let detail = answer["error"]["message"].to_string() + &answer["error"]["data"].to_string();
+    assert!(detail.contains("issuing_delegation_file"), "{answer}");
+    assert!(issue(500).1["result"]["token"].is_string());
+
+    // A narrower one: applied.
+    let gateway = delegateos::Keypair::from_seed([9; 32]);
+    std::fs::write(
+        &file,
+        root_token_for(
+            &site.root,
+            &gateway,
+            &[site.cap().as_str()],
+            100,
+            600,
+            del(8),
+        )
+        .encode(),
+    )
+    .unwrap();
+    let (_, answer) = site.gw.call_as(&bearer, "dgw/reload", json!({}));
+    assert!(answer["result"]["applied"].is_array(), "{answer}");
+    let (_, answer) = issue(500);
+    assert_eq!(
+        answer["error"]["data"]["type"], "attenuation_violation",
+        "{answer}"
+    );
+    assert!(issue(100).1["result"]["token"].is_string());
 }
