@@ -16,6 +16,8 @@
 //! once it listens. The lines in [`LINE_SKIPS`] are not run, and are
 //! listed with their reason, as are the blocks not run.
 
+mod support;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -390,4 +392,40 @@ fn every_command_block_runs_as_written_or_says_why_not() {
             c.first_line
         );
     }
+}
+
+/// The Agenta walk-through's files (docs/examples/agenta, docs/adapters/agenta.md)
+/// are what a gateway accepts: the offer registered (its endpoint pointed
+/// at a seller started here), the request paid, the receipt settled, the
+/// verification recorded.
+#[test]
+fn the_agenta_example_files_are_accepted_as_written() {
+    use support::market::{World, ADMIN};
+    let read = |name: &str| -> serde_json::Value {
+        let p = repo().join("docs/examples/agenta").join(name);
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+    };
+    let w = World::new(1000, "buyer_verified", 600);
+    let mut offer = read("offer.json");
+    offer["seller_agent"]["endpoint"] = serde_json::json!(w.seller.url);
+    let (status, body) = w.post(
+        "/agenta/v0/offers",
+        Some(&format!("Bearer {ADMIN}")),
+        &offer,
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = w.buy(&read("request.json"));
+    assert_eq!(status, 202, "{body}");
+    let secret = w.secret_of("req-00000001");
+    let (status, body) = w.report(Some(&secret), &read("completed.json"));
+    assert_eq!(status, 200, "{body}");
+    let state = w.state("req-00000001");
+    assert_eq!(state["status"], "completed", "{state}");
+    assert_eq!(state["charged_microcents"], 250_000_000u64);
+    let (status, body) = w.post(
+        "/agenta/v0/verification-results",
+        Some(&w.dct()),
+        &read("verification.json"),
+    );
+    assert_eq!(status, 200, "{body}");
 }
