@@ -575,6 +575,18 @@ fn admin_commands_take_the_secret_from_a_private_file() {
         "{}",
         stderr(&out)
     );
+    // A secret the gateway does not list: 401, and what to do about it.
+    let out = dgw()
+        .args(["motebit", "unpin", "--gateway", &site.rpc(), "some-id"])
+        .env("DGW_ADMIN_TOKEN", "not-a-listed-secret-00000000000")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[[admin.tokens]] does not list it"),
+        "{}",
+        stderr(&out)
+    );
     let out = run(&[
         "motebit",
         "unpin",

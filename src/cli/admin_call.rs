@@ -64,7 +64,12 @@ pub(super) fn call(
     let client = crate::outbound::JsonClient::new(Duration::from_secs(10));
     runtime
         .block_on(client.post(gateway, &request, secret.as_deref()))
-        .map_err(|e| CliError::Usage(format!("the gateway at {gateway}: {e}")))
+        .map_err(|e| match e {
+            crate::outbound::OutboundError::Status(401) => CliError::Usage(format!(
+                "the gateway at {gateway} refused the admin secret (401): its [[admin.tokens]] does not list it; `dgw admin-token new` prints a secret and its entry for the config, which a reload applies"
+            )),
+            e => CliError::Usage(format!("the gateway at {gateway}: {e}")),
+        })
 }
 
 /// An error answer's message, for the operator: its message, and its
@@ -83,12 +88,9 @@ pub(super) fn message(error: &Value) -> String {
         _ => text.to_owned(),
     };
     match kind {
-        Some("invalid_admin_token") => format!(
-            "{said}; the gateway's [[admin.tokens]] does not list this secret: `dgw admin-token new` prints one and its entry for the config, which a reload applies"
-        ),
-        Some("admin_required") => format!(
-            "{said}; give an admin secret with --admin-token-file or {ADMIN_TOKEN_ENV}"
-        ),
+        Some("admin_required") => {
+            format!("{said}; give an admin secret with --admin-token-file or {ADMIN_TOKEN_ENV}")
+        }
         _ => said,
     }
 }
