@@ -250,9 +250,12 @@ fn shell_quote(s: &str) -> String {
 /// `cargo` that runs it on `.bin/`.
 fn site() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["config", "docs", "adapters", "tests"] {
+    for name in ["docs", "adapters", "tests"] {
         std::os::unix::fs::symlink(repo().join(name), dir.path().join(name)).unwrap();
     }
+    // Copied, not linked: its files name `../data`, which must be the
+    // site's, not the repository's.
+    copy_dir(&repo().join("config"), &dir.path().join("config"));
     let bin = dir.path().join(".bin");
     std::fs::create_dir(&bin).unwrap();
     let dgw = env!("CARGO_BIN_EXE_dgw");
@@ -274,6 +277,19 @@ fn site() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let target = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &target);
+        } else {
+            std::fs::copy(&p, &target).unwrap();
+        }
+    }
 }
 
 /// What each block printed, by its number in the script.

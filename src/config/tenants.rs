@@ -82,7 +82,7 @@ pub(super) fn validate(raw: Vec<RawTenant>, check: &Check<'_>) -> Result<Vec<Ten
                 PrincipalId::parse(&id).map_err(|e| check.invalid(&key("root"), e.to_string()))?,
             ),
             (None, Some(path)) => TenantRoot::KeyFile {
-                path,
+                path: check.file(path),
                 create_if_missing: t.create_if_missing,
             },
             _ => {
@@ -95,7 +95,7 @@ pub(super) fn validate(raw: Vec<RawTenant>, check: &Check<'_>) -> Result<Vec<Ten
         tenants.push(Tenant {
             name: t.name,
             root,
-            issuing_delegation_file: t.issuing_delegation_file,
+            issuing_delegation_file: t.issuing_delegation_file.map(|f| check.file(f)),
         });
     }
     Ok(tenants)
