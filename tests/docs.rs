@@ -16,6 +16,10 @@
 //! once it listens. The lines in [`LINE_SKIPS`] are not run, and are
 //! listed with their reason, as are the blocks not run.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::fmt::Write as _;

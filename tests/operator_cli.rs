@@ -4,6 +4,10 @@
 //! and `dgw token issue --via` / `dgw/tokens/issue` issue a DCT online by
 //! attenuating the tenant's issuing delegation with the gateway's key.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::path::{Path, PathBuf};
