@@ -5,6 +5,8 @@
 //! [`Grant`] for the one pipeline. Every grant, denial and invocation is a
 //! signed audit event; `talos/revoke` records revocations.
 
+pub mod module;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
