@@ -395,7 +395,10 @@ fn a_protocol_is_named_by_its_own_modules_and_the_list_line_only() {
                 })
                 .collect();
             assert!(in_binary.is_empty(), "{word} named in src: {in_binary:?}");
-            for dir in &crates {
+            for dir in crates
+                .iter()
+                .filter(|d| !d.starts_with(&format!("crates/proto-{own}/")))
+            {
                 let named = naming(dir, &word);
                 assert!(named.is_empty(), "{word} named in {dir}: {named:?}");
             }

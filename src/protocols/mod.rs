@@ -6,10 +6,11 @@ pub mod agenta;
 pub mod delegateos;
 pub mod ldp;
 pub mod motebit;
-pub mod talos;
 
 use dgw_protocol::Module;
 
+/// Talos, in its own crate.
+pub use dgw_proto_talos as talos;
 pub use dgw_protocol::Services;
 
 /// Every protocol the gateway ships, in registration order (the first

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use dgw_protocol::{section, Module, Running, SectionError, Services, Staged};
 
-use super::{Talos, TalosIssuer, TalosSection};
+use crate::{Talos, TalosIssuer, TalosSection};
 
 /// Talos, as the binary lists it.
 pub struct TalosModule;
