@@ -146,7 +146,7 @@ impl Reloader {
         let mut staged = Vec::new();
         for (section, module) in &self.parts.modules {
             match module
-                .stage(&next.document)
+                .stage(&next.document())
                 .map_err(|error| ReloadError::Section { section, error })?
             {
                 Staged::Apply(apply) => staged.push((*section, apply)),

@@ -196,7 +196,7 @@ async fn open_state(config: &Config) -> Result<State, ServeError> {
     let mut modules = Vec::new();
     for module in config.modules.iter() {
         let built = module
-            .build(&config.document, &services)
+            .build(&config.document(), &services)
             .await
             .map_err(|e| ServeError::Protocol(format!("{}: {e}", module.section())))?;
         if let Some(p) = built.protocol() {

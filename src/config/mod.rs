@@ -9,6 +9,7 @@ mod mcp;
 mod server;
 mod state;
 mod tenants;
+mod upstream_credentials;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use dgw_protocol::{Module, SectionError};
+use dgw_protocol::{Document, Module, SectionError};
 
 use crate::caller::AdminToken;
 use crate::mcp::UpstreamSpec;
@@ -45,12 +46,15 @@ pub enum ConfigError {
     },
 }
 
-/// A validated configuration. Relative paths are relative to the directory
-/// the gateway runs in.
+/// A validated configuration. Relative paths in the file are relative to
+/// the file's directory (decision 194).
 #[derive(Debug, Clone)]
 pub struct Config {
     pub server: ServerConfig,
     pub data_dir: PathBuf,
+    /// `data_dir` as the file wrote it (before 0.2 it was relative to the
+    /// current directory: [`Config::load`] refuses a move that strands data).
+    data_dir_as_written: PathBuf,
     pub key_file: PathBuf,
     pub budget: BudgetConfig,
     pub tenants: Vec<Tenant>,
@@ -60,8 +64,11 @@ pub struct Config {
     /// The protocols it was read with: each checked its own section.
     pub modules: Modules,
     /// The file's text, from which each protocol reads its section when
-    /// it is built or reloaded.
+    /// it is built or reloaded ([`Config::document`]).
     pub document: Arc<str>,
+    /// The file's directory, which relative paths in a protocol's section
+    /// are relative to.
+    pub dir: PathBuf,
     /// Administrators' tokens (`[[admin.tokens]]`); none: callers on a
     /// loopback listener may use the admin methods that read.
     pub admin_tokens: Vec<AdminToken>,
@@ -180,9 +187,27 @@ struct RawConfig {
 /// Names the file in every error a section's checks return.
 pub(crate) struct Check<'a> {
     path: &'a Path,
+    /// The config file's directory: relative paths in it are relative to
+    /// this (decision 194).
+    base: &'a Path,
+}
+
+/// `path` as a config file in `base` means it: relative paths are relative
+/// to the config file's directory (decision 194).
+pub(crate) fn relative_to(base: &Path, path: PathBuf) -> PathBuf {
+    if path.is_absolute() {
+        path
+    } else {
+        base.join(path)
+    }
 }
 
 impl Check<'_> {
+    /// A file or directory the config names, resolved against its directory.
+    fn file(&self, path: PathBuf) -> PathBuf {
+        relative_to(self.base, path)
+    }
+
     /// `key` is refused, for `problem`.
     fn invalid(&self, key: &str, problem: String) -> ConfigError {
         ConfigError::Invalid {
@@ -205,7 +230,9 @@ impl Check<'_> {
 
 impl Config {
     /// Reads and validates a config file. Relative paths in it are relative
-    /// to the directory the gateway runs in, like the config path itself.
+    /// to the file's directory; a `data_dir` that the former rule (relative
+    /// to the current directory) put elsewhere, where data is, while the new
+    /// place has none, is refused naming both (decision 194).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         Self::load_with(path, Modules::shipped())
     }
@@ -218,7 +245,48 @@ impl Config {
         })?;
         let mut config = Self::parse_with(&text, path, modules)?;
         config.source = Some(path.to_owned());
+        if let Some(before) = config.stranded_data_dir() {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                key: "data_dir".into(),
+                problem: format!(
+                    "{:?} is read relative to the config file's directory since this release: {} holds no gateway state, but {} (relative to the current directory, as before) does. Move that directory to {}, or write data_dir as an absolute path",
+                    config.data_dir_as_written,
+                    config.data_dir.display(),
+                    before.display(),
+                    config.data_dir.display(),
+                ),
+            });
+        }
         Ok(config)
+    }
+
+    /// Where the former rule put a relative `data_dir`, when that differs
+    /// from where it is now, holds gateway state, and the new place holds
+    /// none.
+    fn stranded_data_dir(&self) -> Option<PathBuf> {
+        if self.data_dir_as_written.is_absolute() {
+            return None;
+        }
+        let before = std::env::current_dir()
+            .ok()?
+            .join(&self.data_dir_as_written);
+        if crate::data_dir::is_new(&before) || !crate::data_dir::is_new(&self.data_dir) {
+            return None;
+        }
+        let same = match (before.canonicalize(), self.data_dir.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        (!same).then_some(before)
+    }
+
+    /// The file as protocol modules read their sections from it.
+    pub fn document(&self) -> Document<'_> {
+        Document {
+            text: &self.document,
+            dir: &self.dir,
+        }
     }
 
     /// Validates config text; `path` names it in errors.
@@ -235,7 +303,8 @@ impl Config {
             message: e.to_string().trim_end().to_owned(),
         };
         let keys: toml::Table = toml::from_str(text).map_err(parse_error)?;
-        let check = Check { path };
+        let base = path.parent().unwrap_or(Path::new(""));
+        let check = Check { path, base };
         if let Some(unknown) = keys.keys().find(|k| {
             !OWN_KEYS.contains(&k.as_str()) && !modules.iter().any(|m| m.section() == k.as_str())
         }) {
@@ -257,29 +326,35 @@ impl Config {
         let mcp = raw.mcp.validate(&check)?;
         let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
         for module in modules.iter() {
-            module.check(text, &names).map_err(|e| match e {
-                SectionError::Parse(message) => ConfigError::Parse {
-                    path: path.to_owned(),
-                    message,
-                },
-                SectionError::Invalid { key, problem } => check.invalid(&key, problem),
-            })?;
+            module
+                .check(&Document { text, dir: base }, &names)
+                .map_err(|e| match e {
+                    SectionError::Parse(message) => ConfigError::Parse {
+                        path: path.to_owned(),
+                        message,
+                    },
+                    SectionError::Invalid { key, problem } => check.invalid(&key, problem),
+                })?;
         }
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
         let state = raw.state.validate(&check)?;
-        let audit = raw.audit.validate(&raw.data_dir, &check)?;
+        let data_dir_as_written = raw.data_dir.clone();
+        let data_dir = check.file(raw.data_dir);
+        let audit = raw.audit.validate(&data_dir, &check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
             server,
-            data_dir: raw.data_dir,
-            key_file: raw.key_file,
+            data_dir_as_written,
+            data_dir,
+            key_file: check.file(raw.key_file),
             budget,
             tenants,
             mcp,
             upstreams,
             modules,
             document: text.into(),
+            dir: base.to_owned(),
             admin_tokens,
             admin_certs,
             state,
@@ -315,13 +390,13 @@ create_if_missing = true
 
     // Each protocol's section, as its module reads it from the file.
     fn ldp_of(c: &Config) -> Option<crate::protocols::ldp::LdpConfig> {
-        crate::protocols::ldp::module::read(&c.document).unwrap()
+        crate::protocols::ldp::module::read(&c.document()).unwrap()
     }
     fn agenta_of(c: &Config) -> Option<crate::protocols::agenta::AgentaConfig> {
-        crate::protocols::agenta::module::read(&c.document).unwrap()
+        crate::protocols::agenta::module::read(&c.document()).unwrap()
     }
     fn motebit_of(c: &Config) -> crate::protocols::motebit::MotebitConfig {
-        crate::protocols::motebit::module::read(&c.document).unwrap()
+        crate::protocols::motebit::module::read(&c.document()).unwrap()
     }
 
     fn err(text: &str) -> String {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dgw_protocol::{section, Module, Running, SectionError, Services, Staged};
+use dgw_protocol::{section, Document, Module, Running, SectionError, Services, Staged};
 
 use crate::{Talos, TalosIssuer, TalosSection};
 
@@ -15,8 +15,8 @@ pub struct TalosModule;
 pub static MODULE: TalosModule = TalosModule;
 
 /// The trusted issuers of `document`'s `[talos]` (none when absent).
-pub fn read(document: &str) -> Result<Vec<TalosIssuer>, SectionError> {
-    Ok(section::<TalosSection>(document, "talos")?
+pub fn read(document: &Document<'_>) -> Result<Vec<TalosIssuer>, SectionError> {
+    Ok(section::<TalosSection>(document.text, "talos")?
         .unwrap_or_default()
         .issuers()?)
 }
@@ -29,11 +29,15 @@ impl Module for TalosModule {
         "talos"
     }
 
-    fn check(&self, document: &str, _tenants: &[&str]) -> Result<(), SectionError> {
+    fn check(&self, document: &Document<'_>, _tenants: &[&str]) -> Result<(), SectionError> {
         read(document).map(drop)
     }
 
-    async fn build(&self, document: &str, services: &Services) -> Result<Arc<dyn Running>, String> {
+    async fn build(
+        &self,
+        document: &Document<'_>,
+        services: &Services,
+    ) -> Result<Arc<dyn Running>, String> {
         let issuers = read(document).map_err(|e| e.to_string())?;
         let talos = Talos::new(
             &issuers,
@@ -53,7 +57,7 @@ impl Running for Built {
         Some(self.0.clone())
     }
 
-    fn stage(&self, document: &str) -> Result<Staged, SectionError> {
+    fn stage(&self, document: &Document<'_>) -> Result<Staged, SectionError> {
         let issuers = read(document)?;
         let talos = self.0.clone();
         Ok(Staged::Apply(Box::new(move || talos.set_issuers(&issuers))))

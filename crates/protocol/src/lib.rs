@@ -18,4 +18,4 @@ mod section;
 
 pub use command::{CommandError, Exit};
 pub use module::{Module, Running, Services, Staged};
-pub use section::{section, SectionError};
+pub use section::{section, Document, SectionError};

@@ -9,7 +9,7 @@ use dgw_core::protocol::Protocol;
 use dgw_core::revocations::Revocations;
 use dgw_core::state::{AuditSink, DelegationStore, RecordStore, ReplayStore};
 
-use crate::{CommandError, Exit, SectionError};
+use crate::{CommandError, Document, Exit, SectionError};
 
 /// What the gateway hands a module it builds: the one pipeline (with the
 /// tenants and budgets), the shared state behind its traits, and the key
@@ -42,10 +42,14 @@ pub trait Module: Send + Sync {
     /// Checks its section of the config `document`; `tenants` are the
     /// configured tenants' names (a section naming another is refused).
     /// Errors name the full key (`ldp.domains[0].tenant`).
-    fn check(&self, document: &str, tenants: &[&str]) -> Result<(), SectionError>;
+    fn check(&self, document: &Document<'_>, tenants: &[&str]) -> Result<(), SectionError>;
 
     /// Builds it from its section (checked) and the gateway's context.
-    async fn build(&self, document: &str, services: &Services) -> Result<Arc<dyn Running>, String>;
+    async fn build(
+        &self,
+        document: &Document<'_>,
+        services: &Services,
+    ) -> Result<Arc<dyn Running>, String>;
 
     /// Its `dgw <section> …` commands, if it has any: a clap command
     /// named [`Module::section`].
@@ -73,7 +77,7 @@ pub trait Running: Send + Sync {
     /// Reads its section of a reloaded config `document` (checked): what
     /// applying it will do. Nothing changes until every module has staged,
     /// so a refusal here keeps the running configuration whole.
-    fn stage(&self, document: &str) -> Result<Staged, SectionError>;
+    fn stage(&self, document: &Document<'_>) -> Result<Staged, SectionError>;
 }
 
 /// What a reloaded section does to a running module.

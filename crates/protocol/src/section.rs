@@ -37,6 +37,15 @@ impl From<(String, String)> for SectionError {
     }
 }
 
+/// A config file as a module reads its section from it.
+#[derive(Debug, Clone, Copy)]
+pub struct Document<'a> {
+    /// Its TOML text.
+    pub text: &'a str,
+    /// Its directory: relative paths in it are relative to this.
+    pub dir: &'a std::path::Path,
+}
+
 /// The top-level table `name` of the TOML `document`, read as `T`;
 /// `None` when the document has no such table. Every other table is
 /// skipped unread.

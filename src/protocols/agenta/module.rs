@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dgw_protocol::{section, Module, Running, SectionError, Services, Staged};
+use dgw_protocol::{section, Document, Module, Running, SectionError, Services, Staged};
 
 use super::{Agenta, AgentaConfig, RawAgenta};
 
@@ -17,9 +17,9 @@ pub struct AgentaModule;
 pub static MODULE: AgentaModule = AgentaModule;
 
 /// `document`'s `[agenta]`, if it has one.
-pub fn read(document: &str) -> Result<Option<AgentaConfig>, SectionError> {
-    Ok(section::<RawAgenta>(document, "agenta")?
-        .map(RawAgenta::validate)
+pub fn read(document: &Document<'_>) -> Result<Option<AgentaConfig>, SectionError> {
+    Ok(section::<RawAgenta>(document.text, "agenta")?
+        .map(|a| a.validate(document.dir))
         .transpose()?)
 }
 
@@ -34,7 +34,7 @@ impl Module for AgentaModule {
         "agenta"
     }
 
-    fn check(&self, document: &str, tenants: &[&str]) -> Result<(), SectionError> {
+    fn check(&self, document: &Document<'_>, tenants: &[&str]) -> Result<(), SectionError> {
         if let Some(a) = read(document)? {
             if !tenants.contains(&a.tenant.as_str()) {
                 return Err(SectionError::invalid(
@@ -46,7 +46,11 @@ impl Module for AgentaModule {
         Ok(())
     }
 
-    async fn build(&self, document: &str, services: &Services) -> Result<Arc<dyn Running>, String> {
+    async fn build(
+        &self,
+        document: &Document<'_>,
+        services: &Services,
+    ) -> Result<Arc<dyn Running>, String> {
         let config = read(document).map_err(|e| e.to_string())?;
         let agenta = match &config {
             Some(c) => Some(Arc::new(Agenta::new(c.clone(), services.clone()).await?)),
@@ -69,7 +73,7 @@ impl Running for Built {
         }
     }
 
-    fn stage(&self, document: &str) -> Result<Staged, SectionError> {
+    fn stage(&self, document: &Document<'_>) -> Result<Staged, SectionError> {
         Ok(match read(document)? == self.config {
             true => Staged::Unchanged,
             false => Staged::RestartNeeded,

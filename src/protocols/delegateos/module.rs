@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dgw_protocol::{section, Module, Running, SectionError, Services, Staged};
+use dgw_protocol::{section, Document, Module, Running, SectionError, Services, Staged};
 use serde::Deserialize;
 
 use super::DelegateOs;
@@ -28,13 +28,13 @@ impl Module for DelegateOsModule {
         "delegateos"
     }
 
-    fn check(&self, document: &str, _tenants: &[&str]) -> Result<(), SectionError> {
-        section::<Section>(document, "delegateos").map(drop)
+    fn check(&self, document: &Document<'_>, _tenants: &[&str]) -> Result<(), SectionError> {
+        section::<Section>(document.text, "delegateos").map(drop)
     }
 
     async fn build(
         &self,
-        _document: &str,
+        _document: &Document<'_>,
         services: &Services,
     ) -> Result<Arc<dyn Running>, String> {
         Ok(Arc::new(Built(Arc::new(DelegateOs::new(
@@ -48,7 +48,7 @@ impl Running for Built {
         Some(self.0.clone())
     }
 
-    fn stage(&self, _document: &str) -> Result<Staged, SectionError> {
+    fn stage(&self, _document: &Document<'_>) -> Result<Staged, SectionError> {
         Ok(Staged::Unchanged)
     }
 }

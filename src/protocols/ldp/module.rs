@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dgw_protocol::{section, Module, Running, SectionError, Services, Staged};
+use dgw_protocol::{section, Document, Module, Running, SectionError, Services, Staged};
 
 use super::{Ldp, LdpConfig, RawLdp};
 
@@ -16,9 +16,9 @@ pub struct LdpModule;
 pub static MODULE: LdpModule = LdpModule;
 
 /// `document`'s `[ldp]`, if it has one.
-pub fn read(document: &str) -> Result<Option<LdpConfig>, SectionError> {
-    Ok(section::<RawLdp>(document, "ldp")?
-        .map(RawLdp::validate)
+pub fn read(document: &Document<'_>) -> Result<Option<LdpConfig>, SectionError> {
+    Ok(section::<RawLdp>(document.text, "ldp")?
+        .map(|l| l.validate(document.dir))
         .transpose()?)
 }
 
@@ -33,7 +33,7 @@ impl Module for LdpModule {
         "ldp"
     }
 
-    fn check(&self, document: &str, tenants: &[&str]) -> Result<(), SectionError> {
+    fn check(&self, document: &Document<'_>, tenants: &[&str]) -> Result<(), SectionError> {
         let Some(ldp) = read(document)? else {
             return Ok(());
         };
@@ -57,7 +57,11 @@ impl Module for LdpModule {
         Ok(())
     }
 
-    async fn build(&self, document: &str, services: &Services) -> Result<Arc<dyn Running>, String> {
+    async fn build(
+        &self,
+        document: &Document<'_>,
+        services: &Services,
+    ) -> Result<Arc<dyn Running>, String> {
         let config = read(document).map_err(|e| e.to_string())?;
         let ldp = config
             .clone()
@@ -79,7 +83,7 @@ impl Running for Built {
         }
     }
 
-    fn stage(&self, document: &str) -> Result<Staged, SectionError> {
+    fn stage(&self, document: &Document<'_>) -> Result<Staged, SectionError> {
         Ok(match read(document)? == self.config {
             true => Staged::Unchanged,
             false => Staged::RestartNeeded,

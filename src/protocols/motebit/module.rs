@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use clap::{FromArgMatches, Subcommand};
-use dgw_protocol::{section, CommandError, Exit, Module, Running, SectionError, Services, Staged};
+use dgw_protocol::{
+    section, CommandError, Document, Exit, Module, Running, SectionError, Services, Staged,
+};
 
 use super::{Motebit, MotebitConfig, RawMotebit};
 
@@ -16,14 +18,14 @@ pub struct MotebitModule;
 pub static MODULE: MotebitModule = MotebitModule;
 
 /// `document`'s `[motebit]` (the defaults when absent).
-pub fn read(document: &str) -> Result<MotebitConfig, SectionError> {
-    Ok(section::<RawMotebit>(document, "motebit")?
+pub fn read(document: &Document<'_>) -> Result<MotebitConfig, SectionError> {
+    Ok(section::<RawMotebit>(document.text, "motebit")?
         .unwrap_or_default()
         .validate()?)
 }
 
 /// [`read`], its delegators' tenants among the configured `tenants`.
-fn checked(document: &str, tenants: &[&str]) -> Result<MotebitConfig, SectionError> {
+fn checked(document: &Document<'_>, tenants: &[&str]) -> Result<MotebitConfig, SectionError> {
     let config = read(document)?;
     for (i, d) in config.delegators.iter().enumerate() {
         if !tenants.contains(&d.tenant.as_str()) {
@@ -44,11 +46,15 @@ impl Module for MotebitModule {
         "motebit"
     }
 
-    fn check(&self, document: &str, tenants: &[&str]) -> Result<(), SectionError> {
+    fn check(&self, document: &Document<'_>, tenants: &[&str]) -> Result<(), SectionError> {
         checked(document, tenants).map(drop)
     }
 
-    async fn build(&self, document: &str, services: &Services) -> Result<Arc<dyn Running>, String> {
+    async fn build(
+        &self,
+        document: &Document<'_>,
+        services: &Services,
+    ) -> Result<Arc<dyn Running>, String> {
         let config = read(document).map_err(|e| e.to_string())?;
         let motebit = Motebit::new(config, services.clone())
             .await
@@ -81,7 +87,7 @@ impl Running for Built {
         Some(self.0.clone())
     }
 
-    fn stage(&self, document: &str) -> Result<Staged, SectionError> {
+    fn stage(&self, document: &Document<'_>) -> Result<Staged, SectionError> {
         // Its tenants were checked with the rest of the file.
         let config = read(document)?;
         let motebit = self.0.clone();
