@@ -285,7 +285,7 @@ async fn start_mcp(config: &Config, state: &State) -> Arc<McpProxy> {
         let limit = config.mcp.ready_timeout;
         async move {
             if !u.wait_ready(limit).await {
-                tracing::error!(upstream = %u.name, ?limit, "upstream not ready in time; serving without it until it is");
+                tracing::error!(upstream = %u.name, limit = %crate::units::show_duration(limit), "upstream not ready in time; serving without it until it is");
             }
         }
     });
@@ -398,6 +398,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         }
     }
     let state = open_state(&config, extensions.protocols).await?;
+    crate::known_series::export(&config, &state.protocols);
     let gate = state.gate.clone();
     // Certificates are read before anything listens: a bad file stops the
     // start with its name.

@@ -1,0 +1,42 @@
+//! The label values a gateway knows once it is configured (its protocols,
+//! its fronts' methods, its upstreams), handed to the core's telemetry so
+//! every series a dashboard or an alert reads is on the first scrape.
+
+use crate::config::Config;
+use crate::protocol::Registry;
+use crate::telemetry::{self, KnownLabels};
+
+/// Exports every counter and histogram at zero for what `config` and
+/// `protocols` name (adds nothing to a series already counted).
+pub fn export(config: &Config, protocols: &Registry) {
+    let names: Vec<&'static str> = protocols.all().iter().map(|p| p.id().name).collect();
+    let mut jsonrpc: Vec<&str> = crate::jsonrpc::METHODS.to_vec();
+    jsonrpc.extend(
+        protocols
+            .all()
+            .iter()
+            .flat_map(|p| p.methods().iter().copied()),
+    );
+    // What the JSON-RPC front counts an unknown method and a request too
+    // malformed to have one as.
+    jsonrpc.extend(["unknown", "-"]);
+    let mut mcp: Vec<&str> = crate::mcp::proxy::METHODS.to_vec();
+    mcp.extend(crate::mcp::proxy::DATA_METHODS);
+    mcp.push("other");
+    let http: Vec<&str> = protocols
+        .all()
+        .iter()
+        .filter(|p| !p.http_paths().is_empty())
+        .map(|p| p.id().name)
+        .collect();
+    let mut fronts = vec![("jsonrpc", jsonrpc), ("mcp", mcp), ("http", http)];
+    if config.server.grpc.is_some() {
+        fronts.push(("grpc", crate::grpc::service::METHODS.to_vec()));
+    }
+    let upstreams: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    telemetry::export_at_zero(&KnownLabels {
+        protocols: &names,
+        fronts: &fronts,
+        upstreams: &upstreams,
+    });
+}
