@@ -27,3 +27,4 @@ pub mod run_to_end;
 pub mod state;
 pub mod telemetry;
 pub mod trail;
+pub mod units;

@@ -71,7 +71,7 @@ impl HttpLink {
                 }
                 Err(e) => {
                     let wait = backoff.after(started.elapsed());
-                    tracing::warn!(upstream = %up.name(), error = %e, ?wait, "upstream initialization failed; trying again after a pause");
+                    tracing::warn!(upstream = %up.name(), error = %e, wait = %dgw_core::units::show_duration(wait), "upstream initialization failed; trying again after a pause");
                     tokio::time::sleep(wait).await;
                 }
             }
