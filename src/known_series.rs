@@ -10,6 +10,13 @@ use crate::telemetry::{self, KnownLabels};
 /// `protocols` name (adds nothing to a series already counted).
 pub fn export(config: &Config, protocols: &Registry) {
     let names: Vec<&'static str> = protocols.all().iter().map(|p| p.id().name).collect();
+    // The pipeline's vocabulary, which it speaks for every protocol, and a
+    // malformed credential.
+    let denial_types: Vec<&'static str> = delegateos::DenialType::EVERY
+        .iter()
+        .map(|t| t.as_str())
+        .chain([crate::protocol::MALFORMED_CREDENTIAL])
+        .collect();
     let mut jsonrpc: Vec<&str> = crate::jsonrpc::METHODS.to_vec();
     jsonrpc.extend(
         protocols
@@ -36,6 +43,7 @@ pub fn export(config: &Config, protocols: &Registry) {
     let upstreams: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
     telemetry::export_at_zero(&KnownLabels {
         protocols: &names,
+        denial_types: &denial_types,
         fronts: &fronts,
         upstreams: &upstreams,
     });

@@ -211,6 +211,8 @@ fn describe() {
 pub struct KnownLabels<'a> {
     /// Registered protocols' names.
     pub protocols: &'a [&'static str],
+    /// Every denial type any protocol may be counted under.
+    pub denial_types: &'a [&'static str],
     /// Each listening front with the methods it counts under its own name.
     pub fronts: &'a [(&'static str, Vec<&'a str>)],
     /// Configured MCP upstreams' names.
@@ -220,8 +222,8 @@ pub struct KnownLabels<'a> {
 /// Every counter and histogram, so the first scrape has every series:
 /// `rate()` of a missing series is empty, not 0, and an alert or panel on it
 /// says nothing. Unlabelled ones once; labelled ones for each value in
-/// `known` (a protocol's every [`delegateos::DenialType`] and malformed
-/// credential, every front's methods and outcomes, every upstream). Series
+/// `known` (every protocol with every denial type, every front's methods
+/// and outcomes, every upstream). Series
 /// labelled by values only an event names (a tool, a protocol's own
 /// reason or event, a top delegation) appear with it. Adds 0: a value
 /// already counted stays.
@@ -253,11 +255,7 @@ pub fn export_at_zero(known: &KnownLabels<'_>) {
         counter!(TOKEN_CACHE_LOOKUPS, "result" => result).increment(0);
     }
     for &protocol in known.protocols {
-        let kinds = delegateos::DenialType::EVERY
-            .iter()
-            .map(|t| t.as_str())
-            .chain([crate::protocol::MALFORMED_CREDENTIAL]);
-        for kind in kinds {
+        for &kind in known.denial_types {
             counter!(DENIALS_TOTAL, "protocol" => protocol, "type" => kind).increment(0);
         }
         counter!(PROTOCOL_SETTLED, "protocol" => protocol).increment(0);

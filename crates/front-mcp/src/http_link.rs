@@ -273,7 +273,10 @@ impl HttpLink {
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(r) => r,
-            Err(_) => Err(no_answer(format!("no answer within {timeout:?}"))),
+            Err(_) => Err(no_answer(format!(
+                "no answer within {}",
+                dgw_core::units::show_duration(timeout)
+            ))),
         }
     }
 

@@ -95,7 +95,10 @@ impl StdioLink {
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(no_answer("the process exited before answering".into())),
-            Err(_) => Err(no_answer(format!("no answer within {timeout:?}"))),
+            Err(_) => Err(no_answer(format!(
+                "no answer within {}",
+                dgw_core::units::show_duration(timeout)
+            ))),
         }
     }
 
