@@ -46,5 +46,6 @@ pub fn export(config: &Config, protocols: &Registry) {
         denial_types: &denial_types,
         fronts: &fronts,
         upstreams: &upstreams,
+        layers: crate::state::METRICS,
     });
 }
