@@ -2,13 +2,14 @@
 //! its fronts' methods, its upstreams), handed to the core's telemetry so
 //! every series a dashboard or an alert reads is on the first scrape.
 
-use crate::config::Config;
 use crate::protocol::Registry;
 use crate::telemetry::{self, KnownLabels};
 
-/// Exports every counter and histogram at zero for what `config` and
-/// `protocols` name (adds nothing to a series already counted).
-pub fn export(config: &Config, protocols: &Registry) {
+/// Exports every counter and histogram at zero for what the gateway was
+/// configured with: its `protocols`, whether gRPC listens, its `upstreams`
+/// (adds nothing to a series already counted). Takes no `Config`, so this
+/// module stays out of the binary's config/serve cycle (tests/layers.rs).
+pub fn export(protocols: &Registry, grpc: bool, upstreams: &[&str]) {
     let names: Vec<&'static str> = protocols.all().iter().map(|p| p.id().name).collect();
     // The pipeline's vocabulary, which it speaks for every protocol, and a
     // malformed credential.
@@ -37,15 +38,14 @@ pub fn export(config: &Config, protocols: &Registry) {
         .map(|p| p.id().name)
         .collect();
     let mut fronts = vec![("jsonrpc", jsonrpc), ("mcp", mcp), ("http", http)];
-    if config.server.grpc.is_some() {
+    if grpc {
         fronts.push(("grpc", crate::grpc::service::METHODS.to_vec()));
     }
-    let upstreams: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
     telemetry::export_at_zero(&KnownLabels {
         protocols: &names,
         denial_types: &denial_types,
         fronts: &fronts,
-        upstreams: &upstreams,
+        upstreams,
         layers: crate::state::METRICS,
     });
 }

@@ -398,7 +398,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         }
     }
     let state = open_state(&config, extensions.protocols).await?;
-    crate::known_series::export(&config, &state.protocols);
+    let upstreams: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    crate::known_series::export(&state.protocols, config.server.grpc.is_some(), &upstreams);
     let gate = state.gate.clone();
     // Certificates are read before anything listens: a bad file stops the
     // start with its name.
