@@ -3,6 +3,10 @@
 //! sizes and durations take units, and an authorization states the budget
 //! that will be enforced.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};
