@@ -20,7 +20,7 @@ const MAX_ANSWER_BYTES: usize = 1 << 20;
 pub enum OutboundError {
     #[error("the endpoint {0:?} is not an http(s) URL")]
     BadEndpoint(String),
-    #[error("no answer within {0:?}")]
+    #[error("no answer within {}", crate::units::show_duration(*.0))]
     Timeout(Duration),
     #[error("could not be reached: {0}")]
     Unreachable(String),

@@ -237,7 +237,7 @@ async fn start_mcp(config: &Config, state: &State) -> Arc<McpProxy> {
         let limit = config.mcp.ready_timeout;
         async move {
             if !u.wait_ready(limit).await {
-                tracing::error!(upstream = %u.name, ?limit, "upstream not ready in time; serving without it until it is");
+                tracing::error!(upstream = %u.name, limit = %crate::units::show_duration(limit), "upstream not ready in time; serving without it until it is");
             }
         }
     });
@@ -349,6 +349,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         }
     }
     let state = open_state(&config).await?;
+    let upstreams: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    crate::known_series::export(&state.protocols, config.server.grpc.is_some(), &upstreams);
     let gate = state.gate.clone();
     // Certificates are read before anything listens: a bad file stops the
     // start with its name.

@@ -784,8 +784,19 @@ fn metrics_move() {
     ] {
         assert!(m.lines().any(|l| l == line), "missing {line:?} in:\n{m}");
     }
-    assert!(m.contains("dgw_budget_journal_sync_duration_seconds_bucket"));
-    assert!(m.contains("dgw_budget_journal_sync_batch_size_count"));
+    // Exported at zero from the start: synced means counted above it.
+    let count = |name: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in:\n{m}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        count("dgw_budget_journal_sync_duration_seconds_count") > 0,
+        "{m}"
+    );
+    assert!(count("dgw_budget_journal_sync_batch_size_count") > 0, "{m}");
     assert!(m.contains("# TYPE dgw_requests_total counter"));
 }
 

@@ -174,7 +174,8 @@ impl RawMcp {
                 return Err(check.invalid(
                     "mcp.unchecked_methods",
                     format!(
-                        "{m:?} is not one of {DATA_METHODS:?} (other methods pass through already)"
+                        "{m:?} is not one of {} (other methods pass through already)",
+                        DATA_METHODS.join(", ")
                     ),
                 ));
             }
@@ -321,7 +322,7 @@ pub(super) fn parse_upstreams(
         if timeout >= reservation_ttl {
             return Err(check.invalid(
                 &key("timeout"),
-                format!("must be shorter than budget.reservation_ttl ({reservation_ttl:?}), or a reservation could expire while its call runs"),
+                format!("must be shorter than budget.reservation_ttl ({}), or a reservation could expire while its call runs", crate::units::show_duration(reservation_ttl)),
             ));
         }
         let mut rules = Vec::new();

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use dgw_core::units::Size;
 use serde::Deserialize;
 
 use dgw_protocol::{Document, Module, SectionError};
@@ -217,14 +218,19 @@ impl Check<'_> {
         }
     }
 
-    /// A duration longer than zero, written as `humantime` reads it (`30s`).
+    /// A duration longer than zero (`30s`; `dgw_core::units`).
     fn duration(&self, key: &str, text: &str) -> Result<Duration, ConfigError> {
-        let d = humantime::parse_duration(text)
-            .map_err(|e| self.invalid(key, format!("{text:?} is not a duration: {e}")))?;
-        if d.is_zero() {
-            return Err(self.invalid(key, "must be longer than zero".into()));
+        dgw_core::units::duration(text).map_err(|problem| self.invalid(key, problem))
+    }
+
+    /// A size in bytes, at least `least` (`"1MB"`, `"64KiB"`, `1048576`;
+    /// `dgw_core::units`).
+    fn size(&self, key: &str, size: &Size, least: u64) -> Result<u64, ConfigError> {
+        let n = size.bytes().map_err(|problem| self.invalid(key, problem))?;
+        if n < least {
+            return Err(self.invalid(key, format!("{n} bytes is below the least, {least}")));
         }
-        Ok(d)
+        Ok(n)
     }
 }
 

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dgw_core::units::Size;
 use serde::Deserialize;
 
 use super::{Check, ConfigError};
@@ -51,7 +52,7 @@ pub(super) struct RawServer {
     #[serde(default)]
     pub(super) grpc: Option<String>,
     #[serde(default = "default_max_body")]
-    pub(super) max_body_bytes: usize,
+    pub(super) max_body_bytes: Size,
     #[serde(default = "default_request_timeout")]
     pub(super) request_timeout: String,
     #[serde(default = "default_shutdown_grace")]
@@ -84,8 +85,8 @@ pub(super) struct RawTls {
     pub(super) client_ca_file: Option<PathBuf>,
 }
 
-fn default_max_body() -> usize {
-    1 << 20
+fn default_max_body() -> Size {
+    Size::of(1 << 20)
 }
 
 fn default_request_timeout() -> String {
@@ -137,13 +138,17 @@ impl RawServer {
                 ));
             }
         }
-        if raw.max_body_bytes < 1024 {
-            return Err(check.invalid("server.max_body_bytes", "must be at least 1024".into()));
-        }
+        let max_body_bytes = check.size("server.max_body_bytes", &raw.max_body_bytes, 1024)?;
+        let max_body_bytes = usize::try_from(max_body_bytes).map_err(|_| {
+            check.invalid(
+                "server.max_body_bytes",
+                format!("{max_body_bytes} bytes is more than this machine can address"),
+            )
+        })?;
         Ok(ServerConfig {
             http,
             grpc,
-            max_body_bytes: raw.max_body_bytes,
+            max_body_bytes,
             workers: match raw.workers {
                 Some(0) => {
                     return Err(check.invalid(

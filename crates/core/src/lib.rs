@@ -26,3 +26,4 @@ pub mod state;
 pub mod storage;
 pub mod telemetry;
 pub mod trail;
+pub mod units;

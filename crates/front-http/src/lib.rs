@@ -398,7 +398,7 @@ pub async fn serve(
     drop(listener);
     tokio::select! {
         () = graceful.shutdown() => tracing::info!("all connections drained"),
-        () = tokio::time::sleep(grace) => tracing::warn!(?grace, "shutdown grace elapsed with connections still open"),
+        () = tokio::time::sleep(grace) => tracing::warn!(grace = %dgw_core::units::show_duration(grace), "shutdown grace elapsed with connections still open"),
     }
 }
 

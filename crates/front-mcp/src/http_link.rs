@@ -72,7 +72,7 @@ impl HttpLink {
                 }
                 Err(e) => {
                     let wait = backoff.after(started.elapsed());
-                    tracing::warn!(upstream = %up.name(), error = %e, ?wait, "upstream initialization failed; trying again after a pause");
+                    tracing::warn!(upstream = %up.name(), error = %e, wait = %dgw_core::units::show_duration(wait), "upstream initialization failed; trying again after a pause");
                     tokio::time::sleep(wait).await;
                 }
             }
@@ -283,7 +283,10 @@ impl HttpLink {
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(r) => r,
-            Err(_) => Err(no_answer(format!("no answer within {timeout:?}"))),
+            Err(_) => Err(no_answer(format!(
+                "no answer within {}",
+                dgw_core::units::show_duration(timeout)
+            ))),
         }
     }
 

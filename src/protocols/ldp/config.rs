@@ -266,8 +266,8 @@ impl RawLdp {
     /// Validated (secret files read, relative to `base`, the config file's
     /// directory); an error names the key.
     pub fn validate(self, base: &Path) -> Result<LdpConfig, (String, String)> {
-        let delegate_timeout = humantime::parse_duration(&self.delegate_timeout)
-            .map_err(|e| ("ldp.delegate_timeout".to_owned(), e.to_string()))?;
+        let delegate_timeout = dgw_core::units::duration(&self.delegate_timeout)
+            .map_err(|e| ("ldp.delegate_timeout".to_owned(), e))?;
         if !(1..=3600).contains(&self.freshness_secs) {
             return Err(("ldp.freshness_secs".into(), "must be 1 to 3600".into()));
         }

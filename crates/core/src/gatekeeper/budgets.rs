@@ -115,7 +115,7 @@ impl Gatekeeper {
     /// Refreshes the gauges (before a scrape): per tenant, and for the
     /// [`TOP_DELEGATIONS`] top-level delegations that spent most.
     pub async fn refresh_gauges(&self) {
-        telemetry::set_revocations_current(self.revocations.is_current());
+        telemetry::set_revocation_index_complete(self.revocations.is_current());
         if self.state_ready().await.is_err() {
             return;
         }

@@ -122,12 +122,21 @@ impl Gatekeeper {
         if let Some((reason, request)) = first_non_canonical(requests) {
             return deny(Denial::pipeline(grant.protocol, reason).for_request(request));
         }
-        let leaf = &grant
+        let leaf = grant
             .levels
             .last()
-            .ok_or_else(|| GateError::InvalidParams("a grant has at least one level".into()))?
-            .0;
-        let spent = self.budgets.spent(leaf).await.map_err(ledger_error)?;
+            .ok_or_else(|| GateError::InvalidParams("a grant has at least one level".into()))?;
+        // One read gives what was spent at the leaf and the limit its node
+        // enforces: the smallest any token gave it (decision 27), which a
+        // re-issued token's own budget does not raise.
+        let node = self
+            .budgets
+            .report_levels(std::slice::from_ref(leaf))
+            .await
+            .map_err(ledger_error)?;
+        let (spent, enforced) = node.first().map_or((0, leaf.1), |l| {
+            (l.spent_microcents, l.budget_microcents.min(leaf.1))
+        });
         let requests = grant.requests.as_deref().unwrap_or(requests);
         let mut scope = grant.scope.clone();
         for request in requests {
@@ -139,6 +148,12 @@ impl Gatekeeper {
                     return deny(Denial::pipeline(grant.protocol, reason).for_request(request))
                 }
             }
+        }
+        // What the answer states is what will be enforced.
+        if let Some(s) = scope.as_mut() {
+            s.remaining_budget_microcents = s
+                .remaining_budget_microcents
+                .min(enforced.saturating_sub(spent));
         }
         // A caller's reservation is the caller's to settle or release, so it
         // is bound to the credential that made it; the gateway's own (work it

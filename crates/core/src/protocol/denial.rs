@@ -41,6 +41,9 @@ pub struct Denial {
     pub requested: Option<Box<CapabilityRequest>>,
 }
 
+/// The wire type of a malformed credential ([`Denial::malformed`]).
+pub const MALFORMED_CREDENTIAL: &str = "invalid_params";
+
 /// Most bytes of each caller-supplied field a denial echoes back.
 pub const MAX_ECHOED_BYTES: usize = 256;
 
@@ -60,7 +63,7 @@ impl Denial {
     pub fn malformed(protocol: ProtocolId, detail: impl Into<String>) -> Self {
         Self {
             protocol,
-            kind: DenialKind::Malformed("invalid_params"),
+            kind: DenialKind::Malformed(MALFORMED_CREDENTIAL),
             detail: detail.into(),
             granted: None,
             requested: None,

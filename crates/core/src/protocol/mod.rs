@@ -33,7 +33,7 @@ use crate::budget::{BudgetKey, HolderDigest};
 use crate::caller::Caller;
 use crate::gatekeeper::error::GateError;
 
-pub use denial::{Decision, Denial, DenialKind, MAX_ECHOED_BYTES};
+pub use denial::{Decision, Denial, DenialKind, MALFORMED_CREDENTIAL, MAX_ECHOED_BYTES};
 pub use endpoint::{HttpAnswer, HttpRequest};
 pub use registry::{Found, Registry};
 
