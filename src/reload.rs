@@ -205,7 +205,7 @@ impl Reloader {
 /// The sections of `next` that differ from `running` and that only a
 /// restart applies: listeners and limits, where state lives, budgets,
 /// MCP sessions, Agenta and LDP (whose delegates hold open work), the
-/// audit log.
+/// audit log, traces (the exporter and its layer are set up once).
 fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
     let (mut a, mut b) = (running.server.clone(), next.server.clone());
     let tls_switched = a.tls.is_some() != b.tls.is_some();
@@ -222,6 +222,7 @@ fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
         ("agenta", running.agenta != next.agenta),
         ("ldp", running.ldp != next.ldp),
         ("audit", running.audit != next.audit),
+        ("telemetry", running.telemetry != next.telemetry),
     ];
     differs
         .iter()

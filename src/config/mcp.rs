@@ -38,7 +38,7 @@ pub struct McpConfig {
     pub strict_tool_names: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMcp {
     #[serde(default = "default_session_ttl")]
@@ -74,7 +74,7 @@ impl Default for RawMcp {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawUpstream {
     pub(super) name: String,
@@ -105,8 +105,60 @@ pub(super) struct RawUpstream {
     pub(super) cwd: Option<PathBuf>,
 }
 
+impl RawUpstream {
+    /// The files and program `upstreams[i]` names, for `dgw config check`.
+    pub(super) fn named_files(&self, i: usize, out: &mut Vec<super::files::Named>) {
+        use super::files::{Named, Use};
+        let key = |field: &str| format!("upstreams[{i}].{field}");
+        if let Some(program) = self.command.as_ref().and_then(|c| c.first()) {
+            out.push(Named {
+                key: key("command"),
+                path: program.into(),
+                what: Use::Command {
+                    cwd: self.cwd.clone(),
+                },
+            });
+        }
+        if let Some(path) = &self.ca_file {
+            out.push(Named {
+                key: key("ca_file"),
+                path: path.clone(),
+                what: Use::Readable,
+            });
+        }
+        let values = self
+            .headers
+            .iter()
+            .enumerate()
+            .map(|(j, h)| (format!("headers[{j}]"), &h.value))
+            .chain(self.bearer.iter().map(|b| ("bearer".to_owned(), b)))
+            .chain(
+                self.env
+                    .iter()
+                    .enumerate()
+                    .map(|(j, e)| (format!("env[{j}]"), &e.value)),
+            );
+        for (field, value) in values {
+            if let Some(path) = &value.value_file {
+                out.push(Named {
+                    key: key(&format!("{field}.value_file")),
+                    path: path.clone(),
+                    what: Use::Secret,
+                });
+            }
+        }
+        if let Some(o) = &self.oauth {
+            out.push(Named {
+                key: key("oauth.client_secret_file"),
+                path: o.client_secret_file.clone(),
+                what: Use::Secret,
+            });
+        }
+    }
+}
+
 /// `oauth = { token_url, client_id, client_secret_file, scope?, audience? }`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawOAuth {
     token_url: String,
@@ -120,7 +172,7 @@ pub(super) struct RawOAuth {
 }
 
 /// A value given inline, from a file or from dgw's environment.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawValue {
     #[serde(default)]
@@ -132,7 +184,7 @@ pub(super) struct RawValue {
 }
 
 /// A named [`RawValue`] (a header, an environment variable).
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawNamedValue {
     name: String,
@@ -141,14 +193,14 @@ pub(super) struct RawNamedValue {
 }
 
 /// One JSON Pointer or several.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub(super) enum Pointers {
     One(String),
     Many(Vec<String>),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTool {
     pub(super) name: String,

@@ -5,9 +5,12 @@
 mod admin;
 mod audit;
 mod budget;
+pub mod files;
 mod mcp;
+pub mod schema;
 mod server;
 mod state;
+mod telemetry;
 mod tenants;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +29,7 @@ pub use budget::BudgetConfig;
 pub use mcp::McpConfig;
 pub use server::ServerConfig;
 pub use state::StateConfig;
+pub use telemetry::TelemetryConfig;
 pub use tenants::{Tenant, TenantRoot};
 
 /// Why a configuration was refused.
@@ -86,10 +90,12 @@ pub struct Config {
     pub source: Option<PathBuf>,
     /// The tamper-evident audit log (`[audit]`; `None`: disabled).
     pub audit: Option<dgw_audit_log::Settings>,
+    /// OpenTelemetry traces (`[telemetry]`; `None`: off). Read at start.
+    pub telemetry: Option<TelemetryConfig>,
 }
 
 /// `[log]`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawLog {
     #[serde(default = "default_log_level")]
@@ -108,7 +114,10 @@ fn default_log_level() -> String {
     "info".into()
 }
 
-#[derive(Deserialize)]
+/// dgw's configuration file (docs/operations.md). Relative paths are
+/// relative to the directory dgw runs in.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[schemars(title = "dgw configuration")]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     server: server::RawServer,
@@ -136,6 +145,8 @@ struct RawConfig {
     log: RawLog,
     #[serde(default)]
     audit: audit::RawAudit,
+    #[serde(default)]
+    telemetry: telemetry::RawTelemetry,
 }
 
 /// Names the file in every error a section's checks return.
@@ -247,6 +258,7 @@ impl Config {
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
         let state = raw.state.validate(&check)?;
         let audit = raw.audit.validate(&raw.data_dir, &check)?;
+        let telemetry = raw.telemetry.validate(&check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
@@ -269,6 +281,7 @@ impl Config {
             log_level: raw.log.level,
             source: None,
             audit,
+            telemetry,
         })
     }
 }
@@ -509,6 +522,47 @@ create_if_missing = true
         assert_eq!((c.limits.input_bytes, c.limits.string_bytes), (100, 64));
         assert_eq!(c.max_stored_requests, 3);
         assert_eq!(c.retention, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn the_telemetry_section_is_checked_key_by_key() {
+        assert!(Config::parse(GOOD, Path::new("t.toml"))
+            .unwrap()
+            .telemetry
+            .is_none());
+        let on = "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n";
+        let t = Config::parse(&format!("{GOOD}{on}"), Path::new("t.toml"))
+            .unwrap()
+            .telemetry
+            .unwrap();
+        assert_eq!(t.endpoint, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!((t.service_name.as_str(), t.sampling_ratio), ("dgw", 1.0));
+        assert_eq!(
+            (t.export_timeout, t.max_queue),
+            (Duration::from_secs(10), 2048)
+        );
+        for (line, key) in [
+            (
+                "otlp_endpoint = \"collector:4318\"",
+                "telemetry.otlp_endpoint",
+            ),
+            (
+                "otlp_endpoint = \"http://u:pw@c:4318\"",
+                "telemetry.otlp_endpoint",
+            ),
+            ("sampling_ratio = 1.5", "telemetry.sampling_ratio"),
+            ("sampling_ratio = -0.1", "telemetry.sampling_ratio"),
+            ("export_timeout = \"0s\"", "telemetry.export_timeout"),
+            ("export_timeout = \"soon\"", "telemetry.export_timeout"),
+            ("max_queue = 0", "telemetry.max_queue"),
+            ("service_name = \"\"", "telemetry.service_name"),
+        ] {
+            let e = err(&format!("{GOOD}{on}{line}\n"));
+            assert!(e.contains(key), "{line}: {e}");
+        }
+        // Settings without an endpoint would read as traces on.
+        let e = err(&format!("{GOOD}[telemetry]\nsampling_ratio = 0.5\n"));
+        assert!(e.contains("telemetry.sampling_ratio"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod random;
 pub mod request_id;
 pub mod revocations;
 pub mod run_to_end;
+pub mod stages;
 pub mod state;
 pub mod telemetry;
 pub mod trail;

@@ -400,7 +400,25 @@ impl McpProxy {
         let (requests, cost) = (routed.requests.clone(), routed.cost);
         let forwarded = run_to_end(carried(async move {
             let started = Instant::now();
-            let mut reply = upstream.request("tools/call", Some(params), &cancel).await;
+            let span = dgw_core::stage_span!("upstream_call");
+            if let Some(g) = &granted {
+                dgw_core::stages::record_grant(&span, &g.grant);
+            }
+            let mut reply = tracing::Instrument::instrument(
+                upstream.request("tools/call", Some(params), &cancel),
+                span.clone(),
+            )
+            .await;
+            span.record(
+                "dgw.decision",
+                match &reply {
+                    Ok(Reply::Result(_)) => "answered",
+                    Ok(Reply::Error(_)) => "error",
+                    Err(e) if e.reached() => "failed",
+                    Err(_) => "unreached",
+                },
+            );
+            drop(span);
             let took = started.elapsed();
             let call = Call {
                 tool: &tool,

@@ -9,3 +9,4 @@ pub mod connections;
 pub mod h2_frames;
 pub mod http_guard;
 pub mod tls;
+pub mod trace_context;
