@@ -575,3 +575,52 @@ async fn ldp_delegates_get_the_trace_of_the_call_they_serve() {
         format!("00-{CALLER_TRACE}-{}-01", hex(&call.span_id))
     );
 }
+
+/// A collector that takes the connection and never answers holds no call:
+/// spans wait in the bounded queue (then are dropped), each export gives
+/// up at `export_timeout`, and the gateway still stops.
+#[test]
+fn a_stalled_collector_never_holds_a_call() {
+    let stalled = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = stalled.local_addr().unwrap();
+    let held: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+    let keep = held.clone();
+    std::thread::spawn(move || {
+        for s in stalled.incoming().flatten() {
+            keep.lock().unwrap().push(s);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let extra = format!(
+        "[telemetry]\notlp_endpoint = \"http://{at}\"\nexport_timeout = \"1s\"\nmax_queue = 8\n"
+    );
+    let mut gw = Gateway::start(&gateway_config(
+        dir.path(),
+        &[("acme", root.principal_id())],
+        &extra,
+    ));
+    let token = root_token(&root, &seed(2), &["docs:read:/project/**"], 1_000, 3600).encode();
+    let parent = traceparent(CALLER_TRACE, CALLER_SPAN);
+    let started = Instant::now();
+    for i in 0..200 {
+        let (status, _, body) = http_exchange(
+            &gw.addr,
+            "POST",
+            "/rpc",
+            &[("traceparent", parent.as_str())],
+            &authorize(&token, &format!("/project/{i}")),
+        );
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    // 200 calls, each with a request and several stage spans, against a
+    // queue of 8 and a collector that never answers: had a call waited on
+    // the exporter, these would take 200 export timeouts.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(gw.terminate().success());
+    assert!(!held.lock().unwrap().is_empty(), "dgw tried to export");
+}

@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 
 use super::{ConfigError, RawConfig};
-use crate::protocols::ldp::RawLdp;
 
 /// What a config names a file for.
 pub(super) enum Use {
@@ -104,12 +103,14 @@ impl RawConfig {
             },
         }];
         self.server.named_files(&mut out);
-        super::tenants::named_files(&self.tenants, &mut out);
+        for (i, t) in self.tenants.iter().enumerate() {
+            t.named_files(i, &mut out);
+        }
         for (i, u) in self.upstreams.iter().enumerate() {
             u.named_files(i, &mut out);
         }
         self.state.named_files(&mut out);
-        for (key, path) in self.ldp.iter().flat_map(RawLdp::secret_files) {
+        for (key, path) in self.protocol_secret_files() {
             out.push(Named {
                 key,
                 path,

@@ -149,6 +149,14 @@ struct RawConfig {
     telemetry: telemetry::RawTelemetry,
 }
 
+impl RawConfig {
+    /// The secret files protocols' sections name, by key (`dgw config
+    /// check`): named here, where the sections are.
+    fn protocol_secret_files(&self) -> Vec<(String, PathBuf)> {
+        self.ldp.iter().flat_map(RawLdp::secret_files).collect()
+    }
+}
+
 /// Names the file in every error a section's checks return.
 pub(crate) struct Check<'a> {
     path: &'a Path,
@@ -541,15 +549,13 @@ create_if_missing = true
             (t.export_timeout, t.max_queue),
             (Duration::from_secs(10), 2048)
         );
+        for endpoint in ["collector:4318", "http://u:pw@c:4318", "ftp://c/"] {
+            let e = err(&format!(
+                "{GOOD}[telemetry]\notlp_endpoint = \"{endpoint}\"\n"
+            ));
+            assert!(e.contains("telemetry.otlp_endpoint"), "{endpoint}: {e}");
+        }
         for (line, key) in [
-            (
-                "otlp_endpoint = \"collector:4318\"",
-                "telemetry.otlp_endpoint",
-            ),
-            (
-                "otlp_endpoint = \"http://u:pw@c:4318\"",
-                "telemetry.otlp_endpoint",
-            ),
             ("sampling_ratio = 1.5", "telemetry.sampling_ratio"),
             ("sampling_ratio = -0.1", "telemetry.sampling_ratio"),
             ("export_timeout = \"0s\"", "telemetry.export_timeout"),

@@ -46,15 +46,15 @@ pub(super) struct RawTenant {
     pub(super) create_if_missing: bool,
 }
 
-/// Each tenant's `root_key_file`, for `dgw config check`.
-pub(super) fn named_files(raw: &[RawTenant], out: &mut Vec<super::files::Named>) {
-    for (i, t) in raw.iter().enumerate() {
-        if let Some(path) = &t.root_key_file {
+impl RawTenant {
+    /// `tenants[i].root_key_file`, for `dgw config check`.
+    pub(super) fn named_files(&self, i: usize, out: &mut Vec<super::files::Named>) {
+        if let Some(path) = &self.root_key_file {
             out.push(super::files::Named {
                 key: format!("tenants[{i}].root_key_file"),
                 path: path.clone(),
                 what: super::files::Use::Key {
-                    creatable: t.create_if_missing,
+                    creatable: self.create_if_missing,
                     hint: TENANT_KEY_HINT,
                 },
             });
