@@ -43,8 +43,13 @@ pub fn check(text: &str, path: &Path) -> Result<Findings, ConfigError> {
         path: path.to_owned(),
         message: e.to_string().trim_end().to_owned(),
     })?;
+    // Relative paths are the config file's directory's (decision 194).
+    let base = path.parent().unwrap_or(Path::new(""));
     let mut findings = Findings::default();
-    for named in raw.named_files() {
+    for mut named in raw.named_files(base) {
+        if !matches!(named.what, Use::Command { .. }) {
+            named.path = super::relative_to(base, named.path);
+        }
         match named.what {
             Use::Key { creatable, hint } => {
                 if named.path.exists() {
@@ -80,7 +85,10 @@ pub fn check(text: &str, path: &Path) -> Result<Findings, ConfigError> {
                 }
             }
             Use::Command { cwd } => {
-                if let Err(problem) = find_program(&named.path, cwd.as_deref()) {
+                let cwd = cwd.map(|c| super::relative_to(base, c));
+                let found = find_program(&named.path, cwd.as_deref())
+                    .or_else(|e| find_program(&base.join(&named.path), None).map_err(|_| e));
+                if let Err(problem) = found {
                     findings
                         .problems
                         .push(format!("`{}`: {problem}", named.key));
@@ -93,12 +101,13 @@ pub fn check(text: &str, path: &Path) -> Result<Findings, ConfigError> {
 
 impl RawConfig {
     /// Every file and program the config names, in config order.
-    fn named_files(&self) -> Vec<Named> {
+    fn named_files(&self, base: &Path) -> Vec<Named> {
+        let data_dir = super::relative_to(base, self.data_dir.clone());
         let mut out = vec![Named {
             key: "key_file".into(),
             path: self.key_file.clone(),
             what: Use::Key {
-                creatable: crate::data_dir::is_new(&self.data_dir),
+                creatable: crate::data_dir::is_new(&data_dir),
                 hint: crate::serve::GATEWAY_KEY_HINT,
             },
         }];
@@ -122,8 +131,8 @@ impl RawConfig {
 }
 
 /// Where `program` runs from: a path (with a `/`) that is an executable
-/// file, relative to dgw's directory or the upstream's `cwd`; else a name
-/// found on `PATH`.
+/// file, relative to dgw's directory or the upstream's `cwd` (or, by the
+/// caller, the config's directory); else a name found on `PATH`.
 fn find_program(program: &Path, cwd: Option<&Path>) -> Result<PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
