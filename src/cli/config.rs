@@ -47,7 +47,7 @@ fn check(file: &Path) -> Result<Outcome, CliError> {
     })?;
     let mut findings =
         crate::config::files::check(&text, file).map_err(|e| CliError::Usage(e.to_string()))?;
-    let config = match Config::parse(&text, file) {
+    let config = match Config::load(file) {
         Ok(c) => Some(c),
         Err(ConfigError::Invalid { key, problem, .. }) => {
             let said = findings.problems.iter().any(|p| {
