@@ -2,6 +2,11 @@
 //! what `config/schema.json` ships, every shipped config validates against
 //! it and names it for editors, and it refuses what dgw refuses to read.
 
+// Test helpers outside #[test] functions (the OTLP receiver, the schema's
+// reader): a failure should stop the test loudly, and clippy's
+// allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::path::PathBuf;

@@ -6,6 +6,11 @@
 //! a new trace, and no exported byte holds a credential. Without the
 //! section nothing is traced or propagated.
 
+// Test helpers outside #[test] functions (the OTLP receiver, the schema's
+// reader): a failure should stop the test loudly, and clippy's
+// allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::collections::BTreeMap;
