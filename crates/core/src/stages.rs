@@ -11,8 +11,6 @@
 
 use tracing::Span;
 
-use crate::protocol::{Denial, Grant};
-
 /// A stage's span, its fields to be recorded as they become known.
 #[macro_export]
 macro_rules! stage_span {
@@ -29,31 +27,29 @@ macro_rules! stage_span {
     };
 }
 
-/// Records who a grant speaks for.
-pub fn record_grant(span: &Span, grant: &Grant) {
+/// Records who a grant speaks for (`Grant::record_in`).
+pub fn record_grant(span: &Span, protocol: &'static str, tenant: &str, delegation: Option<&str>) {
     if span.is_disabled() {
         return;
     }
-    span.record("dgw.protocol", grant.protocol.name);
-    span.record("dgw.tenant", grant.tenant.as_str());
-    if let Some(leaf) = grant.chain.last() {
-        span.record("dgw.delegation", tracing::field::display(leaf));
+    span.record("dgw.protocol", protocol);
+    span.record("dgw.tenant", tenant);
+    if let Some(leaf) = delegation {
+        span.record("dgw.delegation", leaf);
     }
 }
 
-/// Records a stage's outcome: allowed, or denied with the denial's type.
-pub fn record_outcome(span: &Span, outcome: Result<(), &Denial>) {
+/// Records that the stage allowed the call.
+pub fn allowed(span: &Span) {
+    span.record("dgw.decision", "allowed");
+}
+
+/// Records a denial by its protocol and type (`Denial::record_in`).
+pub fn denied(span: &Span, protocol: &'static str, denial: &'static str) {
     if span.is_disabled() {
         return;
     }
-    match outcome {
-        Ok(()) => {
-            span.record("dgw.decision", "allowed");
-        }
-        Err(d) => {
-            span.record("dgw.decision", "denied");
-            span.record("dgw.protocol", d.protocol.name);
-            span.record("dgw.denial", d.kind.as_str());
-        }
-    }
+    span.record("dgw.decision", "denied");
+    span.record("dgw.protocol", protocol);
+    span.record("dgw.denial", denial);
 }

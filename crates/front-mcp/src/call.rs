@@ -409,7 +409,7 @@ impl McpProxy {
             let started = Instant::now();
             let span = dgw_core::stage_span!("upstream_call");
             if let Some(g) = &granted {
-                dgw_core::stages::record_grant(&span, &g.grant);
+                g.grant.record_in(&span);
             }
             let mut reply = tracing::Instrument::instrument(
                 upstream.request("tools/call", Some(params), &cancel, presenting),

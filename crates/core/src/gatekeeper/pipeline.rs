@@ -84,13 +84,13 @@ impl Gatekeeper {
         let verify = crate::stage_span!("credential_verify");
         let grant = match verify.in_scope(|| self.dct_grant(token)) {
             Ok(g) => {
-                stages::record_grant(&verify, &g);
-                stages::record_outcome(&verify, Ok(()));
+                g.record_in(&verify);
+                stages::allowed(&verify);
                 g
             }
             Err(d) => {
                 let d = d.for_request(first);
-                stages::record_outcome(&verify, Err(&d));
+                d.record_in(&verify);
                 self.publish_authorize(None, first, cost_microcents, Err(&d));
                 return Ok(Decision::Denied(d));
             }
@@ -137,7 +137,7 @@ impl Gatekeeper {
             .ok_or_else(|| GateError::InvalidParams("a grant has at least one level".into()))?
             .0;
         let matching = crate::stage_span!("capability_match");
-        stages::record_grant(&matching, grant);
+        grant.record_in(&matching);
         let spent = self
             .budgets
             .spent(leaf)
@@ -153,12 +153,12 @@ impl Gatekeeper {
                 }
                 Err(reason) => {
                     let d = Denial::pipeline(grant.protocol, reason).for_request(request);
-                    stages::record_outcome(&matching, Err(&d));
+                    d.record_in(&matching);
                     return deny(d);
                 }
             }
         }
-        stages::record_outcome(&matching, Ok(()));
+        stages::allowed(&matching);
         drop(matching);
         // A caller's reservation is the caller's to settle or release, so it
         // is bound to the credential that made it; the gateway's own (work it
@@ -171,7 +171,7 @@ impl Gatekeeper {
             // Digested only here: the digest of a kilobyte token is not free.
             let holder = hold.by_caller.then(|| HolderDigest::of(presented));
             let reserving = crate::stage_span!("reserve");
-            stages::record_grant(&reserving, grant);
+            grant.record_in(&reserving);
             match self
                 .reserve(
                     &grant.budget_levels(),
@@ -184,12 +184,12 @@ impl Gatekeeper {
                 .await?
             {
                 Ok(r) => {
-                    stages::record_outcome(&reserving, Ok(()));
+                    stages::allowed(&reserving);
                     Some(r)
                 }
                 Err(reason) => {
                     let d = Denial::pipeline(grant.protocol, reason).for_request(first);
-                    stages::record_outcome(&reserving, Err(&d));
+                    d.record_in(&reserving);
                     return deny(d);
                 }
             }
@@ -248,12 +248,12 @@ impl Gatekeeper {
             .await?
         {
             Decision::Allowed(g) => {
-                stages::record_grant(&verify, &g);
-                stages::record_outcome(&verify, Ok(()));
+                g.record_in(&verify);
+                stages::allowed(&verify);
                 g
             }
             Decision::Denied(d) => {
-                stages::record_outcome(&verify, Err(&d));
+                d.record_in(&verify);
                 return Ok(Decision::Denied(refused(d.for_request(first))));
             }
         };
