@@ -13,6 +13,7 @@ pub mod outbound;
 pub mod protocols;
 pub mod reload;
 pub mod serve;
+pub mod traces;
 
 // The core, re-exported where the gateway's own modules and its tests
 // have always found it.

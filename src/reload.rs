@@ -217,8 +217,9 @@ impl Reloader {
 
 /// The sections of `next` that differ from `running` and that only a
 /// restart applies: listeners and limits, where state lives, budgets,
-/// MCP sessions, the audit log. (A protocol module says itself whether its
-/// section applies live: [`Staged::RestartNeeded`].)
+/// MCP sessions, the audit log, traces (the exporter and its layer are set
+/// up once). (A protocol module says itself whether its section applies
+/// live: [`Staged::RestartNeeded`].)
 fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
     let (mut a, mut b) = (running.server.clone(), next.server.clone());
     let tls_switched = a.tls.is_some() != b.tls.is_some();
@@ -233,6 +234,7 @@ fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
         ("mcp", running.mcp != next.mcp),
         ("state", running.state != next.state),
         ("audit", running.audit != next.audit),
+        ("telemetry", running.telemetry != next.telemetry),
     ];
     differs
         .iter()

@@ -389,10 +389,19 @@ const KNOWN_TOP_LEVEL_CYCLES: &[(&str, &[&str])] = &[
     ("dgw-core", &["gatekeeper", "protocol"]),
     // `config` uses `serve` (`GATEWAY_KEY_HINT`) and `protocols` (the list);
     // `serve`, `reload` and `audit_log` use `config`; Motebit's command group
-    // (under `protocols`) still uses `cli`'s helpers.
+    // (under `protocols`) still uses `cli`'s helpers; `traces` reads its
+    // `config` section and `serve` sets it up.
     (
         "delegate-gateway",
-        &["audit_log", "cli", "config", "protocols", "reload", "serve"],
+        &[
+            "audit_log",
+            "cli",
+            "config",
+            "protocols",
+            "reload",
+            "serve",
+            "traces",
+        ],
     ),
 ];
 

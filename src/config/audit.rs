@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::{Check, ConfigError};
 use dgw_audit_log::Settings;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAudit {
     #[serde(default = "yes")]

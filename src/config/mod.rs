@@ -5,9 +5,12 @@
 mod admin;
 mod audit;
 mod budget;
+pub mod files;
 mod mcp;
+pub mod schema;
 mod server;
 mod state;
+mod telemetry;
 mod tenants;
 mod upstream_credentials;
 
@@ -27,6 +30,7 @@ pub use budget::BudgetConfig;
 pub use mcp::McpConfig;
 pub use server::ServerConfig;
 pub use state::StateConfig;
+pub use telemetry::TelemetryConfig;
 pub use tenants::{Tenant, TenantRoot};
 
 /// Why a configuration was refused.
@@ -90,6 +94,8 @@ pub struct Config {
     pub source: Option<PathBuf>,
     /// The tamper-evident audit log (`[audit]`; `None`: disabled).
     pub audit: Option<dgw_audit_log::Settings>,
+    /// OpenTelemetry traces (`[telemetry]`; `None`: off). Read at start.
+    pub telemetry: Option<TelemetryConfig>,
 }
 
 /// The protocol modules a configuration is read with and a gateway built
@@ -138,10 +144,11 @@ const OWN_KEYS: &[&str] = &[
     "state",
     "log",
     "audit",
+    "telemetry",
 ];
 
 /// `[log]`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawLog {
     #[serde(default = "default_log_level")]
@@ -161,8 +168,11 @@ fn default_log_level() -> String {
 }
 
 /// The gateway's own keys; unknown top-level keys are refused by
-/// [`Config::parse_with`] (a protocol's section is read by its module).
-#[derive(Deserialize)]
+/// [`Config::parse_with`] (a protocol's section is read by its module, and
+/// its schema comes from it: [`schema::text`]). Relative paths are relative
+/// to the config file's directory.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[schemars(title = "dgw configuration")]
 struct RawConfig {
     server: server::RawServer,
     data_dir: PathBuf,
@@ -183,6 +193,8 @@ struct RawConfig {
     log: RawLog,
     #[serde(default)]
     audit: audit::RawAudit,
+    #[serde(default)]
+    telemetry: telemetry::RawTelemetry,
 }
 
 /// Names the file in every error a section's checks return.
@@ -347,6 +359,7 @@ impl Config {
         let data_dir_as_written = raw.data_dir.clone();
         let data_dir = check.file(raw.data_dir);
         let audit = raw.audit.validate(&data_dir, &check)?;
+        let telemetry = raw.telemetry.validate(&check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
@@ -369,6 +382,7 @@ impl Config {
             log_level: raw.log.level,
             source: None,
             audit,
+            telemetry,
         })
     }
 }
@@ -614,6 +628,45 @@ create_if_missing = true
         assert_eq!((c.limits.input_bytes, c.limits.string_bytes), (100, 64));
         assert_eq!(c.max_stored_requests, 3);
         assert_eq!(c.retention, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn the_telemetry_section_is_checked_key_by_key() {
+        assert!(Config::parse(GOOD, Path::new("t.toml"))
+            .unwrap()
+            .telemetry
+            .is_none());
+        let on = "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n";
+        let t = Config::parse(&format!("{GOOD}{on}"), Path::new("t.toml"))
+            .unwrap()
+            .telemetry
+            .unwrap();
+        assert_eq!(t.endpoint, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!((t.service_name.as_str(), t.sampling_ratio), ("dgw", 1.0));
+        assert_eq!(
+            (t.export_timeout, t.max_queue),
+            (Duration::from_secs(10), 2048)
+        );
+        for endpoint in ["collector:4318", "http://u:pw@c:4318", "ftp://c/"] {
+            let e = err(&format!(
+                "{GOOD}[telemetry]\notlp_endpoint = \"{endpoint}\"\n"
+            ));
+            assert!(e.contains("telemetry.otlp_endpoint"), "{endpoint}: {e}");
+        }
+        for (line, key) in [
+            ("sampling_ratio = 1.5", "telemetry.sampling_ratio"),
+            ("sampling_ratio = -0.1", "telemetry.sampling_ratio"),
+            ("export_timeout = \"0s\"", "telemetry.export_timeout"),
+            ("export_timeout = \"soon\"", "telemetry.export_timeout"),
+            ("max_queue = 0", "telemetry.max_queue"),
+            ("service_name = \"\"", "telemetry.service_name"),
+        ] {
+            let e = err(&format!("{GOOD}{on}{line}\n"));
+            assert!(e.contains(key), "{line}: {e}");
+        }
+        // Settings without an endpoint would read as traces on.
+        let e = err(&format!("{GOOD}[telemetry]\nsampling_ratio = 0.5\n"));
+        assert!(e.contains("telemetry.sampling_ratio"), "{e}");
     }
 
     #[test]

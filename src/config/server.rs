@@ -45,7 +45,7 @@ pub struct ServerConfig {
     pub core_dumps: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawServer {
     pub(super) http: String,
@@ -75,8 +75,29 @@ pub(super) struct RawServer {
     pub(super) core_dumps: bool,
 }
 
+impl RawServer {
+    /// `[server.tls]`'s files, for `dgw config check`.
+    pub(super) fn named_files(&self, out: &mut Vec<super::files::Named>) {
+        let Some(tls) = &self.tls else { return };
+        let files = [
+            ("cert_file", Some(&tls.cert_file)),
+            ("key_file", Some(&tls.key_file)),
+            ("client_ca_file", tls.client_ca_file.as_ref()),
+        ];
+        for (name, path) in files {
+            if let Some(path) = path {
+                out.push(super::files::Named {
+                    key: format!("server.tls.{name}"),
+                    path: path.clone(),
+                    what: super::files::Use::Readable,
+                });
+            }
+        }
+    }
+}
+
 /// `[server.tls]`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTls {
     pub(super) cert_file: PathBuf,

@@ -22,6 +22,7 @@ pub mod random;
 pub mod request_id;
 pub mod revocations;
 pub mod run_to_end;
+pub mod stages;
 pub mod state;
 pub mod storage;
 pub mod telemetry;

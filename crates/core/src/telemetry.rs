@@ -16,6 +16,12 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 pub use metrics::Unit;
 
+/// The target of the spans exported as traces (a request's, and one per
+/// pipeline stage): at TRACE level, so the logs' filter (`info`) disables
+/// them at their call site; only the exporter's layer, installed when
+/// `[telemetry] otlp_endpoint` is set, listens to this target.
+pub const TRACE_TARGET: &str = "dgw::trace";
+
 pub const REQUESTS_TOTAL: &str = "dgw_requests_total";
 pub const DENIALS_TOTAL: &str = "dgw_denials_total";
 pub const AUTHORIZE_DURATION: &str = "dgw_authorize_duration_seconds";

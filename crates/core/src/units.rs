@@ -28,6 +28,23 @@ pub enum Size {
     Other(&'static str),
 }
 
+/// In `dgw config schema`: a whole number of bytes, or text with a unit.
+impl schemars::JsonSchema for Size {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Size".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": SIZE_FORMS,
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^[0-9]+ ?(B|kB|MB|GB|TB|KiB|MiB|GiB|TiB)?$"}
+            ]
+        })
+    }
+}
+
 impl Size {
     /// `n` bytes, as a default is written.
     pub const fn of(n: u64) -> Self {

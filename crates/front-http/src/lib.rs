@@ -402,6 +402,15 @@ pub async fn serve(
     }
 }
 
+/// The front a path belongs to, as traces name it.
+fn front_of(path: &str) -> &'static str {
+    match path {
+        "/rpc" => "jsonrpc",
+        "/mcp" => "mcp",
+        _ => "http",
+    }
+}
+
 /// Serves HTTP/1.1 on one accepted (and, with TLS, handshaken) connection.
 async fn serve_connection<IO>(
     io: TokioIo<IO>,
@@ -428,9 +437,17 @@ where
             // At debug (`[log] level = "info,dgw::request=debug"`): a span per
             // request costs too much to keep on at info.
             let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
+            // Exported when traces are on, parented to the caller's trace.
+            let traced = dgw_net::trace_context::request_span(
+                front_of(req.uri().path()),
+                req.headers().get("traceparent").map(|v| v.as_bytes()),
+                req.headers().get("tracestate").map(|v| v.as_bytes()),
+            );
+            traced.record("request_id", &*id);
+            let routed = tracing::Instrument::instrument(front.route(req), traced);
             let mut response = dgw_core::request_id::scope(
                 id.clone(),
-                tracing::Instrument::instrument(front.route(req), span),
+                tracing::Instrument::instrument(routed, span),
             )
             .await;
             if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {

@@ -132,12 +132,14 @@ impl HttpLink {
             req.headers_mut().insert(hyper::header::AUTHORIZATION, v);
             used = Some(token);
         }
-        // The request this call serves, for the upstream's own logs.
+        // The request this call serves, for the upstream's own logs, and
+        // its trace (when traces are on).
         if let Some(id) = dgw_core::request_id::current() {
             if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
                 req.headers_mut().insert("x-request-id", value);
             }
         }
+        dgw_net::trace_context::inject_headers(req.headers_mut());
         if !is_initialize {
             let headers = req.headers_mut();
             if let Some(s) = self

@@ -58,14 +58,14 @@ pub struct TalosIssuer {
 }
 
 /// The `[talos]` config section as written.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, schemars::JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct TalosSection {
     #[serde(default)]
     issuers: Vec<RawIssuer>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawIssuer {
     did: String,

@@ -51,6 +51,12 @@ pub trait Module: Send + Sync {
         services: &Services,
     ) -> Result<Arc<dyn Running>, String>;
 
+    /// Its section's part of `dgw config schema` (its raw section type's
+    /// schema); `None`: any table.
+    fn schema(&self, _generator: &mut schemars::SchemaGenerator) -> Option<schemars::Schema> {
+        None
+    }
+
     /// Its `dgw <section> …` commands, if it has any: a clap command
     /// named [`Module::section`].
     fn command(&self) -> Option<clap::Command> {

@@ -39,7 +39,7 @@ pub struct AgentaConfig {
     pub retention: Duration,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgenta {
     tenant: String,
@@ -62,7 +62,7 @@ pub struct RawAgenta {
     retention: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawOffer {
     file: PathBuf,

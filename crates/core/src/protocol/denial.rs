@@ -48,6 +48,12 @@ pub const MALFORMED_CREDENTIAL: &str = "invalid_params";
 pub const MAX_ECHOED_BYTES: usize = 256;
 
 impl Denial {
+    /// Records this denial on a stage's span (its protocol and type, never
+    /// its detail).
+    pub fn record_in(&self, span: &tracing::Span) {
+        crate::stages::denied(span, self.protocol.name, self.kind.as_str());
+    }
+
     /// A DelegateOS-vocabulary denial for `protocol`.
     pub fn pipeline(protocol: ProtocolId, reason: DenialReason) -> Self {
         Self {
