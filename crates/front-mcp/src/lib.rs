@@ -18,6 +18,7 @@ pub mod resolve;
 pub mod scrub;
 pub mod secret;
 pub mod sessions;
+pub mod stateless;
 pub mod stdio_link;
 pub mod stdio_server;
 pub mod streamable;

@@ -15,12 +15,12 @@ use super::proxy::{Caller, McpProxy};
 pub use super::sessions::SessionPolicy;
 use super::sessions::SessionRefusal;
 pub use super::sessions::Sessions;
+use super::stateless::{self, VERSION_HEADER};
 use super::upstream::SUPPORTED_VERSIONS;
 use dgw_core::caller::HolderDigest;
 use dgw_front_jsonrpc::{denial_error, RpcError, INVALID_REQUEST, MAX_BATCH, PARSE_ERROR};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// An HTTP answer: status, extra headers, JSON body (none for 202/204).
 pub struct HttpAnswer {
@@ -125,19 +125,6 @@ impl StreamableHttp {
         body: &Bytes,
         digests: &HeaderDigests,
     ) -> HttpAnswer {
-        if let Some(v) = headers.get(VERSION_HEADER) {
-            let known = v.to_str().is_ok_and(|v| SUPPORTED_VERSIONS.contains(&v));
-            if !known {
-                return HttpAnswer::error(
-                    StatusCode::BAD_REQUEST,
-                    RpcError::new(
-                        INVALID_REQUEST,
-                        "unsupported_protocol_version",
-                        format!("MCP-Protocol-Version {v:?} is not one of {SUPPORTED_VERSIONS:?}"),
-                    ),
-                );
-            }
-        }
         let value = match delegateos::canonical::parse_strict(body, self.max_body_bytes) {
             Ok(v) => v,
             Err(e) => {
@@ -147,6 +134,27 @@ impl StreamableHttp {
                 )
             }
         };
+        if stateless::is_stateless(headers, &value) {
+            return self.post_stateless(headers, value).await;
+        }
+        if let Some(v) = headers.get(VERSION_HEADER) {
+            let known = v
+                .to_str()
+                .is_ok_and(|v| SUPPORTED_VERSIONS.contains(&v.trim()));
+            if !known {
+                // Answered under the request's id when it has one.
+                let id = value.get("id").cloned().unwrap_or(Value::Null);
+                let shown = String::from_utf8_lossy(v.as_bytes());
+                let mut refused = stateless::unsupported_version(&shown);
+                refused.error.data["type"] = serde_json::json!("unsupported_protocol_version");
+                refused.error.code = INVALID_REQUEST;
+                return HttpAnswer {
+                    status: StatusCode::BAD_REQUEST,
+                    session_id: None,
+                    body: Some(refused.error.response(id)),
+                };
+            }
+        }
         let (items, batch) = match value {
             Value::Array(items) if items.is_empty() || items.len() > MAX_BATCH => {
                 return HttpAnswer::error(
@@ -298,6 +306,80 @@ impl StreamableHttp {
             },
             session_id: new_session,
             body,
+        }
+    }
+}
+
+impl StreamableHttp {
+    /// A `POST` of the stateless revision: one request, checked against
+    /// its headers, served under the credential of its own
+    /// `Authorization` header (no session: each request stands alone).
+    async fn post_stateless(&self, headers: &HeaderMap, value: Value) -> HttpAnswer {
+        let answer = |status, body| HttpAnswer {
+            status,
+            session_id: None,
+            body: Some(body),
+        };
+        if value.is_array() {
+            return HttpAnswer::error(
+                StatusCode::BAD_REQUEST,
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "invalid_request",
+                    "a POST of protocol revision 2026-07-28 carries one message, not a batch",
+                ),
+            );
+        }
+        let prefixes = self.proxy.protocols().envelope_prefixes();
+        let message = match Message::parse(value, &prefixes) {
+            Ok(m) => m,
+            Err((id, why)) => {
+                return answer(
+                    StatusCode::BAD_REQUEST,
+                    RpcError::new(INVALID_REQUEST, "invalid_request", why).response(id),
+                )
+            }
+        };
+        let id = match &message {
+            Message::Request { id, .. } => id.clone(),
+            _ => Value::Null,
+        };
+        if let Err(refused) = stateless::check(headers, &message) {
+            return answer(refused.status, refused.error.response(id));
+        }
+        let authorization = header_credential(headers);
+        if !self.sessions.policy.anonymous
+            && matches!(message, Message::Request { .. })
+            && self
+                .proxy
+                .protocols()
+                .from_header(authorization.unwrap_or_default())
+                .is_none()
+            && self.proxy.named_header_credential(Some(headers)).is_none()
+        {
+            return answer(
+                StatusCode::UNAUTHORIZED,
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "credential_required",
+                    "every request of protocol revision 2026-07-28 carries its credential (Authorization: DCT …); this gateway serves no anonymous callers",
+                )
+                .response(id),
+            );
+        }
+        let session = super::proxy::Session::default();
+        let caller = Caller {
+            session: &session,
+            authorization,
+            headers: Some(headers),
+        };
+        match self.proxy.handle_stateless(caller, message).await {
+            Some((status, body)) => answer(status, body),
+            None => HttpAnswer {
+                status: StatusCode::ACCEPTED,
+                session_id: None,
+                body: None,
+            },
         }
     }
 }
