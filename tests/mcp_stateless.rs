@@ -379,3 +379,32 @@ fn a_session_request_with_an_unsupported_version_header_is_answered_under_its_id
     assert_eq!(a["id"], 42, "{a}");
     assert_eq!(a["error"]["data"]["type"], "unsupported_protocol_version");
 }
+
+#[test]
+fn session_refusals_answer_under_the_requests_id() {
+    let s = setup(false);
+    let token = root_token(&s.root, &seed(2), &["demo:echo:*"], 1000, 3600).encode();
+    let auth = format!("DCT {token}");
+    let list = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+    // No session.
+    let (st, a) = post(&s.gw, &[("Authorization", auth.as_str())], &list(31));
+    assert_eq!((st, a["id"].clone()), (400, json!(31)), "{a}");
+    assert_eq!(a["error"]["data"]["type"], "session_required");
+    // An unknown session.
+    let (st, a) = post(
+        &s.gw,
+        &[("Authorization", auth.as_str()), ("Mcp-Session-Id", "nope")],
+        &list(32),
+    );
+    assert_eq!((st, a["id"].clone()), (404, json!(32)), "{a}");
+    // initialize without a credential on a gateway with no anonymous sessions.
+    let (st, a) = post(
+        &s.gw,
+        &[],
+        &json!({"jsonrpc": "2.0", "id": "init-1", "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    assert_eq!((st, a["id"].clone()), (401, json!("init-1")), "{a}");
+    assert_eq!(a["error"]["data"]["type"], "credential_required");
+}

@@ -30,25 +30,35 @@ pub struct HttpAnswer {
 }
 
 impl HttpAnswer {
+    /// An error before any request's id could be read.
     fn error(status: StatusCode, e: RpcError) -> Self {
+        Self::error_for(status, e, Value::Null)
+    }
+
+    /// An error answering the request whose id is `id`.
+    fn error_for(status: StatusCode, e: RpcError, id: Value) -> Self {
         Self {
             status,
             session_id: None,
-            body: Some(e.response(Value::Null)),
+            body: Some(e.response(id)),
         }
     }
 }
 
 /// A session refusal as the client gets it.
-fn session_refused(refusal: SessionRefusal) -> HttpAnswer {
+fn session_refused(refusal: SessionRefusal, id: &Value) -> HttpAnswer {
     let (status, kind, message) = refusal.parts();
-    HttpAnswer::error(status, RpcError::new(INVALID_REQUEST, kind, message))
+    HttpAnswer::error_for(
+        status,
+        RpcError::new(INVALID_REQUEST, kind, message),
+        id.clone(),
+    )
 }
 
 /// A session whose credential no longer stands, ended: `404`, so the
 /// client initializes again (and hears why it cannot, if it cannot).
-fn session_ended(d: &dgw_core::protocol::Denial) -> HttpAnswer {
-    HttpAnswer::error(
+fn session_ended(d: &dgw_core::protocol::Denial, id: &Value) -> HttpAnswer {
+    HttpAnswer::error_for(
         StatusCode::NOT_FOUND,
         RpcError::new(
             INVALID_REQUEST,
@@ -59,6 +69,7 @@ fn session_ended(d: &dgw_core::protocol::Denial) -> HttpAnswer {
                 d.detail
             ),
         ),
+        id.clone(),
     )
 }
 
@@ -114,7 +125,7 @@ impl StreamableHttp {
         };
         match self.sessions.end(id, digests.of(headers)).await {
             Ok(()) => StatusCode::NO_CONTENT,
-            Err(refusal) => session_refused(refusal).status,
+            Err(refusal) => session_refused(refusal, &Value::Null).status,
         }
     }
 
@@ -179,19 +190,25 @@ impl StreamableHttp {
                     .push(RpcError::new(INVALID_REQUEST, "invalid_request", why).response(id)),
             }
         }
+        // Errors below answer the request when the POST carried one.
+        let reply_id = match (batch, messages.first()) {
+            (false, Some(Message::Request { id, .. })) => id.clone(),
+            _ => Value::Null,
+        };
         let mut new_session = None;
         // Read before the credential is: a reload meanwhile is seen at the
         // session's next request.
         let generation = self.proxy.trust_generation();
         let (session, existing) = if messages.iter().any(Message::is_initialize) {
             if batch {
-                return HttpAnswer::error(
+                return HttpAnswer::error_for(
                     StatusCode::BAD_REQUEST,
                     RpcError::new(
                         INVALID_REQUEST,
                         "invalid_request",
                         "initialize must be sent on its own, not in a batch",
                     ),
+                    reply_id.clone(),
                 );
             }
             // Read from a copy: the proxy's `initialize` takes it again.
@@ -230,13 +247,14 @@ impl StreamableHttp {
                 }
                 None if self.sessions.policy.anonymous => None,
                 None => {
-                    return HttpAnswer::error(
+                    return HttpAnswer::error_for(
                         StatusCode::UNAUTHORIZED,
                         RpcError::new(
                             INVALID_REQUEST,
                             "credential_required",
                             "initialize needs a DCT (Authorization: DCT … or _delegateos); this gateway opens no anonymous sessions",
                         ),
+                        reply_id.clone(),
                     )
                 }
             };
@@ -244,29 +262,30 @@ impl StreamableHttp {
                 Ok((id, s)) => {
                     if let Err(refusal) = self.sessions.publish(&id).await {
                         let _ = self.sessions.remove(&id, digests.of(headers));
-                        return session_refused(refusal);
+                        return session_refused(refusal, &reply_id);
                     }
                     new_session = Some(id);
                     s.stood_at(generation);
                     (s, None)
                 }
-                Err(refusal) => return session_refused(refusal),
+                Err(refusal) => return session_refused(refusal, &reply_id),
             }
         } else {
             match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
                 None => {
-                    return HttpAnswer::error(
+                    return HttpAnswer::error_for(
                         StatusCode::BAD_REQUEST,
                         RpcError::new(
                             INVALID_REQUEST,
                             "session_required",
                             "send initialize first, then the Mcp-Session-Id it returns with every request",
                         ),
+                        reply_id.clone(),
                     )
                 }
                 Some(id) => match self.sessions.find(id, digests.of(headers)).await {
                     Ok(s) => (s, Some(id)),
-                    Err(refusal) => return session_refused(refusal),
+                    Err(refusal) => return session_refused(refusal, &reply_id),
                 },
             }
         };
@@ -278,7 +297,7 @@ impl StreamableHttp {
         if let Some(id) = existing {
             if let Err(d) = self.proxy.session_stands(caller).await {
                 let _ = self.sessions.end(id, digests.of(headers)).await;
-                return session_ended(&d);
+                return session_ended(&d, &reply_id);
             }
         }
         for message in messages {
