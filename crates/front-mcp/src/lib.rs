@@ -24,6 +24,7 @@ pub mod stdio_server;
 pub mod streamable;
 pub mod tools;
 pub mod upstream;
+pub mod upstream_era;
 
 pub use proxy::{McpProxy, UpstreamChanges};
 pub use upstream::{TransportSpec, Upstream, UpstreamSpec};

@@ -425,15 +425,14 @@ impl McpProxy {
         let mut answer = if method == "server/discover" {
             json!({"jsonrpc": "2.0", "id": id, "result": self.discover()})
         } else {
-            let mut params = params;
             if method == "tools/call" {
                 if let Err(refused) = self.check_mirrored(caller, params.as_ref()).await {
                     return Some((refused.status, refused.error.response(id)));
                 }
             }
-            if let Some(p) = params.as_mut() {
-                strip_reserved_meta(p);
-            }
+            // The reserved `_meta` stays for the link: it forwards the
+            // caller's capabilities to an upstream that speaks this
+            // revision, and strips them for one on a session.
             let cacheable = CACHEABLE.contains(&method.as_str());
             let mut answer = self
                 .handle(caller, Message::Request { id, method, params })
