@@ -110,7 +110,7 @@ fn run_suite(url: &str, revision: &str, out: &Path) -> BTreeMap<String, bool> {
 struct Setup {
     _dir: tempfile::TempDir,
     _upstream: Killed,
-    _gateway: Gateway,
+    gateway: Gateway,
     _proxy: Killed,
     direct: String,
     through: String,
@@ -161,7 +161,7 @@ cost_microcents = 1
     Setup {
         _dir: dir,
         _upstream: upstream,
-        _gateway: gateway,
+        gateway,
         _proxy: proxy,
         direct,
         through: format!("http://127.0.0.1:{proxy_port}/mcp"),
@@ -250,4 +250,110 @@ fn conformance_2025_11_25() {
 #[test]
 fn conformance_2026_07_28() {
     conformance("2026-07-28");
+}
+
+/// One stateless `tools/call` to dgw: (HTTP status, answer).
+fn stateless_call(
+    gw: &Gateway,
+    id: u64,
+    auth: &str,
+    name: &str,
+    extra: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let mut params = serde_json::json!({"name": name, "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let body =
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let (status, _, bytes) = http_exchange(
+        &gw.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", auth),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name),
+        ],
+        body.to_string().as_bytes(),
+    );
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// Each round of an input-required exchange through dgw is a call of its
+/// own (decision 299): the retry is checked under the credential it
+/// carries, a forged `requestState` reaches the upstream untouched and is
+/// refused there, and every round is charged.
+#[test]
+fn input_required_rounds_are_each_enforced_and_charged() {
+    let s = setup();
+    let root = seed(1);
+    let granted = format!(
+        "DCT {}",
+        root_token(&root, &seed(2), &["conformance:call:*"], 1_000, 3600).encode()
+    );
+    let other = format!(
+        "DCT {}",
+        root_token(&root, &seed(3), &["elsewhere:call:*"], 1_000, 3600).encode()
+    );
+    let tool = "test_input_required_result_request_state";
+    let (status, a) = stateless_call(&s.gateway, 1, &granted, tool, serde_json::json!({}));
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(a["result"]["resultType"], "input_required", "{a}");
+    let state = a["result"]["requestState"].clone();
+    assert!(state.is_string(), "{a}");
+    let responses = serde_json::json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+
+    // The retry under a credential that does not grant the tool is denied.
+    let (_, a) = stateless_call(
+        &s.gateway,
+        2,
+        &other,
+        tool,
+        serde_json::json!({"inputResponses": responses, "requestState": state}),
+    );
+    assert_eq!(a["error"]["data"]["type"], "capability_not_granted", "{a}");
+    // A forged state goes through dgw untouched and the upstream refuses it.
+    let (_, a) = stateless_call(
+        &s.gateway,
+        3,
+        &granted,
+        tool,
+        serde_json::json!({"inputResponses": responses, "requestState": "forged"}),
+    );
+    assert_eq!(a["error"]["code"], -32602, "{a}");
+    // The genuine retry completes.
+    let (_, a) = stateless_call(
+        &s.gateway,
+        4,
+        &granted,
+        tool,
+        serde_json::json!({"inputResponses": responses, "requestState": state}),
+    );
+    assert_eq!(a["result"]["resultType"], "complete", "{a}");
+    assert!(
+        a["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("state-ok"),
+        "{a}"
+    );
+    // Three rounds reached the upstream under the granted DCT: three
+    // forwarded calls, each charged (cost 1).
+    let forwarded: f64 = s
+        .gateway
+        .metrics()
+        .lines()
+        .filter(|l| {
+            l.starts_with("dgw_mcp_tool_calls_total")
+                && l.contains(tool)
+                && l.contains("outcome=\"forwarded\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(forwarded, 3.0);
 }
