@@ -325,6 +325,14 @@ impl Gateway {
         Self::start_as(command, config)
     }
 
+    /// [`Gateway::start`] run from `cwd` (relative paths in the config still
+    /// resolve in its own directory).
+    pub fn start_in(config: &Path, cwd: &Path) -> Gateway {
+        let mut command = dgw();
+        command.current_dir(cwd);
+        Self::start_as(command, config)
+    }
+
     /// Starts `dgw serve --ephemeral --config CONFIG`: state in memory.
     pub fn start_ephemeral(config: &Path) -> Gateway {
         let mut command = dgw();

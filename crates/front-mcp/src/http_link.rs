@@ -13,6 +13,7 @@ use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Request, StatusCode, Uri};
 use serde_json::Value;
 
+use super::auth::HttpCredentials;
 use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
 use super::upstream_era;
@@ -88,11 +89,13 @@ impl HttpLink {
         }
     }
 
-    /// One POST; with OAuth, also the token it carried (to forget on a 401).
+    /// One POST presenting `presented`; with OAuth, also the token it
+    /// carried (to forget on a 401).
     async fn post(
         &self,
         up: &dyn Host,
         message: &Message,
+        presented: &HttpCredentials,
         stateless: Option<&hyper::HeaderMap>,
     ) -> Result<
         (
@@ -111,7 +114,6 @@ impl HttpLink {
                 upstream: up.name().to_owned(),
                 detail: e.clone(),
             })?;
-        let credentials = up.credentials();
         let mut req = Request::post(self.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
@@ -121,9 +123,9 @@ impl HttpLink {
                 detail: e.to_string(),
             })?;
         // dgw's own credential for this upstream; nothing of the caller's.
-        credentials.apply(req.headers_mut());
+        presented.apply(req.headers_mut());
         let mut used = None;
-        if let Some(oauth) = &credentials.oauth {
+        if let Some(oauth) = &presented.oauth {
             let token = oauth
                 .token(client)
                 .await
@@ -198,6 +200,7 @@ impl HttpLink {
         &self,
         up: &dyn Host,
         message: &Message,
+        presented: &HttpCredentials,
         stateless: Option<&hyper::HeaderMap>,
     ) -> Result<Answer, UpstreamError> {
         let is_initialize = message.is_initialize();
@@ -206,13 +209,14 @@ impl HttpLink {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .is_some();
-        let (mut status, mut headers, mut body, used) = self.post(up, message, stateless).await?;
+        let (mut status, mut headers, mut body, used) =
+            self.post(up, message, presented, stateless).await?;
         // A refused OAuth token: fetch a new one and try this call once more.
         if status == StatusCode::UNAUTHORIZED {
-            if let (Some(used), Some(oauth)) = (used, up.credentials().oauth.clone()) {
+            if let (Some(used), Some(oauth)) = (used, &presented.oauth) {
                 let _ = read_limited(body).await;
                 oauth.refused(&used).await;
-                (status, headers, body, _) = self.post(up, message, stateless).await?;
+                (status, headers, body, _) = self.post(up, message, presented, stateless).await?;
             }
         }
         let no_answer = |detail: String| UpstreamError::NoAnswer {
@@ -259,15 +263,17 @@ impl HttpLink {
         }
     }
 
-    /// Sends a request and waits for its answer: statelessly for a
-    /// 2026-07-28 caller when the upstream speaks that revision, else on
-    /// the session ([`upstream_era`]).
+    /// Sends request `id` presenting `presented` and waits up to `timeout`
+    /// for its answer: statelessly for a 2026-07-28 caller when the
+    /// upstream speaks that revision, else on the session
+    /// ([`upstream_era`]).
     pub async fn request(
         &self,
         up: &dyn Host,
         id: u64,
         message: &Message,
         timeout: Duration,
+        presented: &HttpCredentials,
     ) -> Result<Reply, UpstreamError> {
         if upstream_era::from_stateless_caller(message) && self.speaks_stateless(up, timeout).await
         {
@@ -284,11 +290,12 @@ impl HttpLink {
             };
             let (message, headers) = upstream_era::stateless_form(message, schema.as_ref());
             return self
-                .exchange(up, id, &message, timeout, Some(&headers))
+                .exchange(up, id, &message, timeout, presented, Some(&headers))
                 .await;
         }
         let message = upstream_era::session_form(message);
-        self.exchange(up, id, &message, timeout, None).await
+        self.exchange(up, id, &message, timeout, presented, None)
+            .await
     }
 
     /// Whether the upstream answers 2026-07-28 requests: asked once with
@@ -301,7 +308,11 @@ impl HttpLink {
             _ => {}
         }
         let (probe, headers) = upstream_era::discover_probe(0);
-        let speaks = match self.exchange(up, 0, &probe, timeout, Some(&headers)).await {
+        let presented = up.credentials();
+        let speaks = match self
+            .exchange(up, 0, &probe, timeout, &presented, Some(&headers))
+            .await
+        {
             Ok(Reply::Result(r)) => upstream_era::discover_lists_stateless(&r),
             Ok(Reply::Error(_)) => false,
             Err(UpstreamError::NoAnswer { detail, .. }) if detail.starts_with("HTTP ") => false,
@@ -328,6 +339,7 @@ impl HttpLink {
         id: u64,
         message: &Message,
         timeout: Duration,
+        presented: &HttpCredentials,
         stateless: Option<&hyper::HeaderMap>,
     ) -> Result<Reply, UpstreamError> {
         let no_answer = |detail: String| UpstreamError::NoAnswer {
@@ -335,7 +347,7 @@ impl HttpLink {
             detail,
         };
         let exchange = async {
-            match self.answer(up, message, stateless).await? {
+            match self.answer(up, message, presented, stateless).await? {
                 Answer::Json(bytes) => {
                     let value: Value = serde_json::from_slice(&bytes)
                         .map_err(|e| no_answer(format!("the answer is not JSON: {e}")))?;
@@ -392,7 +404,7 @@ impl HttpLink {
     }
 
     pub async fn send(&self, up: &dyn Host, message: &Message) -> Result<(), UpstreamError> {
-        let (status, _, body, _) = self.post(up, message, None).await?;
+        let (status, _, body, _) = self.post(up, message, &up.credentials(), None).await?;
         let _ = read_limited(body).await;
         if status.is_success() {
             Ok(())

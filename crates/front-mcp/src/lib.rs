@@ -19,6 +19,7 @@ pub mod scrub;
 pub mod secret;
 pub mod sessions;
 pub mod stateless;
+pub mod stateless_serve;
 pub mod stdio_link;
 pub mod stdio_server;
 pub mod streamable;

@@ -13,9 +13,7 @@ use hyper::StatusCode;
 use serde_json::{json, Map, Value};
 
 use super::message::Message;
-use super::proxy::{Caller, McpProxy};
-use super::upstream::SUPPORTED_VERSIONS;
-use dgw_front_jsonrpc::{RpcError, INVALID_PARAMS, METHOD_NOT_FOUND};
+use dgw_front_jsonrpc::{RpcError, INVALID_PARAMS};
 
 /// The stateless revisions dgw serves on `/mcp`.
 pub const STATELESS_VERSIONS: &[&str] = &["2026-07-28"];
@@ -41,15 +39,6 @@ pub const RESERVED_META_PREFIX: &str = "io.modelcontextprotocol/";
 /// URI a few KiB; base64 adds a third).
 const MAX_HEADER_VALUE: usize = 8 * 1024;
 
-/// Every version dgw speaks downstream, newest first.
-pub fn all_versions() -> Vec<&'static str> {
-    STATELESS_VERSIONS
-        .iter()
-        .chain(SUPPORTED_VERSIONS)
-        .copied()
-        .collect()
-}
-
 /// A stateless request refused before it is served: the HTTP status and
 /// the JSON-RPC error (answered under the request's id).
 #[derive(Debug)]
@@ -65,8 +54,9 @@ fn mismatch(message: impl Into<String>) -> Refused {
     }
 }
 
-/// The `UnsupportedProtocolVersionError`, listing what dgw speaks.
-pub fn unsupported_version(requested: &str) -> Refused {
+/// The `UnsupportedProtocolVersionError`, listing what dgw speaks
+/// (`supported`, newest first).
+pub fn unsupported_version(requested: &str, supported: &[&str]) -> Refused {
     let mut error = RpcError::new(
         UNSUPPORTED_PROTOCOL_VERSION,
         "unsupported_protocol_version",
@@ -75,7 +65,7 @@ pub fn unsupported_version(requested: &str) -> Refused {
             requested.chars().take(64).collect::<String>()
         ),
     );
-    error.data["supported"] = json!(all_versions());
+    error.data["supported"] = json!(supported);
     error.data["requested"] = json!(requested.chars().take(64).collect::<String>());
     Refused {
         status: StatusCode::BAD_REQUEST,
@@ -148,7 +138,8 @@ fn decoded(name: &str, value: &str) -> Result<String, Refused> {
 /// header and in `_meta` (present, equal, spoken by dgw), `Mcp-Method`
 /// equal to `method`, and `Mcp-Name` equal to `params.name` (`tools/call`,
 /// `prompts/get`) or `params.uri` (`resources/read`).
-pub fn check(headers: &HeaderMap, message: &Message) -> Result<(), Refused> {
+/// `supported`: every version dgw speaks, for the error listing them.
+pub fn check(headers: &HeaderMap, message: &Message, supported: &[&str]) -> Result<(), Refused> {
     let (method, params) = match message {
         Message::Request { method, params, .. } => (method, params.as_ref()),
         // A notification's headers are not defined by the revision.
@@ -226,7 +217,7 @@ pub fn check(headers: &HeaderMap, message: &Message) -> Result<(), Refused> {
         )));
     }
     if !STATELESS_VERSIONS.contains(&in_body) {
-        return Err(unsupported_version(in_body));
+        return Err(unsupported_version(in_body, supported));
     }
     match header(headers, METHOD_HEADER)? {
         None => return Err(mismatch("Mcp-Method is required on every request")),
@@ -376,133 +367,6 @@ pub fn error_status(code: i64) -> StatusCode {
     }
 }
 
-/// Methods the session revisions had and this one removed (changelog,
-/// major changes 1, 2, 4 and 5), and its `subscriptions/listen`, which
-/// dgw does not relay yet: answered `404` with -32601.
-const NOT_SERVED: &[&str] = &[
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "subscriptions/listen",
-];
-
-/// Results the revision makes cacheable (`CacheableResult`).
-const CACHEABLE: &[&str] = &[
-    "tools/list",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-];
-
-impl McpProxy {
-    /// Serves one stateless request (already [`check`]ed): `server/discover`
-    /// is dgw's own answer; every other method takes the same path as on a
-    /// session (the same enforcement, charging and audit), under the
-    /// credential of the request's own `Authorization` header, with this
-    /// hop's reserved `_meta` taken out before anything is forwarded.
-    /// `None` for a notification.
-    pub async fn handle_stateless(
-        &self,
-        caller: Caller<'_>,
-        message: Message,
-    ) -> Option<(StatusCode, Value)> {
-        let Message::Request { id, method, params } = message else {
-            // No client notification of this revision is served over HTTP
-            // (cancellation is closing the stream).
-            return None;
-        };
-        if NOT_SERVED.contains(&method.as_str()) {
-            let e = RpcError::new(
-                METHOD_NOT_FOUND,
-                "method_not_found",
-                format!("{method} is not served in protocol revision 2026-07-28"),
-            );
-            return Some((StatusCode::NOT_FOUND, e.response(id)));
-        }
-        let mut answer = if method == "server/discover" {
-            json!({"jsonrpc": "2.0", "id": id, "result": self.discover()})
-        } else {
-            if method == "tools/call" {
-                if let Err(refused) = self.check_mirrored(caller, params.as_ref()).await {
-                    return Some((refused.status, refused.error.response(id)));
-                }
-            }
-            // The reserved `_meta` stays for the link: it forwards the
-            // caller's capabilities to an upstream that speaks this
-            // revision, and strips them for one on a session.
-            let cacheable = CACHEABLE.contains(&method.as_str());
-            let mut answer = self
-                .handle(caller, Message::Request { id, method, params })
-                .await?;
-            if let Some(Value::Object(r)) = answer.get_mut("result") {
-                if cacheable {
-                    // Filtered per credential, and a reload or revocation
-                    // changes it: never for a shared cache, never reused.
-                    r.insert("ttlMs".into(), json!(0));
-                    r.insert("cacheScope".into(), json!("private"));
-                }
-            }
-            answer
-        };
-        if let Some(result) = answer.get_mut("result") {
-            complete_result(result);
-        }
-        let status = answer
-            .get("error")
-            .and_then(|e| e.get("code"))
-            .and_then(Value::as_i64)
-            .map_or(StatusCode::OK, error_status);
-        Some((status, answer))
-    }
-
-    /// A `tools/call`'s `Mcp-Param-*` headers against the tool's schema.
-    async fn check_mirrored(
-        &self,
-        caller: Caller<'_>,
-        params: Option<&Map<String, Value>>,
-    ) -> Result<(), Refused> {
-        let (Some(headers), Some(name)) = (
-            caller.headers,
-            params.and_then(|p| p.get("name")).and_then(Value::as_str),
-        ) else {
-            return Ok(());
-        };
-        let Some(tool) = self.find_tool(name).await else {
-            return Ok(());
-        };
-        let Some(schema) = tool.definition.get("inputSchema") else {
-            return Ok(());
-        };
-        let arguments = params
-            .and_then(|p| p.get("arguments"))
-            .and_then(Value::as_object);
-        check_params(headers, &mirrored_params(schema), arguments)
-    }
-
-    /// `server/discover`: the versions dgw speaks, what it delivers in
-    /// this revision, who it is.
-    fn discover(&self) -> Value {
-        let (mut capabilities, instructions) = self.offered_capabilities();
-        // Log messages travel on a request's response stream in this
-        // revision, which dgw does not open: not offered.
-        capabilities.remove("logging");
-        let mut result = json!({
-            "supportedVersions": all_versions(),
-            "capabilities": capabilities,
-            "serverInfo": server_info(),
-            "ttlMs": 0,
-            "cacheScope": "private",
-        });
-        if let Some(text) = instructions {
-            result["instructions"] = json!(text);
-        }
-        result
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,6 +388,8 @@ mod tests {
         h
     }
 
+    const ALL: &[&str] = &["2026-07-28", "2025-11-25"];
+
     fn meta() -> Value {
         json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}})
     }
@@ -540,7 +406,7 @@ mod tests {
             ("mcp-method", " tools/call "),
             ("mcp-name", "echo"),
         ]);
-        check(&h, &m).unwrap();
+        check(&h, &m, ALL).unwrap();
         // Base64 of a name outside the header-safe set.
         let m = request("tools/call", json!({"name": "héllo", "_meta": meta()}));
         let h = headers(&[
@@ -548,7 +414,7 @@ mod tests {
             ("mcp-method", "tools/call"),
             ("mcp-name", "=?base64?aMOpbGxv?="),
         ]);
-        check(&h, &m).unwrap();
+        check(&h, &m, ALL).unwrap();
     }
 
     #[test]
@@ -568,7 +434,7 @@ mod tests {
             let mut pairs = base.to_vec();
             pairs.extend(bad.iter().copied());
             assert_eq!(
-                code(check(&headers(&pairs), &m)),
+                code(check(&headers(&pairs), &m, ALL)),
                 HEADER_MISMATCH,
                 "{bad:?}"
             );
@@ -579,7 +445,7 @@ mod tests {
                 ("mcp-method", method),
                 ("mcp-name", "echo"),
             ]);
-            assert_eq!(code(check(&h, &m)), HEADER_MISMATCH, "{method}");
+            assert_eq!(code(check(&h, &m, ALL)), HEADER_MISMATCH, "{method}");
         }
         // The version in the header and in _meta must agree.
         let h = headers(&[
@@ -587,7 +453,7 @@ mod tests {
             ("mcp-method", "tools/call"),
             ("mcp-name", "echo"),
         ]);
-        assert_eq!(code(check(&h, &m)), HEADER_MISMATCH);
+        assert_eq!(code(check(&h, &m, ALL)), HEADER_MISMATCH);
     }
 
     #[test]
@@ -596,7 +462,7 @@ mod tests {
             ("mcp-protocol-version", "2026-07-28"),
             ("mcp-method", "tools/list"),
         ]);
-        let r = check(&h, &request("tools/list", json!({}))).unwrap_err();
+        let r = check(&h, &request("tools/list", json!({})), ALL).unwrap_err();
         assert_eq!(
             (r.status, r.error.code),
             (StatusCode::BAD_REQUEST, INVALID_PARAMS)
@@ -608,7 +474,7 @@ mod tests {
             json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: []}),
             json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: "x"}),
         ] {
-            let r = check(&h, &request("tools/list", json!({"_meta": meta}))).unwrap_err();
+            let r = check(&h, &request("tools/list", json!({"_meta": meta})), ALL).unwrap_err();
             assert_eq!(
                 (r.status, r.error.code),
                 (StatusCode::BAD_REQUEST, INVALID_PARAMS),
@@ -623,7 +489,7 @@ mod tests {
             ("mcp-protocol-version", "1900-01-01"),
             ("mcp-method", "tools/list"),
         ]);
-        let r = check(&h, &m).unwrap_err();
+        let r = check(&h, &m, ALL).unwrap_err();
         assert_eq!(r.error.code, UNSUPPORTED_PROTOCOL_VERSION);
         let body = r.error.response(json!(7));
         assert_eq!(body["id"], 7);

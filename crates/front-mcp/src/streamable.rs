@@ -156,7 +156,8 @@ impl StreamableHttp {
                 // Answered under the request's id when it has one.
                 let id = value.get("id").cloned().unwrap_or(Value::Null);
                 let shown = String::from_utf8_lossy(v.as_bytes());
-                let mut refused = stateless::unsupported_version(&shown);
+                let mut refused =
+                    stateless::unsupported_version(&shown, &super::stateless_serve::all_versions());
                 refused.error.data["type"] = serde_json::json!("unsupported_protocol_version");
                 refused.error.code = INVALID_REQUEST;
                 return HttpAnswer {
@@ -363,7 +364,9 @@ impl StreamableHttp {
             Message::Request { id, .. } => id.clone(),
             _ => Value::Null,
         };
-        if let Err(refused) = stateless::check(headers, &message) {
+        if let Err(refused) =
+            stateless::check(headers, &message, &super::stateless_serve::all_versions())
+        {
             return answer(refused.status, refused.error.response(id));
         }
         let authorization = header_credential(headers);
