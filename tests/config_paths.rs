@@ -4,6 +4,9 @@
 //! (relative to the current directory) found elsewhere is never left
 //! behind silently.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 mod support;

@@ -5,6 +5,9 @@
 //! endpoint is down. Neither the client secret nor a token ever comes back
 //! out of dgw.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 mod support;

@@ -3,6 +3,9 @@
 //! that tool's calls alone, only when the caller's DCT grants the call,
 //! and never shown to anyone.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 mod support;

@@ -1,5 +1,9 @@
 //! Helpers for the end-to-end tests: the real `dgw` binary, key files in
 //! temp dirs, and the Node DelegateOS peer.
+
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 pub mod audit;
