@@ -66,6 +66,8 @@ fn authorize_settle_release_and_budgets() {
     let rid = a["reservationId"].as_str().unwrap().to_owned();
 
     let budget = gw.ok("delegateos/budget", json!({"delegationId": del(2)}));
+    // The pipeline's own name answers the same (issue 32).
+    assert_eq!(gw.ok("dgw/budget", json!({"delegationId": del(2)})), budget);
     let chain = &budget["chains"][0];
     assert_eq!(chain[0]["delegationId"], json!(del(1)));
     assert_eq!(chain[0]["reservedMicrocents"], 30);

@@ -12,7 +12,7 @@ pub const ADMIN_TOKEN_ENV: &str = "DGW_ADMIN_TOKEN";
 
 /// Calls `method` at `gateway` (a `/rpc` URL) and returns the whole
 /// JSON-RPC answer; an unreachable gateway is a usage error.
-pub(super) fn call(gateway: &str, method: &str, params: Value) -> Result<Value, CliError> {
+pub(crate) fn call(gateway: &str, method: &str, params: Value) -> Result<Value, CliError> {
     let secret = std::env::var(ADMIN_TOKEN_ENV)
         .ok()
         .filter(|s| !s.is_empty());
@@ -28,7 +28,7 @@ pub(super) fn call(gateway: &str, method: &str, params: Value) -> Result<Value, 
 }
 
 /// An error answer's message, for the operator.
-pub(super) fn message(error: &Value) -> &str {
+pub(crate) fn message(error: &Value) -> &str {
     error
         .get("message")
         .and_then(Value::as_str)

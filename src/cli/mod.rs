@@ -1,10 +1,9 @@
 //! The `dgw` command line: one module per command group.
 
-mod admin_call;
+pub(crate) mod admin_call;
 mod attestation;
 mod audit;
 mod contract;
-mod motebit;
 mod output;
 mod token;
 
@@ -15,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use delegateos::Timestamp;
 
+use crate::config::Modules;
 use crate::keyfile::{self, KeyFileError};
 use output::say;
 
@@ -83,10 +83,6 @@ enum Command {
     /// Sign and verify attestations.
     #[command(subcommand)]
     Attestation(attestation::AttestationCommand),
-    /// Verify Motebit receipts, tokens and chains; print VerificationVerdicts;
-    /// pin and unpin Motebit keys on a running gateway.
-    #[command(subcommand)]
-    Motebit(motebit::MotebitCommand),
     /// Verify and export the tamper-evident audit log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -234,6 +230,36 @@ impl From<Outcome> for ExitCode {
     }
 }
 
+/// The whole command line: the gateway's own commands, and each protocol
+/// module's `dgw <section> …` group.
+pub fn command(modules: &Modules) -> clap::Command {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    for group in modules.iter().filter_map(|m| m.command()) {
+        command = command.subcommand(group);
+    }
+    command
+}
+
+/// Parses the process's arguments with [`command`] and runs them: a
+/// protocol's group is run by its module.
+pub fn main(modules: &Modules) -> Result<Outcome, CliError> {
+    use clap::FromArgMatches;
+    let matches = command(modules).get_matches();
+    if let Some((name, sub)) = matches.subcommand() {
+        if let Some(module) = modules
+            .iter()
+            .find(|m| m.section() == name && m.command().is_some())
+        {
+            return match module.run_command(sub) {
+                Ok(dgw_protocol::Exit::Success) => Ok(Outcome::Success),
+                Ok(dgw_protocol::Exit::Negative) => Ok(Outcome::Negative),
+                Err(e) => Err(CliError::Usage(e.0)),
+            };
+        }
+    }
+    run(Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
+}
+
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<Outcome, CliError> {
     match cli.command {
@@ -262,7 +288,6 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Contract(cmd) => contract::run(cmd),
         Command::Check(args) => contract::check(args),
         Command::Attestation(cmd) => attestation::run(cmd),
-        Command::Motebit(cmd) => motebit::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Config(ConfigCommand::Check { file }) => {
             let c =
@@ -385,7 +410,7 @@ fn arg_or_stdin(arg: &str, what: &str) -> Result<String, CliError> {
 const MAX_INPUT_BYTES: u64 = 16 << 20;
 
 /// Reads a file, or standard input for `-`.
-fn read_file(path: &str, what: &str) -> Result<Vec<u8>, CliError> {
+pub(crate) fn read_file(path: &str, what: &str) -> Result<Vec<u8>, CliError> {
     let mut bytes = Vec::new();
     let result = if path == "-" {
         std::io::stdin()
@@ -414,7 +439,7 @@ fn timestamp_after(start: &Timestamp, duration: &str) -> Result<Timestamp, CliEr
 }
 
 /// Prints a value as pretty JSON on stdout.
-fn print_json(value: &impl serde::Serialize) {
+pub(crate) fn print_json(value: &impl serde::Serialize) {
     say!(
         "{}",
         serde_json::to_string_pretty(value).expect("CLI output always serializes")

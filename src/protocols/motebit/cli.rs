@@ -4,11 +4,11 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::{print_json, read_file, CliError, Outcome};
-use crate::protocols::motebit::inspect;
+use super::inspect;
+use crate::cli::{admin_call, print_json, read_file, CliError, Outcome};
 
 #[derive(Debug, Subcommand)]
-pub(super) enum MotebitCommand {
+pub(crate) enum MotebitCommand {
     /// Verify a receipt (with its nested receipts), a delegation token or
     /// chain (a JSON array, root first) or a receipt sequence (an array of
     /// receipts): exit 0 verified, 1 not, 2 unreadable.
@@ -60,7 +60,7 @@ fn now_ms() -> f64 {
     (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as f64
 }
 
-pub(super) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
+pub(crate) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
     match cmd {
         MotebitCommand::Verify { file, known_keys } => {
             let artifact = read_json(&file, "the artifact")?;
@@ -109,17 +109,14 @@ pub(super) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
 /// One JSON-RPC call to a running gateway as an administrator: the result
 /// printed (exit 0), or its error (exit 1; unreachable: 2).
 fn rpc(gateway: &str, method: &str, params: Value) -> Result<Outcome, CliError> {
-    let answer = super::admin_call::call(gateway, method, params)?;
+    let answer = admin_call::call(gateway, method, params)?;
     match (answer.get("result"), answer.get("error")) {
         (Some(result), _) => {
             print_json(result);
             Ok(Outcome::Success)
         }
         (None, Some(error)) => {
-            eprintln!(
-                "dgw: {method} refused: {}",
-                super::admin_call::message(error)
-            );
+            eprintln!("dgw: {method} refused: {}", admin_call::message(error));
             print_json(error);
             Ok(Outcome::Negative)
         }
