@@ -452,7 +452,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             http_addr,
             config.server.allowed_origins.clone(),
             config.server.allowed_hosts.clone(),
-        ),
+        )
+        .over_tls(http_tls.is_some()),
         protocols: state.protocols.clone(),
     });
     let grpc_listener = match config.server.grpc {

@@ -586,6 +586,26 @@ impl McpProxy {
         } else {
             PROTOCOL_VERSION
         };
+        let (capabilities, instructions) = self.offered_capabilities();
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": {
+                "name": "dgw",
+                "title": "delegate-gateway",
+                "version": env!("CARGO_PKG_VERSION"),
+            },
+        });
+        if let Some(text) = instructions {
+            result["instructions"] = json!(text);
+        }
+        Ok(Reply::Result(result))
+    }
+
+    /// What dgw offers: `tools`, plus each family (`resources`, `prompts`,
+    /// `completions`, `logging`) some upstream declares; and the
+    /// upstreams' instructions, each under its name.
+    pub(super) fn offered_capabilities(&self) -> (Map<String, Value>, Option<String>) {
         let mut capabilities = Map::new();
         capabilities.insert("tools".into(), json!({"listChanged": false}));
         let mut instructions = Vec::new();
@@ -604,19 +624,10 @@ impl McpProxy {
                 instructions.push(format!("{}: {text}", up.name));
             }
         }
-        let mut result = json!({
-            "protocolVersion": version,
-            "capabilities": capabilities,
-            "serverInfo": {
-                "name": "dgw",
-                "title": "delegate-gateway",
-                "version": env!("CARGO_PKG_VERSION"),
-            },
-        });
-        if !instructions.is_empty() {
-            result["instructions"] = json!(instructions.join("\n\n"));
-        }
-        Ok(Reply::Result(result))
+        (
+            capabilities,
+            (!instructions.is_empty()).then(|| instructions.join("\n\n")),
+        )
     }
 
     /// The credential for this request: the call's own, else the

@@ -78,6 +78,8 @@ impl StdioLink {
         message: &Message,
         timeout: Duration,
     ) -> Result<Reply, UpstreamError> {
+        // No 2026-07-28 toward a child process: the session's form.
+        let message = &*super::upstream_era::session_form(message);
         let conn = self.conn(up)?;
         let answer = conn.pending.insert(id);
         // However this ends (answered, timed out, cancelled), nobody waits any more.
