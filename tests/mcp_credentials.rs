@@ -375,12 +375,20 @@ fn a_rotated_key_is_taken_by_reload_without_dropping_calls() {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_to_string(&gw.stderr_log)
         .unwrap()
-        .contains("reload")
+        .contains("configuration reloaded")
     {
         assert!(Instant::now() < deadline, "no reload");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(300));
+    // The traffic is one client's calls in turn: once the upstream saw the
+    // new key, every later call carries it, and the old one may go.
+    while !std::fs::read_to_string(&log).unwrap().contains(new) {
+        assert!(
+            Instant::now() < deadline,
+            "the new key never reached the upstream"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::fs::write(&accepted, new).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -18,7 +18,7 @@ pub const ADMIN_TOKEN_ENV: &str = "DGW_ADMIN_TOKEN";
 
 /// Where an admin command finds its secret.
 #[derive(Debug, Args)]
-pub(super) struct AdminAuth {
+pub(crate) struct AdminAuth {
     /// A file holding the admin secret (0600, 0400 or 0440); default: the
     /// DGW_ADMIN_TOKEN environment variable.
     #[arg(long = "admin-token-file", value_name = "FILE")]
@@ -49,7 +49,7 @@ impl AdminAuth {
 
 /// Calls `method` at `gateway` (a `/rpc` URL) and returns the whole
 /// JSON-RPC answer; an unreachable gateway is a usage error.
-pub(super) fn call(
+pub(crate) fn call(
     auth: &AdminAuth,
     gateway: &str,
     method: &str,
@@ -74,7 +74,7 @@ pub(super) fn call(
 
 /// An error answer's message, for the operator: its message, and its
 /// `data.type` and `data.detail` when it has them.
-pub(super) fn message(error: &Value) -> String {
+pub(crate) fn message(error: &Value) -> String {
     let text = error
         .get("message")
         .and_then(Value::as_str)
@@ -97,7 +97,7 @@ pub(super) fn message(error: &Value) -> String {
 
 /// One admin call whose result is printed (exit 0), or whose error is
 /// printed on stdout and said on stderr (exit 1; unreachable: 2).
-pub(super) fn run(
+pub(crate) fn run(
     auth: &AdminAuth,
     gateway: &str,
     method: &str,

@@ -2,6 +2,8 @@
 //! a request's `params._delegateos` (§11.3), verified by the gatekeeper (the
 //! pivot model's own verifier).
 
+pub mod module;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;

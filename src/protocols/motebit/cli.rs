@@ -4,12 +4,12 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::admin_call::{self, AdminAuth};
-use super::{print_json, read_file, CliError, Outcome};
-use crate::protocols::motebit::inspect;
+use super::inspect;
+use crate::cli::admin_call::{self, AdminAuth};
+use crate::cli::{print_json, read_file, CliError, Outcome};
 
 #[derive(Debug, Subcommand)]
-pub(super) enum MotebitCommand {
+pub(crate) enum MotebitCommand {
     /// Verify a receipt (with its nested receipts), a delegation token or
     /// chain (a JSON array, root first) or a receipt sequence (an array of
     /// receipts): exit 0 verified, 1 not, 2 unreadable.
@@ -65,7 +65,7 @@ fn now_ms() -> f64 {
     (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as f64
 }
 
-pub(super) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
+pub(crate) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
     match cmd {
         MotebitCommand::Verify { file, known_keys } => {
             let artifact = read_json(&file, "the artifact")?;
