@@ -90,7 +90,7 @@ const CHECKS: &[Check] = &[
     Check {
         doc: "docs/operations.md",
         first_line: "dgw config check config/gateway.toml",
-        expect: &["config/gateway.toml: valid (http 127.0.0.1:8080, grpc 127.0.0.1:50051, 1 tenant(s), 0 upstream(s), 0 admin token(s), TLS off)"],
+        expect: &["config/gateway.toml: valid (http 127.0.0.1:8080, grpc 127.0.0.1:50051, 1 tenant(s), 0 upstream(s), 0 admin token(s), TLS off, traces off)"],
     },
 ];
 
