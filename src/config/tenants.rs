@@ -64,6 +64,14 @@ impl RawTenant {
                 },
             });
         }
+        // What it holds is checked at start and reload; here, that it reads.
+        if let Some(path) = &self.issuing_delegation_file {
+            out.push(super::files::Named {
+                key: format!("tenants[{i}].issuing_delegation_file"),
+                path: path.clone(),
+                what: super::files::Use::Readable,
+            });
+        }
     }
 }
 
