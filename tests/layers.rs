@@ -718,3 +718,47 @@ fn a_protocol_is_named_by_its_own_modules_and_the_list_line_only() {
         }
     }
 }
+
+/// What an untyped value needs: `Any` and its downcasts (and `type_id`, a
+/// downcast by hand).
+const UNTYPED: &[&str] = &["dyn Any", "any::Any", "downcast", "type_id"];
+
+/// The untyped words in `code`.
+fn untyped(code: &str) -> Vec<&'static str> {
+    UNTYPED
+        .iter()
+        .copied()
+        .filter(|w| code.contains(w))
+        .collect()
+}
+
+/// Issue 32: a credential, a grant's record and everything else a protocol
+/// hands the pipeline are typed (`Credentials`' associated types behind
+/// the one adapter in `dgw_core::protocol`): nothing in the crates or the
+/// binary, tests included, travels as `dyn Any` or is downcast.
+#[test]
+fn nothing_travels_as_any_or_is_downcast() {
+    let found: Vec<String> = sources()
+        .into_iter()
+        .filter(|p| p.starts_with("crates") || p.starts_with("src"))
+        .filter_map(|p| {
+            let words = untyped(&without_comments(&root().join(&p)));
+            (!words.is_empty()).then(|| format!("{}: {words:?}", p.display()))
+        })
+        .collect();
+    assert!(found.is_empty(), "untyped values: {found:?}");
+}
+
+#[test]
+fn the_untyped_check_finds_any_and_downcasts() {
+    for (code, words) in [
+        ("data: Arc<dyn Any + Send + Sync>", &["dyn Any"] as &[&str]),
+        ("use std::any::Any;", &["any::Any"]),
+        ("g.context.downcast_ref::<Granted>()", &["downcast"]),
+        ("e.downcast::<LengthLimitError>()", &["downcast"]),
+        ("if v.type_id() == TypeId::of::<T>()", &["type_id"]),
+        ("let any = tools.iter().any(|t| t.is_any());", &[]),
+    ] {
+        assert_eq!(untyped(code), words, "{code}");
+    }
+}
