@@ -233,6 +233,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         "dgw-proto-talos",
         &["dgw-core", "dgw-protocol", "talos", "delegateos"],
     ),
+    (
+        "dgw-proto-delegateos",
+        &["dgw-core", "dgw-protocol", "delegateos"],
+    ),
     // The toy protocol of tests/toy_protocol.rs: a fixture, never shipped.
     ("toy-protocol", &["dgw-core", "dgw-protocol", "delegateos"]),
     ("dgw-audit-log", &["dgw-core", "delegateos"]),
@@ -761,4 +765,64 @@ fn the_untyped_check_finds_any_and_downcasts() {
     ] {
         assert_eq!(untyped(code), words, "{code}");
     }
+}
+
+/// Issue 32: the protocols whose gateway half left the binary, each with
+/// its crate and the words that name that half. A row per protocol.
+const MOVED: &[(&str, &[&str])] = &[(
+    "crates/proto-delegateos/",
+    &[
+        "dgw_proto_delegateos",
+        "protocols::delegateos",
+        "DelegateOs",
+    ],
+)];
+
+/// Files of the crates and the binary naming one of `words`, but the
+/// crate `own` and the binary's list (`src/protocols/mod.rs`).
+fn naming_outside(own: &str, words: &[&str]) -> Vec<String> {
+    sources()
+        .into_iter()
+        .filter(|p| p.starts_with("crates") || p.starts_with("src"))
+        .filter(|p| !p.starts_with(own) && *p != Path::new("src/protocols/mod.rs"))
+        .filter_map(|p| {
+            let text = without_comments(&root().join(&p));
+            let named: Vec<&&str> = words.iter().filter(|w| text.contains(**w)).collect();
+            (!named.is_empty()).then(|| format!("{}: {named:?}", p.display()))
+        })
+        .collect()
+}
+
+/// A moved protocol is named by its crate and the list line only: not by
+/// config loading, `serve`, reload, the command line, the outbound
+/// client, the fronts or the core (tests included).
+#[test]
+fn a_moved_protocol_is_named_by_its_crate_and_the_list_line_only() {
+    for (own, words) in MOVED {
+        assert!(root().join(own).is_dir(), "{own}");
+        let named = naming_outside(own, words);
+        assert!(named.is_empty(), "{words:?} named outside {own}: {named:?}");
+    }
+    let list = std::fs::read_to_string(root().join("src/protocols/mod.rs")).unwrap();
+    for (own, _) in MOVED {
+        let krate = own.trim_start_matches("crates/").trim_end_matches('/');
+        let lines = list
+            .lines()
+            .filter(|l| l.contains(&krate.replace('-', "_")[..]))
+            .count();
+        assert_eq!(lines, 1, "{krate}: one line in the list module");
+    }
+}
+
+#[test]
+fn the_moved_check_finds_a_protocol_named_in_the_wiring() {
+    // DelegateOS's crate, seen from another's.
+    let named = naming_outside("crates/proto-talos/", &["DelegateOs"]);
+    assert!(
+        named
+            .iter()
+            .any(|f| f.starts_with("crates/proto-delegateos/")),
+        "{named:?}"
+    );
+    assert!(naming_outside("crates/", &["DelegateOs"]).is_empty());
 }

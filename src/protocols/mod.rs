@@ -3,13 +3,13 @@
 //! list config loading, `serve`, reload and the command line iterate.
 
 pub mod agenta;
-pub mod delegateos;
 pub mod ldp;
 pub mod motebit;
 
 use dgw_protocol::Module;
 
-/// Talos, in its own crate.
+/// DelegateOS and Talos, in their own crates.
+pub use dgw_proto_delegateos as delegateos;
 pub use dgw_proto_talos as talos;
 pub use dgw_protocol::Services;
 

@@ -1,6 +1,8 @@
 //! DelegateOS on the protocol seam: DCTs under `Authorization: DCT`, or in
-//! a request's `params._delegateos` (§11.3), verified by the gatekeeper (the
-//! pivot model's own verifier).
+//! a request's `params._delegateos` (§11.3), verified by the gatekeeper's
+//! DCT verification (the pivot model's own verifier, shared with every
+//! protocol whose endpoints are paid with a DCT); its `/revocations`
+//! endpoint for peers and `dgw/tokens/issue`.
 
 pub mod module;
 
@@ -10,14 +12,14 @@ use async_trait::async_trait;
 use delegateos::messages::{McpDelegateos, MCP_FIELD};
 use serde_json::{json, Map, Value};
 
-use crate::gatekeeper::{GateError, Gatekeeper};
-use crate::protocol::{
+use dgw_core::gatekeeper::{GateError, Gatekeeper};
+use dgw_core::protocol::{
     admitting, Admits, Call, Credentials, Decision, Denial, Grant, HttpAnswer, HttpRequest,
     Presented, Protocol, ProtocolId,
 };
 
 /// Its name.
-pub const ID: ProtocolId = crate::gatekeeper::DELEGATEOS;
+pub const ID: ProtocolId = dgw_core::gatekeeper::DELEGATEOS;
 
 /// The DelegateOS protocol.
 pub struct DelegateOs {
@@ -112,10 +114,10 @@ impl Protocol for DelegateOs {
 
     async fn call_method(
         &self,
-        caller: &crate::caller::Caller,
+        caller: &dgw_core::caller::Caller,
         method: &str,
         params: Value,
-    ) -> crate::protocol::MethodResult {
+    ) -> dgw_core::protocol::MethodResult {
         if method != dgw_core::issuing::METHOD {
             return Err(GateError::InvalidParams(format!("{method} is not served")));
         }
