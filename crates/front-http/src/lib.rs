@@ -155,8 +155,9 @@ impl HttpFront {
     }
 
     /// Reads a request body within the size limit, or the error response.
-    /// Counted frame by frame: a body over the limit is refused as soon as
-    /// it is, and the two failures stay apart by construction.
+    /// Counted frame by frame, as `Limited` did: a body over the limit is
+    /// refused at the first frame past it, and the two failures stay apart
+    /// by construction (no type test on a boxed error).
     async fn read_body(&self, mut body: Incoming) -> Result<Bytes, Response<Body>> {
         let limit = self.max_body_bytes;
         let refuse = |status, kind, msg: String| {
@@ -172,10 +173,6 @@ impl HttpFront {
                 format!("request body exceeds {limit} bytes"),
             )
         };
-        // A declared length over the limit is refused unread.
-        if hyper::body::Body::size_hint(&body).lower() > limit as u64 {
-            return Err(too_large());
-        }
         let mut read = bytes::BytesMut::new();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| {
