@@ -1,8 +1,8 @@
 # The official Python MCP SDK's client (`mcp` 2.x, pinned in
 # tests/requirements.txt) against dgw's /mcp, for tests: presents a DCT in
 # the Authorization header of every request, in the protocol mode given
-# ("legacy": the initialize handshake and a session; "2026-07-28": the
-# stateless revision), then runs the steps given and prints one JSON object
+# ("legacy": the initialize handshake and a session; "2026-07-28": probe
+# `server/discover`, which must choose the stateless revision), then runs the steps given and prints one JSON object
 # with what each step answered or the error it raised.
 #   python py-client.py URL TOKEN MODE '[["call_tool", "echo", {"text": "hi"}], ...]'
 # Steps: ["list_tools"], ["call_tool", NAME, ARGS], ["list_resources"],
@@ -24,7 +24,9 @@ def dump(result):
 async def main(url, token, mode, steps):
     http = httpx2.AsyncClient(headers={"Authorization": f"DCT {token}"}, timeout=30)
     out = {"steps": []}
-    async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
+    # "2026-07-28": the SDK probes server/discover and must choose it.
+    negotiate = "auto" if mode == "2026-07-28" else mode
+    async with Client(streamable_http_client(url, http_client=http), mode=negotiate, cache=None) as client:
         out["protocolVersion"] = client.protocol_version
         out["server"] = client.server_info.name if client.server_info else None
         for step in steps:
