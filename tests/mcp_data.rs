@@ -19,8 +19,6 @@ use support::redis::RedisServer;
 use support::talos_caps::{capability, did, iso};
 use support::*;
 
-const V: &str = "2026-07-28";
-
 const RULES: &str = r#"
 [[upstreams.tools]]
 name = "test_simple_text"
@@ -286,35 +284,18 @@ fn subscriptions_and_log_levels_are_the_callers_own() {
     assert!(caps["resources"].get("subscribe").is_none(), "{init}");
 }
 
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": V,
-        "io.modelcontextprotocol/clientInfo": {"name": "rust-test", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    })
-}
-
-/// A 2026-07-28 request: `body` with `_meta`, its headers mirroring it
-/// (`name`: the `Mcp-Name` value, when one is sent).
+/// [`stateless_post`] with this `Authorization` (when given).
 fn stateless(
     addr: &str,
     authorization: Option<&str>,
     body: &mut Value,
     name: Option<&str>,
 ) -> (u16, Value) {
-    body["params"]["_meta"] = meta();
-    let method = body["method"].as_str().unwrap().to_owned();
-    let mut headers = vec![("MCP-Protocol-Version", V), ("Mcp-Method", method.as_str())];
-    if let Some(n) = name {
-        headers.push(("Mcp-Name", n));
-    }
-    if let Some(a) = authorization {
-        headers.push(("Authorization", a));
-    }
-    let (status, _, bytes) =
-        http_exchange(addr, "POST", "/mcp", &headers, body.to_string().as_bytes());
-    let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| panic!("{bytes:?}"));
-    (status, value)
+    let headers: Vec<(&str, &str)> = authorization
+        .map(|a| ("Authorization", a))
+        .into_iter()
+        .collect();
+    stateless_post(addr, &headers, body, name)
 }
 
 #[test]
