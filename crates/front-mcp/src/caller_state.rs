@@ -184,7 +184,45 @@ impl SubscriptionBook {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    proptest! {
+        /// Against a model (the set of live holders per resource): `hold`
+        /// says "subscribe upstream" exactly when no other live caller
+        /// held it, `release` says "unsubscribe upstream" exactly when no
+        /// live caller holds it any more, whatever the interleaving of
+        /// holds, releases and callers going away.
+        #[test]
+        fn the_book_subscribes_upstream_for_the_first_holder_and_releases_after_the_last(
+            ops in proptest::collection::vec((0u8..3, 0usize..3, 0usize..2), 0..60),
+        ) {
+            let book = SubscriptionBook::default();
+            let mut callers: Vec<Option<CallerState>> = (0..3).map(|_| Some(CallerState::default())).collect();
+            let mut model: Vec<std::collections::BTreeSet<usize>> = vec![Default::default(); 2];
+            for (op, who, uri) in ops {
+                let name = format!("test://{uri}");
+                match (op, &callers[who]) {
+                    (0, Some(c)) => {
+                        let first = model[uri].iter().all(|h| *h == who);
+                        prop_assert_eq!(book.hold("up", &name, c), first);
+                        model[uri].insert(who);
+                    }
+                    (1, Some(c)) => {
+                        model[uri].remove(&who);
+                        prop_assert_eq!(book.release("up", &name, c), model[uri].is_empty());
+                    }
+                    (2, Some(_)) => {
+                        callers[who] = None;
+                        for held in &mut model {
+                            held.remove(&who);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
 
     #[test]
     fn each_caller_gets_log_messages_at_its_own_level() {
