@@ -258,7 +258,6 @@ async fn start_mcp(config: &Config, state: &State) -> Arc<McpProxy> {
         state.gate.clone(),
         state.protocols.clone(),
         upstreams,
-        config.mcp.unchecked_methods.clone(),
         config.mcp.strict_tool_names,
     ));
     proxy.rebuild_catalog();

@@ -519,7 +519,7 @@ fn a_rust_client_over_dgw_mcp_stdio() {
     );
     assert_eq!(denial_type(&e), "capability_not_granted");
     let e = c.request(5, "resources/read", json!({"uri": "file:///etc/passwd"}));
-    assert_eq!(e["error"]["data"]["type"], "method_not_allowed", "{e}");
+    assert_eq!(e["error"]["data"]["type"], "method_not_found", "{e}");
     let p = c.request(6, "ping", json!({}));
     assert_eq!(p["result"], json!({}));
     drop(c.stdin);

@@ -129,9 +129,6 @@ fn setup() -> Setup {
     let root = seed(1);
     let extra = format!(
         r#"
-[mcp]
-unchecked_methods = ["resources/read", "resources/subscribe", "resources/unsubscribe", "prompts/get"]
-
 [[upstreams]]
 name = "everything"
 url = {direct:?}
@@ -142,6 +139,16 @@ name = "*"
 capability = "conformance:call"
 fixed_resource = "*"
 cost_microcents = 1
+
+[[upstreams.resources]]
+uri = "test://*"
+capability = "conformance:read"
+cost_microcents = 1
+
+[[upstreams.prompts]]
+name = "*"
+capability = "conformance:prompt"
+cost_microcents = 1
 "#
     );
     let config = gateway_config(d, &[("acme", root.principal_id())], &extra);
@@ -149,7 +156,11 @@ cost_microcents = 1
     let token = root_token(
         &root,
         &seed(2),
-        &["conformance:call:*"],
+        &[
+            "conformance:call:*",
+            "conformance:read:**",
+            "conformance:prompt:*",
+        ],
         1_000_000_000,
         3600,
     )

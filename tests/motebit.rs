@@ -287,6 +287,34 @@ fn a_receipt_without_its_suite_is_withheld_and_not_charged() {
     );
 }
 
+/// Without a session (MCP 2026-07-28) a bearer token's `jti` counts once:
+/// there is no session it may be presented on again (issue 33, decision
+/// 350); on a session it may (the reference client's way).
+#[test]
+fn a_jti_replayed_without_a_session_is_refused() {
+    let w = World::new(10_000, &["3"]);
+    let auth = bearer(
+        &w.caller,
+        &sovereign(&w.caller),
+        "jti-stateless",
+        "task:submit",
+    );
+    let headers = [("Authorization", auth.as_str())];
+    let call = |id: u64| {
+        let mut body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                              "params": task(&format!("p{id}"), &w.chain("motebit_task"))});
+        stateless_post(&w.gw.addr, &headers, &mut body, Some("motebit_task"))
+    };
+    let (status, a) = call(1);
+    assert_eq!(status, 200, "{a}");
+    assert!(a["result"]["content"].is_array(), "{a}");
+    let (_, r) = call(2);
+    assert_eq!(denied(&r), "replay", "{r}");
+    let mut mcp = McpHttp::connect_with(&w.gw.addr, Some(auth.clone()));
+    let r = mcp.request("tools/call", task("p3", &w.chain("motebit_task")), None);
+    assert_eq!(denied(&r), "replay", "{r}");
+}
+
 #[test]
 fn callers_are_refused_for_each_breach() {
     let w = World::new(10_000, &["3"]);

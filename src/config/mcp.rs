@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::upstream_credentials::{read_value, RawCredentials, RawNamedValue, RawOAuth, RawValue};
 use super::{Check, ConfigError};
-use crate::mcp::proxy::DATA_METHODS;
+use crate::mcp::data_rules::{DataPolicy, DataRule, DataRules};
 use crate::mcp::tools::{
     split_capability, NamePattern, ResourceSource, ToolPolicy, ToolRule, ToolRules,
 };
@@ -21,9 +21,6 @@ pub struct McpConfig {
     pub session_ttl: Duration,
     /// Most `/mcp` sessions open at once.
     pub max_sessions: usize,
-    /// Data-reading methods passed through without a DCT check (see
-    /// [`DATA_METHODS`]); none by default.
-    pub unchecked_methods: Vec<String>,
     /// How long start-up waits for each upstream's first initialization.
     pub ready_timeout: Duration,
     /// Whether `initialize` may open a session without a credential.
@@ -87,6 +84,12 @@ pub(super) struct RawUpstream {
     pub(super) ca_file: Option<PathBuf>,
     #[serde(default)]
     pub(super) tools: Vec<RawTool>,
+    /// Rules for its resources, by URI pattern.
+    #[serde(default)]
+    pub(super) resources: Vec<RawDataRule>,
+    /// Rules for its prompts, by name.
+    #[serde(default)]
+    pub(super) prompts: Vec<RawDataRule>,
     /// Headers dgw sends an HTTP upstream.
     #[serde(default)]
     pub(super) headers: Vec<RawNamedValue>,
@@ -211,6 +214,101 @@ pub(super) struct RawTool {
     pub(super) oauth: Option<RawOAuth>,
 }
 
+/// A resource rule (`uri`) or a prompt rule (`name`).
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDataRule {
+    /// A resource URI pattern, `*` matching any run of characters.
+    #[serde(default)]
+    pub(super) uri: Option<String>,
+    /// A prompt name pattern, `*` matching any run of characters.
+    #[serde(default)]
+    pub(super) name: Option<String>,
+    #[serde(default)]
+    pub(super) capability: Option<String>,
+    #[serde(default)]
+    pub(super) cost_microcents: Option<u64>,
+    #[serde(default)]
+    pub(super) open: bool,
+}
+
+/// `upstreams[i].resources` or `.prompts` (`table`), keyed by `pattern`
+/// (`uri` or `name`).
+fn data_rules(
+    raw: Vec<RawDataRule>,
+    at: &str,
+    pattern_key: &str,
+    check: &Check<'_>,
+) -> Result<Vec<DataRule>, ConfigError> {
+    let mut out = Vec::with_capacity(raw.len());
+    for (j, r) in raw.into_iter().enumerate() {
+        let key = |field: &str| format!("{at}[{j}].{field}");
+        let (pattern, other) = match pattern_key {
+            "uri" => (r.uri, r.name.map(|_| "name")),
+            _ => (r.name, r.uri.map(|_| "uri")),
+        };
+        if let Some(other) = other {
+            return Err(check.invalid(
+                &key(other),
+                format!("this rule is matched by `{pattern_key}`"),
+            ));
+        }
+        let pattern = match pattern {
+            Some(p) if !p.is_empty() => p,
+            _ => return Err(check.invalid(&key(pattern_key), "is required".into())),
+        };
+        if pattern_key == "uri" {
+            // A pattern is matched against normalized URIs: one that is not
+            // normalized itself could never match what it seems to name.
+            let probe = pattern.replace('*', "x");
+            match crate::mcp::data_rules::normalize_uri(&probe) {
+                Ok(n) if n == probe => {}
+                Ok(n) => {
+                    return Err(check.invalid(
+                        &key("uri"),
+                        format!(
+                            "{pattern:?} is not normalized: write it as dgw matches it ({n:?})"
+                        ),
+                    ))
+                }
+                Err(e) => return Err(check.invalid(&key("uri"), format!("{pattern:?} {e}"))),
+            }
+        }
+        let policy = if r.open {
+            if r.capability.is_some() || r.cost_microcents.is_some() {
+                return Err(check.invalid(
+                    &key("open"),
+                    "an open rule takes no capability or cost".into(),
+                ));
+            }
+            DataPolicy::Open
+        } else {
+            let capability = r.capability.ok_or_else(|| {
+                check.invalid(
+                    &key("capability"),
+                    "is required unless the rule is `open = true`".into(),
+                )
+            })?;
+            let (namespace, action) = split_capability(&capability).ok_or_else(|| {
+                check.invalid(
+                    &key("capability"),
+                    format!("{capability:?} must be NAMESPACE:ACTION, both concrete"),
+                )
+            })?;
+            DataPolicy::Enforced {
+                namespace: namespace.to_owned(),
+                action: action.to_owned(),
+                cost_microcents: r.cost_microcents.unwrap_or(0),
+            }
+        };
+        out.push(DataRule {
+            pattern: NamePattern::new(&pattern),
+            policy,
+        });
+    }
+    Ok(out)
+}
+
 fn default_session_ttl() -> String {
     "1h".into()
 }
@@ -243,16 +341,15 @@ impl RawMcp {
     /// The validated section.
     pub(super) fn validate(self, check: &Check<'_>) -> Result<McpConfig, ConfigError> {
         let raw = self;
-        for m in &raw.unchecked_methods {
-            if !DATA_METHODS.contains(&m.as_str()) {
-                return Err(check.invalid(
-                    "mcp.unchecked_methods",
-                    format!(
-                        "{m:?} is not one of {} (other methods pass through already)",
-                        DATA_METHODS.join(", ")
-                    ),
-                ));
-            }
+        if let Some(m) = raw.unchecked_methods.first() {
+            // Gone: resources and prompts have rules of their own now, and
+            // nothing passes unchecked that a config did not name.
+            return Err(check.invalid(
+                "mcp.unchecked_methods",
+                format!(
+                    "is no longer read ({m:?} listed): resources and prompts are enforced by rules; give the upstream [[upstreams.resources]] (uri) or [[upstreams.prompts]] (name) rules, `open = true` for what was unchecked"
+                ),
+            ));
         }
         if raw.max_sessions == 0 {
             return Err(check.invalid("mcp.max_sessions", "must be at least 1".into()));
@@ -260,7 +357,6 @@ impl RawMcp {
         Ok(McpConfig {
             session_ttl: check.duration("mcp.session_ttl", &raw.session_ttl)?,
             max_sessions: raw.max_sessions,
-            unchecked_methods: raw.unchecked_methods,
             ready_timeout: check.duration("mcp.ready_timeout", &raw.ready_timeout)?,
             anonymous_sessions: raw.anonymous_sessions,
             anonymous_session_ttl: check
@@ -399,6 +495,10 @@ pub(super) fn parse_upstreams(
                 format!("must be shorter than budget.reservation_ttl ({}), or a reservation could expire while its call runs", crate::units::show_duration(reservation_ttl)),
             ));
         }
+        let data = DataRules {
+            resources: data_rules(u.resources, &key("resources"), "uri", check)?,
+            prompts: data_rules(u.prompts, &key("prompts"), "name", check)?,
+        };
         let mut rules = Vec::new();
         for (j, t) in u.tools.into_iter().enumerate() {
             let key = |field: &str| format!("upstreams[{i}].tools[{j}].{field}");
@@ -498,6 +598,7 @@ pub(super) fn parse_upstreams(
             transport,
             timeout,
             rules: ToolRules(rules),
+            data,
             credentials,
         });
     }

@@ -644,6 +644,79 @@ fixed_resource = "*"
     }
 
     #[test]
+    fn resource_and_prompt_rules_are_read_and_checked_by_key() {
+        use crate::mcp::data_rules::{DataKind, DataPolicy};
+        let with = |rules: &str| {
+            format!("{GOOD}\n[[upstreams]]\nname = \"a\"\ncommand = [\"x\"]\n{rules}")
+        };
+        let c = Config::parse(
+            &with(
+                "[[upstreams.resources]]\nuri = \"file:///srv/docs/*\"\ncapability = \"docs:read\"\ncost_microcents = 4\n[[upstreams.prompts]]\nname = \"open_*\"\nopen = true",
+            ),
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let data = &c.upstreams[0].data;
+        assert_eq!(
+            data.policy_for(DataKind::Resource, "file:///srv/docs/a")
+                .map(DataPolicy::cost_microcents),
+            Some(4)
+        );
+        assert_eq!(
+            data.policy_for(DataKind::Prompt, "open_x"),
+            Some(&DataPolicy::Open)
+        );
+        assert_eq!(data.policy_for(DataKind::Resource, "file:///etc/x"), None);
+        let key = |table: &str, field: &str| format!("`upstreams[0].{table}[0].{field}`");
+        for (rule, table, field) in [
+            // Not written as dgw matches: it could never match what it names.
+            (
+                "[[upstreams.resources]]\nuri = \"FILE:///srv/*\"\ncapability = \"d:r\"",
+                "resources",
+                "uri",
+            ),
+            (
+                "[[upstreams.resources]]\nuri = \"file:///srv/../*\"\ncapability = \"d:r\"",
+                "resources",
+                "uri",
+            ),
+            (
+                "[[upstreams.resources]]\nuri = \"file:///srv/%2e*\"\ncapability = \"d:r\"",
+                "resources",
+                "uri",
+            ),
+            (
+                "[[upstreams.resources]]\ncapability = \"d:r\"",
+                "resources",
+                "uri",
+            ),
+            (
+                "[[upstreams.resources]]\nuri = \"t://*\"\nname = \"x\"\ncapability = \"d:r\"",
+                "resources",
+                "name",
+            ),
+            (
+                "[[upstreams.resources]]\nuri = \"t://*\"",
+                "resources",
+                "capability",
+            ),
+            (
+                "[[upstreams.prompts]]\nname = \"p\"\ncapability = \"nocolon\"",
+                "prompts",
+                "capability",
+            ),
+            (
+                "[[upstreams.prompts]]\nname = \"p\"\nopen = true\ncost_microcents = 1",
+                "prompts",
+                "open",
+            ),
+        ] {
+            let e = err(&with(rule));
+            assert!(e.contains(&key(table, field)), "{rule}: {e}");
+        }
+    }
+
+    #[test]
     fn upstream_errors_name_the_key() {
         let with = |upstream: &str| err(&format!("{GOOD}\n[[upstreams]]\n{upstream}"));
         assert!(with(

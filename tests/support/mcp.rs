@@ -293,3 +293,43 @@ pub fn everything_dgw_emitted(gw: &Gateway, data: &Path) -> Vec<u8> {
 pub fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
+
+/// The per-request `_meta` of MCP 2026-07-28.
+pub fn stateless_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "rust-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
+}
+
+/// POSTs a 2026-07-28 request: `body` given the revision's `_meta`
+/// (beside any it has), its headers mirroring it (`name`: the `Mcp-Name`
+/// value, when one is sent) plus `headers`; (status, answer).
+pub fn stateless_post(
+    addr: &str,
+    headers: &[(&str, &str)],
+    body: &mut Value,
+    name: Option<&str>,
+) -> (u16, Value) {
+    let meta = body["params"]["_meta"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    body["params"]["_meta"] = stateless_meta();
+    for (k, v) in meta {
+        body["params"]["_meta"][k] = v;
+    }
+    let method = body["method"].as_str().unwrap().to_owned();
+    let mut all = vec![
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method.as_str()),
+    ];
+    if let Some(n) = name {
+        all.push(("Mcp-Name", n));
+    }
+    all.extend_from_slice(headers);
+    let (status, _, bytes) = http_exchange(addr, "POST", "/mcp", &all, body.to_string().as_bytes());
+    let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| panic!("{bytes:?}"));
+    (status, value)
+}

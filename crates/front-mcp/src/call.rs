@@ -11,7 +11,8 @@ use super::auth::HttpCredentials;
 use super::cancel::Cancel;
 use super::message::{Id, Reply};
 use super::proxy::{
-    call_denied, invalid_params, upstream_error, Caller, CatalogTool, McpProxy, REQUEST_CANCELLED,
+    call_denied, invalid_params, upstream_error, Caller, CatalogTool, McpProxy, Session,
+    REQUEST_CANCELLED,
 };
 use super::resolve;
 use super::scrub;
@@ -81,30 +82,64 @@ impl CallOutcome {
     }
 }
 
-/// The proxy over a gatekeeper and its upstreams.
-/// A call matched to its tool and rule.
-struct Routed {
-    tool: Arc<CatalogTool>,
-    upstream: Arc<Upstream>,
-    /// The rule's action; `None` for an open tool.
-    action: Option<String>,
-    requests: Vec<delegateos::CapabilityRequest>,
-    cost: u64,
+/// A call matched to its upstream and rule: a tool's, or a resource's or
+/// prompt's ([`super::data`]).
+pub(super) struct Routed {
+    /// What the pipeline and the protocols call it: the tool's name as
+    /// offered downstream, the resource's normalized URI, the prompt's name.
+    pub(super) name: String,
+    /// The method forwarded upstream.
+    pub(super) method: &'static str,
+    pub(super) upstream: Arc<Upstream>,
+    /// The rule's action; `None` when the rule is open.
+    pub(super) action: Option<String>,
+    pub(super) requests: Vec<delegateos::CapabilityRequest>,
+    pub(super) cost: u64,
     /// The rule's own credentials for the upstream, taken with its policy
     /// (so a reload between check and call cannot swap them).
-    presenting: Option<Arc<HttpCredentials>>,
+    pub(super) presenting: Option<Arc<HttpCredentials>>,
 }
 
 impl Routed {
     /// The call as the pipeline and the protocols see it.
-    fn call<'a>(&'a self, action: &'a str, session: &'a str) -> Call<'a> {
+    fn call<'a>(&'a self, action: &'a str, scope: &'a Scope) -> Call<'a> {
         Call {
-            tool: &self.tool.exposed,
+            tool: &self.name,
             action,
             requests: &self.requests,
             cost_microcents: self.cost,
-            session,
-            in_session: true,
+            session: &scope.name,
+            in_session: scope.in_session,
+        }
+    }
+}
+
+/// What a call's replay protection is scoped by: the MCP session, or for
+/// a caller without one (2026-07-28) its credential, whose every request
+/// stands alone (docs/decisions.md 350).
+pub(super) struct Scope {
+    name: String,
+    in_session: bool,
+}
+
+impl Scope {
+    pub(super) fn of(session: &Session, found: Option<&Found>) -> Self {
+        match (session.per_request(), found) {
+            (true, Some(f)) => Self {
+                name: format!(
+                    "credential:{}",
+                    delegateos::base64url::encode(&f.credential.holder().0)
+                ),
+                in_session: false,
+            },
+            (true, None) => Self {
+                name: "credential:none".to_owned(),
+                in_session: false,
+            },
+            (false, _) => Self {
+                name: session.id.clone(),
+                in_session: true,
+            },
         }
     }
 }
@@ -118,10 +153,12 @@ type Forwarded = (
 );
 
 /// What the pipeline allowed, kept until the call ends.
-struct Granted {
+pub(super) struct Granted {
     /// What is held (none for a zero-cost call).
     reservation: Option<String>,
     grant: dgw_core::protocol::Grant,
+    /// What its replay protection was scoped by.
+    scope: Scope,
 }
 
 impl McpProxy {
@@ -201,26 +238,48 @@ impl McpProxy {
     ) -> Result<Reply, RpcError> {
         let params =
             params.ok_or_else(|| invalid_params("invalid_params", "tools/call needs params"))?;
-        let (mut params, found) = self.call_credential(caller, id, params).await?;
+        let (mut params, found) = self
+            .call_credential(caller, id, "tools/call", params)
+            .await?;
         if let Some(f) = &found {
             labels.protocol = f.protocol.id().name;
         }
-        let routed = self
+        let (tool, routed) = self
             .route(caller, found.as_ref(), &mut params, labels)
             .await?;
-        let granted = match (&routed.action, found) {
-            (None, _) => {
-                labels.protocol = "open";
-                None
-            }
-            (Some(_), None) => {
-                return Err(call_denied(
-                    "dct_required",
-                    format!("tool {:?} needs a credential: a DCT in params._delegateos, an `Authorization: DCT` header or initialize's _delegateos, or another protocol's ({})", routed.tool.exposed, self.protocol_names()),
-                ));
-            }
+        if routed.action.is_none() {
+            labels.protocol = "open";
+        }
+        let granted = self
+            .grant(caller, &routed, found, &format!("tool {:?}", tool.exposed))
+            .await?;
+        params.insert("name".into(), json!(tool.original));
+        let reply = self
+            .forward_granted(id, cancel, caller, params, &routed, granted, upstream_time)
+            .await?;
+        let named: Vec<String> = routed.requests.into_iter().map(|r| r.resource).collect();
+        Ok(scrub::scrub_reply(reply, &named))
+    }
+
+    /// The pipeline's decision on a routed call: `None` for an open rule;
+    /// a call its rule enforces needs a credential the pipeline allows
+    /// (its cost reserved). `what` names the call in messages.
+    pub(super) async fn grant(
+        &self,
+        caller: Caller<'_>,
+        routed: &Routed,
+        found: Option<Found>,
+        what: &str,
+    ) -> Result<Option<Granted>, RpcError> {
+        match (&routed.action, found) {
+            (None, _) => Ok(None),
+            (Some(_), None) => Err(call_denied(
+                "dct_required",
+                format!("{what} needs a credential: a DCT in params._delegateos, an `Authorization: DCT` header or initialize's _delegateos, or another protocol's ({})", self.protocol_names()),
+            )),
             (Some(action), Some(found)) => {
-                let call = routed.call(action, &caller.session.id);
+                let scope = Scope::of(caller.session, Some(&found));
+                let call = routed.call(action, &scope);
                 // Charged on expiry: once forwarded, the call may have run,
                 // so a crash before the settle must still charge it
                 // (docs/decisions.md).
@@ -229,17 +288,40 @@ impl McpProxy {
                     .authorize_with(&found, &call, OnExpiry::Charge)
                     .await
                 {
-                    Ok(Decision::Allowed((a, grant))) => Some(Granted {
+                    Ok(Decision::Allowed((a, grant))) => Ok(Some(Granted {
                         reservation: a.reservation.map(|r| r.reservation_id),
                         grant,
-                    }),
-                    Ok(Decision::Denied(d)) => return Err(denial_error(&d)),
-                    Err(e) => return Err(gate_error(&e)),
+                        scope,
+                    })),
+                    Ok(Decision::Denied(d)) => Err(denial_error(&d)),
+                    Err(e) => Err(gate_error(&e)),
                 }
             }
+        }
+    }
+
+    /// [`Self::forward`], then the upstream's answer as the caller gets
+    /// it: withheld (`receipt_withheld`) when a protocol's review said so.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn forward_granted(
+        &self,
+        id: &Id,
+        cancel: &Cancel,
+        caller: Caller<'_>,
+        params: Map<String, Value>,
+        routed: &Routed,
+        granted: Option<Granted>,
+        upstream_time: &mut Option<std::time::Duration>,
+    ) -> Result<Reply, RpcError> {
+        let scope = match &granted {
+            Some(g) => Scope {
+                name: g.scope.name.clone(),
+                in_session: g.scope.in_session,
+            },
+            None => Scope::of(caller.session, None),
         };
         let (reply, took, withheld) = self
-            .forward(id, cancel, &caller.session.id, params, &routed, granted)
+            .forward(id, cancel, scope, params, routed, granted)
             .await?;
         *upstream_time = Some(took);
         if let Some((reason, detail)) = withheld {
@@ -251,26 +333,24 @@ impl McpProxy {
             e.data["reason"] = json!(reason);
             return Err(e);
         }
-        let named: Vec<String> = routed.requests.into_iter().map(|r| r.resource).collect();
-        reply
-            .map(|r| scrub::scrub_reply(r, &named))
-            .map_err(|e| upstream_error(&e))
+        reply.map_err(|e| upstream_error(&e))
     }
 
     /// Takes every protocol's credential out of the request as the client
     /// sent it (a Talos request hash covers it without its envelope, §3), so
     /// none of it is forwarded; the credential of the call, else the
     /// transport's header, else the session's.
-    async fn call_credential(
+    pub(super) async fn call_credential(
         &self,
         caller: Caller<'_>,
         id: &Id,
+        method: &str,
         params: Map<String, Value>,
     ) -> Result<(Map<String, Value>, Option<Found>), RpcError> {
         let mut request = Map::new();
         request.insert("jsonrpc".into(), json!("2.0"));
         request.insert("id".into(), id.clone());
-        request.insert("method".into(), json!("tools/call"));
+        request.insert("method".into(), json!(method));
         request.insert("params".into(), Value::Object(params));
         let in_request = match self.protocols.take_from_request(&mut request).await {
             Ok(None) => self.named_header_credential(caller.headers).transpose(),
@@ -300,7 +380,7 @@ impl McpProxy {
         found: Option<&Found>,
         params: &mut Map<String, Value>,
         labels: &mut CallLabels,
-    ) -> Result<Routed, RpcError> {
+    ) -> Result<(Arc<CatalogTool>, Routed), RpcError> {
         let name = params
             .get("name")
             .and_then(Value::as_str)
@@ -369,14 +449,16 @@ impl McpProxy {
             ToolPolicy::Open => None,
             ToolPolicy::Enforced { action, .. } => Some(action.clone()),
         };
-        Ok(Routed {
+        let routed = Routed {
+            name: tool.exposed.clone(),
+            method: "tools/call",
             cost: policy.cost_microcents(),
             presenting: rule.credentials.clone(),
-            tool,
             upstream,
             action,
             requests,
-        })
+        };
+        Ok((tool, routed))
     }
 
     /// Forwards under the upstream's own name, run to its end: once the
@@ -391,16 +473,15 @@ impl McpProxy {
         &self,
         id: &Id,
         cancel: &Cancel,
-        session: &str,
-        mut params: Map<String, Value>,
+        scope: Scope,
+        params: Map<String, Value>,
         routed: &Routed,
         granted: Option<Granted>,
     ) -> Result<Forwarded, RpcError> {
-        params.insert("name".into(), json!(routed.tool.original));
         let (upstream, gate) = (routed.upstream.clone(), self.gate.clone());
         let protocols = self.protocols.clone();
-        let (id, cancel, session) = (id.clone(), cancel.clone(), session.to_owned());
-        let (tool, action) = (routed.tool.exposed.clone(), routed.action.clone());
+        let (id, cancel, method) = (id.clone(), cancel.clone(), routed.method);
+        let (tool, action) = (routed.name.clone(), routed.action.clone());
         let (requests, cost) = (routed.requests.clone(), routed.cost);
         let presenting = routed.presenting.clone();
         let forwarded = run_to_end(carried(async move {
@@ -410,7 +491,7 @@ impl McpProxy {
                 g.grant.record_in(&span);
             }
             let mut reply = tracing::Instrument::instrument(
-                upstream.request("tools/call", Some(params), &cancel, presenting),
+                upstream.request(method, Some(params), &cancel, presenting),
                 span.clone(),
             )
             .await;
@@ -430,8 +511,8 @@ impl McpProxy {
                 action: action.as_deref().unwrap_or_default(),
                 requests: &requests,
                 cost_microcents: cost,
-                session: &session,
-                in_session: true,
+                session: &scope.name,
+                in_session: scope.in_session,
             };
             let mut withheld = None;
             if let Ok(Reply::Result(result)) = &mut reply {
@@ -508,13 +589,14 @@ impl McpProxy {
         detail: &str,
     ) -> Option<RpcError> {
         let found = found?;
+        let scope = Scope::of(caller.session, Some(found));
         let call = Call {
             tool: name,
             action: "",
             requests: &[],
             cost_microcents: 0,
-            session: &caller.session.id,
-            in_session: true,
+            session: &scope.name,
+            in_session: scope.in_session,
         };
         let d = found.credential.refused_early(&call, why, detail).await?;
         self.gate.record_refusal(&d);

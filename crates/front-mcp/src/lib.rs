@@ -5,7 +5,10 @@
 
 pub mod auth;
 mod call;
+pub mod caller_state;
 pub mod cancel;
+mod data;
+pub mod data_rules;
 pub mod http_link;
 pub mod link;
 pub mod message;

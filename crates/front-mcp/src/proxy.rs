@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+use super::caller_state::{CallerState, SubscriptionBook};
 use super::cancel::{Cancel, InFlight};
 use super::message::{Id, Message, Reply};
 use super::upstream::{
@@ -29,14 +30,18 @@ use dgw_front_jsonrpc::{
 /// other is counted as `other`).
 pub const METHODS: &[&str] = &["initialize", "ping", "tools/list", "tools/call"];
 
-/// Methods that read data an upstream holds. The gateway cannot tie them
-/// to a capability, so it refuses them unless the config lists them in
-/// `[mcp] unchecked_methods`.
+/// The resource, prompt and logging methods dgw serves itself through the
+/// upstreams' resource and prompt rules and each caller's own state
+/// ([`super::data`]), each counted under its own name too.
 pub const DATA_METHODS: &[&str] = &[
+    "resources/list",
+    "resources/templates/list",
     "resources/read",
     "resources/subscribe",
     "resources/unsubscribe",
+    "prompts/list",
     "prompts/get",
+    "logging/setLevel",
 ];
 
 /// Separates an upstream's name from a tool's when two upstreams offer
@@ -60,6 +65,12 @@ pub struct Session {
     /// The trust generation ([`McpProxy::trust_changed`]) at which the
     /// credential it was opened with last stood.
     checked: AtomicU64,
+    /// Set for the stand-in of one stateless (2026-07-28) request: there
+    /// is no session, so replay is scoped by the credential instead.
+    per_request: bool,
+    /// What this caller asked of the upstreams for itself (log level,
+    /// subscriptions), kept by dgw: never another caller's.
+    pub(super) state: CallerState,
 }
 
 impl Session {
@@ -68,11 +79,29 @@ impl Session {
     pub fn named(id: String) -> Self {
         Self {
             id,
-            credential: RwLock::new(None),
-            pinned: false,
-            in_flight: InFlight::default(),
-            checked: AtomicU64::new(0),
+            ..Self::default()
         }
+    }
+
+    /// The stand-in for one stateless request, which has no session.
+    pub fn stateless() -> Self {
+        Self {
+            per_request: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether this stands in for one stateless request.
+    pub fn per_request(&self) -> bool {
+        self.per_request
+    }
+
+    /// Whether this caller gets an upstream's notification (a log message
+    /// at or above the level it set, an update of a resource it
+    /// subscribed to, anything else): what a relay of notifications asks
+    /// before it delivers one.
+    pub fn wants(&self, method: &str, params: Option<&Value>) -> bool {
+        self.state.wants(method, params)
     }
 
     /// A session whose credential is `found` for its whole life (`dgw
@@ -108,6 +137,8 @@ impl Default for Session {
             pinned: false,
             in_flight: InFlight::default(),
             checked: AtomicU64::new(0),
+            per_request: false,
+            state: CallerState::default(),
         }
     }
 }
@@ -218,7 +249,8 @@ pub struct McpProxy {
     pub(super) protocols: Arc<Registry>,
     /// Replaced whole on reload; a call keeps the upstream it found.
     upstreams: arc_swap::ArcSwap<Vec<Arc<Upstream>>>,
-    unchecked_methods: Vec<String>,
+    /// Which callers hold each upstream subscription.
+    pub(super) subscriptions: SubscriptionBook,
     /// Drop upstream tools whose names are not [`offerable_tool_name`].
     strict_tool_names: bool,
     catalog: RwLock<Arc<Catalog>>,
@@ -291,14 +323,13 @@ impl McpProxy {
         gate: Arc<Gatekeeper>,
         protocols: Arc<Registry>,
         upstreams: Vec<Arc<Upstream>>,
-        unchecked_methods: Vec<String>,
         strict_tool_names: bool,
     ) -> Self {
         Self {
             gate,
             protocols,
             upstreams: arc_swap::ArcSwap::from_pointee(upstreams),
-            unchecked_methods,
+            subscriptions: SubscriptionBook::default(),
             strict_tool_names,
             catalog: RwLock::new(Arc::default()),
             trust: AtomicU64::new(0),
@@ -528,6 +559,20 @@ impl McpProxy {
             "ping" => Ok(Reply::Result(json!({}))),
             "tools/list" => Box::pin(self.list_tools(caller, params)).await,
             "tools/call" => Box::pin(self.call_tool(caller, &id, params, cancel)).await,
+            "resources/list" | "resources/templates/list" | "prompts/list" => {
+                Box::pin(self.list_data(caller, method, params, cancel)).await
+            }
+            "resources/read" => {
+                Box::pin(self.get_data(caller, &id, "resources/read", params, cancel)).await
+            }
+            "resources/subscribe" => {
+                Box::pin(self.get_data(caller, &id, "resources/subscribe", params, cancel)).await
+            }
+            "prompts/get" => {
+                Box::pin(self.get_data(caller, &id, "prompts/get", params, cancel)).await
+            }
+            "resources/unsubscribe" => Box::pin(self.unsubscribe(caller, params, cancel)).await,
+            "logging/setLevel" => self.set_level(caller, params),
             _ => Box::pin(self.pass_through(method, params, cancel)).await,
         };
         record.end(match &result {
@@ -729,20 +774,14 @@ impl McpProxy {
         catalog.by_name.get(name).map(|&i| catalog.tools[i].clone())
     }
 
-    /// Other methods go to the first upstream that declares their family.
+    /// Other methods (`completion/complete`, …) go to the first upstream
+    /// that declares their family.
     async fn pass_through(
         &self,
         method: &str,
         params: Option<Map<String, Value>>,
         cancel: &Cancel,
     ) -> Result<Reply, RpcError> {
-        if DATA_METHODS.contains(&method) && !self.unchecked_methods.iter().any(|m| m == method) {
-            return Err(RpcError::new(
-                METHOD_NOT_FOUND,
-                "method_not_allowed",
-                format!("dgw cannot enforce a DCT on {method}, so it does not pass it through; list it in [mcp] unchecked_methods to allow it"),
-            ));
-        }
         let family = match method.split('/').next().unwrap_or_default() {
             "completion" => "completions",
             other => other,

@@ -389,7 +389,7 @@ impl StreamableHttp {
                 .response(id),
             );
         }
-        let session = super::proxy::Session::default();
+        let session = super::proxy::Session::stateless();
         let caller = Caller {
             session: &session,
             authorization,

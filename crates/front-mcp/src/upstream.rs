@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use super::auth::HttpCredentials;
 use super::cancel::Cancel;
+use super::data_rules::DataRules;
 use super::http_link::HttpLink;
 use super::link::Host;
 pub use super::link::{Pending, UpstreamError, MAX_MESSAGE_BYTES};
@@ -53,6 +54,8 @@ pub struct UpstreamSpec {
     /// How long a request may wait for its answer.
     pub timeout: Duration,
     pub rules: ToolRules,
+    /// Its resource and prompt rules.
+    pub data: DataRules,
     /// What dgw presents to an HTTP upstream (empty for stdio); reload
     /// changes it without restarting the link.
     pub credentials: HttpCredentials,
@@ -80,6 +83,7 @@ enum Link {
 #[derive(Debug)]
 struct Terms {
     rules: Arc<ToolRules>,
+    data: Arc<DataRules>,
     timeout: Duration,
     credentials: Arc<HttpCredentials>,
     /// Scrubs every secret of this upstream (the old ones too, after a
@@ -133,6 +137,7 @@ impl Upstream {
             terms: arc_swap::ArcSwap::from_pointee(Terms {
                 redactor,
                 rules: Arc::new(spec.rules),
+                data: Arc::new(spec.data),
                 timeout: spec.timeout,
                 credentials: Arc::new(spec.credentials),
             }),
@@ -180,6 +185,7 @@ impl Upstream {
         }
         self.terms.store(Arc::new(Terms {
             rules: Arc::new(spec.rules.clone()),
+            data: Arc::new(spec.data.clone()),
             timeout: spec.timeout,
             credentials: Arc::new(spec.credentials.clone()),
             redactor: Arc::new(redactor),
@@ -245,6 +251,11 @@ impl Upstream {
     /// Its tool rules, as they stand now.
     pub fn rules(&self) -> Arc<ToolRules> {
         self.terms.load().rules.clone()
+    }
+
+    /// Its resource and prompt rules, as they stand now.
+    pub fn data_rules(&self) -> Arc<DataRules> {
+        self.terms.load().data.clone()
     }
 
     /// How long a request may wait for its answer, as it stands now.
