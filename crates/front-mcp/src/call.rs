@@ -206,9 +206,29 @@ impl McpProxy {
         if let Some(f) = &found {
             labels.protocol = f.protocol.id().name;
         }
-        let routed = self
+        let mut routed = self
             .route(caller, found.as_ref(), &mut params, labels)
             .await?;
+        // A 2026-07-28 caller's call may be one round of an input-required
+        // exchange: its state is remembered for, and checked on, the retry.
+        let holder = match (&routed.action, &found) {
+            (Some(_), Some(f)) if is_stateless(&params) => Some(f.credential.holder()),
+            _ => None,
+        };
+        if let (Some(holder), Some(state)) = (&holder, params.get("requestState")) {
+            // The retry of a call already charged: enforced, not charged again.
+            let state = state.as_str().ok_or_else(|| {
+                invalid_params("invalid_params", "params.requestState must be a string")
+            })?;
+            self.request_states
+                .take(state, holder, &routed.tool.exposed)
+                .map_err(|r| {
+                    let mut e = call_denied(r.kind(), r.to_string());
+                    e.data["tool"] = json!(routed.tool.exposed);
+                    e
+                })?;
+            routed.cost = 0;
+        }
         let granted = match (&routed.action, found) {
             (None, _) => {
                 labels.protocol = "open";
@@ -244,6 +264,14 @@ impl McpProxy {
             .forward(id, cancel, &caller.session.id, params, &routed, granted)
             .await?;
         *upstream_time = Some(took);
+        if let (Some(holder), Ok(Reply::Result(r))) = (holder, &reply) {
+            if r.get("resultType").and_then(Value::as_str) == Some("input_required") {
+                if let Some(state) = r.get("requestState").and_then(Value::as_str) {
+                    self.request_states
+                        .remember(state, holder, &routed.tool.exposed);
+                }
+            }
+        }
         if let Some((reason, detail)) = withheld {
             let mut e = RpcError::new(
                 INTERNAL_ERROR,
@@ -542,8 +570,20 @@ impl McpProxy {
     }
 }
 
-/// `f` with the request's ID and log span, for when it goes on in a task of
+/// Whether a call's params are a 2026-07-28 caller's (`_meta` names its
+/// revision).
+fn is_stateless(params: &Map<String, Value>) -> bool {
+    params
+        .get("_meta")
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .is_some()
+}
+
+/// `f` with the request's ID, log span and relay to its caller, for when it goes on in a task of
 /// its own.
 fn carried<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
-    tracing::Instrument::instrument(dgw_core::request_id::carried(f), tracing::Span::current())
+    tracing::Instrument::instrument(
+        dgw_core::request_id::carried(super::relay::carried(f)),
+        tracing::Span::current(),
+    )
 }

@@ -60,6 +60,8 @@ pub struct Session {
     /// The trust generation ([`McpProxy::trust_changed`]) at which the
     /// credential it was opened with last stood.
     checked: AtomicU64,
+    /// What upstreams may ask of this caller, and what they asked.
+    pub(super) to_caller: super::relay::ToCaller,
 }
 
 impl Session {
@@ -72,6 +74,7 @@ impl Session {
             pinned: false,
             in_flight: InFlight::default(),
             checked: AtomicU64::new(0),
+            to_caller: Default::default(),
         }
     }
 
@@ -108,6 +111,7 @@ impl Default for Session {
             pinned: false,
             in_flight: InFlight::default(),
             checked: AtomicU64::new(0),
+            to_caller: Default::default(),
         }
     }
 }
@@ -225,6 +229,8 @@ pub struct McpProxy {
     /// Counts the reloads that may have withdrawn trust (tenants, issuers,
     /// delegators): a session checks its credential again once after each.
     trust: AtomicU64,
+    /// The `requestState`s of input-required answers passed out.
+    pub(super) request_states: super::request_state::RequestStates,
 }
 
 pub(super) fn invalid_params(kind: &str, message: impl Into<String>) -> RpcError {
@@ -302,6 +308,7 @@ impl McpProxy {
             strict_tool_names,
             catalog: RwLock::new(Arc::default()),
             trust: AtomicU64::new(0),
+            request_states: Default::default(),
         }
     }
 
@@ -549,6 +556,7 @@ impl McpProxy {
         params: Option<Map<String, Value>>,
     ) -> Result<Reply, RpcError> {
         let mut params = params.unwrap_or_default();
+        caller.session.to_caller.declare(&params);
         let found = self
             .carried(caller.headers, &mut params)
             .await
