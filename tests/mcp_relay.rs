@@ -55,10 +55,17 @@ cost_microcents = 1
     (dir, gateway, token)
 }
 
-fn callers(mode: &str, gw: &Gateway, token: &str, tool: &str) -> serde_json::Value {
+/// dgw's `/mcp`.
+fn url(gw: &Gateway) -> String {
+    format!("http://{}/mcp", gw.addr)
+}
+
+/// Runs tests/mcp/relay-callers.mjs in `mode` against `target` (a URL,
+/// or for `stdio` how to launch `dgw mcp`); what it printed.
+fn callers(mode: &str, target: &str, token: &str, tool: &str) -> serde_json::Value {
     let out = Command::new("node")
         .arg(tests_dir().join("mcp/relay-callers.mjs"))
-        .args([mode, &format!("http://{}/mcp", gw.addr), token, tool])
+        .args([mode, target, token, tool])
         .output()
         .unwrap();
     assert!(
@@ -84,7 +91,7 @@ fn counted(gw: &Gateway, name: &str, with: &[&str]) -> f64 {
 #[test]
 fn two_callers_at_once_each_answer_only_their_own_elicitation() {
     let (_d, _u, gw, token) = through("mcp/conformance-upstream.mjs", "");
-    let out = callers("two", &gw, &token, "test_elicitation");
+    let out = callers("two", &url(&gw), &token, "test_elicitation");
     for (me, other) in [("A", "B"), ("B", "A")] {
         let asked = &out[me]["asked"];
         assert_eq!(asked, &serde_json::json!([format!("for {me}")]), "{out}");
@@ -110,7 +117,7 @@ fn two_callers_at_once_each_answer_only_their_own_elicitation() {
 #[test]
 fn a_caller_cannot_answer_another_callers_request() {
     let (_d, _u, gw, token) = through("mcp/conformance-upstream.mjs", "");
-    let out = callers("cross", &gw, &token, "test_elicitation");
+    let out = callers("cross", &url(&gw), &token, "test_elicitation");
     assert_eq!(out["contentType"], "text/event-stream", "{out}");
     assert_eq!(out["asked"]["method"], "elicitation/create", "{out}");
     assert!(
@@ -146,7 +153,7 @@ fn a_caller_cannot_answer_another_callers_request() {
 #[test]
 fn sampling_is_refused_by_default_policy() {
     let (_d, _u, gw, token) = through("mcp/hostile-upstream.mjs", "");
-    let out = callers("two", &gw, &token, "caps");
+    let out = callers("two", &url(&gw), &token, "caps");
     let declared: serde_json::Value =
         serde_json::from_str(out["A"]["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(
@@ -154,7 +161,7 @@ fn sampling_is_refused_by_default_policy() {
         serde_json::json!({"elicitation": {}, "roots": {}})
     );
 
-    let out = callers("two", &gw, &token, "sample");
+    let out = callers("two", &url(&gw), &token, "sample");
     for me in ["A", "B"] {
         assert_eq!(out[me]["asked"], serde_json::json!([]), "{out}");
         let text = out[me]["result"]["content"][0]["text"].as_str().unwrap();
@@ -181,14 +188,14 @@ fn sampling_allowed_by_policy_reaches_its_caller() {
         "mcp/hostile-upstream.mjs",
         "server_requests = { sampling = true, roots = false }",
     );
-    let out = callers("two", &gw, &token, "caps");
+    let out = callers("two", &url(&gw), &token, "caps");
     let declared: serde_json::Value =
         serde_json::from_str(out["A"]["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(
         declared,
         serde_json::json!({"sampling": {}, "elicitation": {}})
     );
-    let out = callers("two", &gw, &token, "sample");
+    let out = callers("two", &url(&gw), &token, "sample");
     for me in ["A", "B"] {
         assert_eq!(out[me]["asked"].as_array().unwrap().len(), 1, "{out}");
         let text = out[me]["result"]["content"][0]["text"].as_str().unwrap();
@@ -260,9 +267,9 @@ fn a_stdio_upstreams_requests_are_refused_as_unattributable() {
         "command = [\"node\", {:?}, \"--stdio\"]\nserver_requests = {{ sampling = true }}",
         script.display().to_string()
     ));
-    let out = callers("two", &gw, &token, "caps");
+    let out = callers("two", &url(&gw), &token, "caps");
     assert_eq!(out["A"]["result"]["content"][0]["text"], "{}", "{out}");
-    let out = callers("two", &gw, &token, "sample");
+    let out = callers("two", &url(&gw), &token, "sample");
     for me in ["A", "B"] {
         assert_eq!(out[me]["asked"], serde_json::json!([]), "{out}");
         let text = out[me]["result"]["content"][0]["text"].as_str().unwrap();
@@ -390,4 +397,30 @@ fn a_dropped_stream_resumes_after_the_last_event_seen() {
         b"",
     );
     assert_eq!(status, 405);
+}
+
+/// Downstream stdio (`dgw mcp`, one session per process): the upstream's
+/// elicitation reaches the host's client on its stdout, under dgw's ID,
+/// and the client's answer goes back.
+#[test]
+fn a_dgw_mcp_host_answers_its_upstreams_elicitation() {
+    let mut upstream = Command::new("node");
+    upstream.arg(tests_dir().join("mcp/conformance-upstream.mjs"));
+    let (_upstream, port) = spawn_listening(upstream, "listening ");
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let extra = format!(
+        "[[upstreams]]\nname = \"up\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ntimeout = \"20s\"\n[[upstreams.tools]]\nname = \"*\"\ncapability = \"relay:call\"\nfixed_resource = \"*\"\ncost_microcents = 1\n"
+    );
+    let config = gateway_config(dir.path(), &[("acme", root.principal_id())], &extra);
+    let token = root_token(&root, &seed(2), &["relay:call:*"], 1_000_000, 3600).encode();
+    let launch = serde_json::json!({
+        "command": env!("CARGO_BIN_EXE_dgw"),
+        "args": ["mcp", "--config", config],
+        "env": {"DGW_DCT": token},
+    });
+    let out = callers("stdio", &launch.to_string(), "-", "test_elicitation");
+    assert_eq!(out["asked"], serde_json::json!(["for S"]), "{out}");
+    let text = out["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("\"username\":\"S\""), "{out}");
 }

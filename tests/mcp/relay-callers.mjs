@@ -4,19 +4,35 @@
 //     elicitation, call TOOL at once with {message: "for A"} / {message:
 //     "for B"}; each answers what it is asked with its own name. Prints
 //     what each was asked and the result it got.
+//   node relay-callers.mjs stdio LAUNCH_JSON - TOOL
+//     The SDK client launching `dgw mcp` as a host does ({command, args,
+//     env}), declaring elicitation, calls TOOL with {message: "for S"} and
+//     answers what it is asked. Prints what it was asked and the result.
 //   node relay-callers.mjs cross URL TOKEN TOOL
 //     Raw: caller A calls TOOL on an event stream; when the upstream's
 //     request reaches A, caller B (another session) answers its id first,
 //     then A answers, then A answers again. Prints every status and A's result.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ElicitRequestSchema, CreateMessageRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const [mode, url, token, tool] = process.argv.slice(2);
 const auth = { Authorization: `DCT ${token}` };
 
 async function sdkCaller(who) {
-  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth } });
+  let transport;
+  if (mode === "stdio") {
+    const launch = JSON.parse(url);
+    transport = new StdioClientTransport({
+      command: launch.command,
+      args: launch.args,
+      env: { ...getDefaultEnvironment(), ...launch.env },
+      stderr: "ignore",
+    });
+  } else {
+    transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth } });
+  }
   const client = new Client({ name: `caller-${who}`, version: "1.0.0" }, { capabilities: { elicitation: {}, sampling: {} } });
   const asked = [];
   client.setRequestHandler(ElicitRequestSchema, async (r) => {
@@ -29,7 +45,7 @@ async function sdkCaller(who) {
   });
   await client.connect(transport);
   const result = await client.callTool({ name: tool, arguments: { message: `for ${who}` } });
-  await transport.terminateSession();
+  if (mode !== "stdio") await transport.terminateSession();
   await client.close();
   return { asked, result };
 }
@@ -92,7 +108,10 @@ async function cross() {
   return out;
 }
 
-const out = mode === "two"
-  ? Object.fromEntries(await Promise.all(["A", "B"].map(async (w) => [w, await sdkCaller(w)])))
-  : await cross();
+const out =
+  mode === "two"
+    ? Object.fromEntries(await Promise.all(["A", "B"].map(async (w) => [w, await sdkCaller(w)])))
+    : mode === "stdio"
+      ? await sdkCaller("S")
+      : await cross();
 console.log(JSON.stringify(out));
