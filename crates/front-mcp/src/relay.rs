@@ -125,24 +125,37 @@ impl Relay {
             return Err(Refusal::NotDeclared);
         }
         let (id, answer) = self.asks.open().ok_or(Refusal::TooMany)?;
+        // Forgotten however this ends: answered, refused, or dropped with
+        // the call (cancelled, timed out), so no entry outlives its call.
+        let open = Open {
+            asks: &self.asks,
+            id,
+        };
         let request = Message::Request {
-            id: json!(id),
+            id: json!(open.id),
             method: asked.method().to_owned(),
             params,
         };
-        let reply = async {
-            self.tx
-                .send(request.to_value())
-                .await
-                .map_err(|_| Refusal::CallerGone)?;
-            tokio::select! {
-                r = answer => r.map_err(|_| Refusal::CallerGone),
-                () = self.tx.closed() => Err(Refusal::CallerGone),
-            }
+        self.tx
+            .send(request.to_value())
+            .await
+            .map_err(|_| Refusal::CallerGone)?;
+        tokio::select! {
+            r = answer => r.map_err(|_| Refusal::CallerGone),
+            () = self.tx.closed() => Err(Refusal::CallerGone),
         }
-        .await;
-        self.asks.close(&id);
-        reply
+    }
+}
+
+/// A request outstanding with the caller, forgotten when dropped.
+struct Open<'a> {
+    asks: &'a Asks,
+    id: String,
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.asks.close(&self.id);
     }
 }
 
@@ -241,4 +254,54 @@ pub fn unattributable(upstream: &str, method: &str) -> Reply {
     };
     telemetry::record_mcp_server_request(upstream, label, refusal.kind());
     refusal.reply(method)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::server_requests::MAX_OPEN;
+    use super::*;
+
+    fn declaring(caps: Value) -> ToCaller {
+        let c = ToCaller::default();
+        let mut params = Map::new();
+        params.insert("capabilities".into(), caps);
+        c.declare(&params);
+        c
+    }
+
+    /// A call cancelled while its caller is being asked leaves no
+    /// outstanding request behind (else 16 such calls would lock the
+    /// session out of every later one).
+    #[tokio::test]
+    async fn a_request_dropped_with_its_call_is_forgotten() {
+        let to_caller = declaring(json!({"elicitation": {}}));
+        let (relay, mut relayed) = Relay::channel(Some(&to_caller));
+        {
+            let ask = relay.ask(Asked::Elicitation, None);
+            tokio::pin!(ask);
+            tokio::select! {
+                _ = &mut ask => panic!("nobody answered"),
+                m = relayed.recv() => assert_eq!(m.unwrap()["method"], "elicitation/create"),
+            }
+        }
+        for _ in 0..MAX_OPEN {
+            assert!(to_caller.asks.open().is_some());
+        }
+    }
+
+    #[tokio::test]
+    async fn undeclared_and_stateless_callers_are_not_asked() {
+        let to_caller = declaring(json!({"roots": {}}));
+        let (relay, mut relayed) = Relay::channel(Some(&to_caller));
+        assert_eq!(
+            relay.ask(Asked::Sampling, None).await,
+            Err(Refusal::NotDeclared)
+        );
+        let (stateless, _rx) = Relay::channel(None);
+        assert_eq!(
+            stateless.ask(Asked::Roots, None).await,
+            Err(Refusal::Revision)
+        );
+        assert!(relayed.try_recv().is_err());
+    }
 }
