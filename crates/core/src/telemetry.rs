@@ -40,6 +40,8 @@ pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
 pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
 pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
 pub const MCP_UPSTREAM_UP: &str = "dgw_mcp_upstream_up";
+pub const MCP_RELAY_DROPPED: &str = "dgw_mcp_relay_dropped_total";
+pub const MCP_SERVER_REQUESTS: &str = "dgw_mcp_server_requests_total";
 pub const REVOCATION_INDEX_COMPLETE: &str = "dgw_revocation_index_complete";
 pub const PROTOCOL_EVENTS: &str = "dgw_protocol_events_total";
 pub const PROTOCOL_SETTLED: &str = "dgw_protocol_settled_microcents_total";
@@ -244,6 +246,14 @@ pub const METRICS: &[Metric] = &[
         MCP_UPSTREAM_UP,
         "1 when an upstream MCP server is initialized and serving, else 0.",
     ),
+    Metric::counter(
+        MCP_RELAY_DROPPED,
+        "Notifications an upstream sent during a call that dgw dropped instead of relaying: the caller's queue was full (a flood), or its stream was gone.",
+    ),
+    Metric::counter(
+        MCP_SERVER_REQUESTS,
+        "Requests an upstream sent to a caller (sampling, elicitation, roots) by outcome: relayed, or refused and why; answers to requests dgw never sent, refused.",
+    ),
     Metric::gauge(
         DELEGATION_SPENT,
         "Microcents spent under a top-level delegation, for the ten that spent most (others are not exported).",
@@ -351,6 +361,18 @@ pub fn record_mcp_call(
     }
     let own = total.saturating_sub(upstream_time.unwrap_or_default());
     histogram!(MCP_GATEWAY_DURATION).record(own.as_secs_f64());
+}
+
+/// A notification from `upstream` dropped instead of relayed (`reason`:
+/// `full` or `gone`).
+pub fn record_mcp_relay_dropped(upstream: &str, reason: &'static str) {
+    counter!(MCP_RELAY_DROPPED, "upstream" => upstream.to_owned(), "reason" => reason).increment(1);
+}
+
+/// A request from `upstream` to a caller, and what became of it.
+pub fn record_mcp_server_request(upstream: &str, method: &'static str, outcome: &'static str) {
+    counter!(MCP_SERVER_REQUESTS, "upstream" => upstream.to_owned(), "method" => method, "outcome" => outcome)
+        .increment(1);
 }
 
 /// Whether an upstream is serving, refreshed before each scrape.

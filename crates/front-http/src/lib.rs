@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
@@ -28,6 +28,7 @@ use dgw_core::gatekeeper::Gatekeeper;
 use dgw_core::protocol::{HttpRequest, Protocol, Registry};
 use dgw_core::telemetry::Outcome;
 use dgw_front_jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+use dgw_front_mcp::sse::EventBody;
 use dgw_front_mcp::streamable::{answer_headers, HeaderDigests, StreamableHttp};
 use dgw_net::connections::{ConnState, Limits, Tracker};
 use dgw_net::http_guard::HttpGuard;
@@ -50,10 +51,15 @@ pub struct HttpFront {
     pub protocols: Arc<Registry>,
 }
 
-type Body = Full<Bytes>;
+/// One body, or an MCP answer's event stream.
+type Body = Either<Full<Bytes>, EventBody>;
+
+fn full(bytes: Bytes) -> Body {
+    Either::Left(Full::new(bytes))
+}
 
 fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
-    let mut r = Response::new(Full::new(json_bytes(value)));
+    let mut r = Response::new(full(json_bytes(value)));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -68,7 +74,7 @@ fn json_bytes(value: &Value) -> Bytes {
 }
 
 fn text_response(status: StatusCode, text: String, content_type: &'static str) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(text)));
+    let mut r = Response::new(full(Bytes::from(text)));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -100,7 +106,7 @@ impl HttpFront {
             (&Method::DELETE, "/mcp") => {
                 let digests = connection_digests(req.extensions());
                 let status = Box::pin(self.mcp.delete(req.headers(), &digests)).await;
-                let mut r = Response::new(Full::new(Bytes::new()));
+                let mut r = Response::new(full(Bytes::new()));
                 *r.status_mut() = status;
                 r
             }
@@ -135,6 +141,9 @@ impl HttpFront {
                         "text/plain",
                     )
                 }
+            }
+            (&Method::GET, "/mcp") if headers_have_last_event_id(req.headers()) => {
+                Box::pin(self.mcp_get(req)).await
             }
             (_, "/rpc" | "/mcp" | "/metrics" | "/healthz" | "/readyz") => text_response(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -235,7 +244,7 @@ impl HttpFront {
             match self.rpc.handle(&caller, &body).await {
                 Some(v) => json_response(StatusCode::OK, &v),
                 None => {
-                    let mut r = Response::new(Full::new(Bytes::new()));
+                    let mut r = Response::new(full(Bytes::new()));
                     *r.status_mut() = StatusCode::NO_CONTENT;
                     r
                 }
@@ -311,6 +320,13 @@ impl HttpFront {
         .await
     }
 
+    /// `GET /mcp` resuming an answer's stream (`Last-Event-ID`).
+    async fn mcp_get(&self, req: Request<Incoming>) -> Response<Body> {
+        let digests = connection_digests(req.extensions());
+        let mut answer = self.mcp.get(req.headers(), &digests).await;
+        mcp_response(&mut answer)
+    }
+
     async fn mcp_post(&self, req: Request<Incoming>) -> Response<Body> {
         self.limited(async {
             let (parts, body) = req.into_parts();
@@ -319,16 +335,30 @@ impl HttpFront {
                 Err(r) => return r,
             };
             let digests = connection_digests(&parts.extensions);
-            let answer = self.mcp.post(&parts.headers, &body, &digests).await;
-            let mut r = Response::new(Full::new(
-                answer.body.as_ref().map(json_bytes).unwrap_or_default(),
-            ));
-            *r.status_mut() = answer.status;
-            answer_headers(r.headers_mut(), &answer);
-            r
+            let mut answer = self.mcp.post(&parts.headers, &body, &digests).await;
+            mcp_response(&mut answer)
         })
         .await
     }
+}
+
+/// An MCP answer as an HTTP response: its JSON body, or its event stream.
+fn mcp_response(answer: &mut dgw_front_mcp::streamable::HttpAnswer) -> Response<Body> {
+    let mut headers = hyper::HeaderMap::new();
+    answer_headers(&mut headers, answer);
+    let body = match answer.events.take() {
+        Some(events) => Either::Right(events),
+        None => full(answer.body.as_ref().map(json_bytes).unwrap_or_default()),
+    };
+    let mut r = Response::new(body);
+    *r.status_mut() = answer.status;
+    *r.headers_mut() = headers;
+    r
+}
+
+/// Whether a request names the last event it saw (resuming a stream).
+fn headers_have_last_event_id(headers: &hyper::HeaderMap) -> bool {
+    headers.contains_key("last-event-id")
 }
 
 /// The request's connection's memo of `Authorization` digests, or a new

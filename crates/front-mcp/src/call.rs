@@ -244,11 +244,31 @@ impl McpProxy {
         if let Some(f) = &found {
             labels.protocol = f.protocol.id().name;
         }
-        let (tool, routed) = self
+        let (tool, mut routed) = self
             .route(caller, found.as_ref(), &mut params, labels)
             .await?;
         if routed.action.is_none() {
             labels.protocol = "open";
+        }
+        // A 2026-07-28 caller's call may be one round of an input-required
+        // exchange: its state is remembered for, and checked on, the retry.
+        let holder = match (&routed.action, &found) {
+            (Some(_), Some(f)) if is_stateless(&params) => Some(f.credential.holder()),
+            _ => None,
+        };
+        if let (Some(holder), Some(state)) = (&holder, params.get("requestState")) {
+            // The retry of a call already charged: enforced, not charged again.
+            let state = state.as_str().ok_or_else(|| {
+                invalid_params("invalid_params", "params.requestState must be a string")
+            })?;
+            self.request_states
+                .take(state, holder, &tool.exposed)
+                .map_err(|r| {
+                    let mut e = call_denied(r.kind(), r.to_string());
+                    e.data["tool"] = json!(tool.exposed);
+                    e
+                })?;
+            routed.cost = 0;
         }
         let granted = self
             .grant(caller, &routed, found, &format!("tool {:?}", tool.exposed))
@@ -257,6 +277,13 @@ impl McpProxy {
         let reply = self
             .forward_granted(id, cancel, caller, params, &routed, granted, upstream_time)
             .await?;
+        if let (Some(holder), Reply::Result(r)) = (holder, &reply) {
+            if r.get("resultType").and_then(Value::as_str) == Some("input_required") {
+                if let Some(state) = r.get("requestState").and_then(Value::as_str) {
+                    self.request_states.remember(state, holder, &tool.exposed);
+                }
+            }
+        }
         let named: Vec<String> = routed.requests.into_iter().map(|r| r.resource).collect();
         Ok(scrub::scrub_reply(reply, &named))
     }
@@ -614,8 +641,20 @@ impl McpProxy {
     }
 }
 
-/// `f` with the request's ID and log span, for when it goes on in a task of
+/// Whether a call's params are a 2026-07-28 caller's (`_meta` names its
+/// revision).
+fn is_stateless(params: &Map<String, Value>) -> bool {
+    params
+        .get("_meta")
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .is_some()
+}
+
+/// `f` with the request's ID, log span and relay to its caller, for when it goes on in a task of
 /// its own.
 fn carried<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
-    tracing::Instrument::instrument(dgw_core::request_id::carried(f), tracing::Span::current())
+    tracing::Instrument::instrument(
+        dgw_core::request_id::carried(super::relay::carried(f)),
+        tracing::Span::current(),
+    )
 }

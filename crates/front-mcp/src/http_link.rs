@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::auth::HttpCredentials;
 use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
+use super::relay;
 use super::upstream_era;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -392,7 +393,8 @@ impl HttpLink {
     }
 
     /// The reply when `item` answers request `id`; anything else the
-    /// upstream sent along is handled as unsolicited.
+    /// upstream sent along is for the request's caller ([`relay`]) or, if
+    /// not about it, handled as unsolicited.
     async fn take_answer(&self, up: &dyn Host, id: u64, item: Value) -> Option<Reply> {
         let answers_it =
             item.get("id").and_then(Value::as_u64) == Some(id) && item.get("method").is_none();
@@ -402,6 +404,17 @@ impl HttpLink {
             }
             return None;
         }
+        // On this request's own stream: about the caller who sent it.
+        let item = match relay::route(up.name(), up.server_requests(), item).await {
+            relay::Routed::Done => return None,
+            relay::Routed::Answer(answer) => {
+                if let Err(e) = self.send(up, &answer).await {
+                    tracing::warn!(upstream = %up.name(), error = %e, "could not answer the upstream's request");
+                }
+                return None;
+            }
+            relay::Routed::NotMine(item) => item,
+        };
         if let Some(refusal) = up.on_message(&self.unsolicited, item) {
             let _ = self.send(up, &refusal).await;
         }

@@ -34,6 +34,14 @@ pub trait Host: Send + Sync {
     fn credentials(&self) -> std::sync::Arc<super::auth::HttpCredentials>;
     /// `text` without the upstream's secrets (for its stderr in our logs).
     fn redact(&self, text: &str) -> String;
+    /// What the upstream may ask of callers (sampling, elicitation, roots).
+    fn server_requests(&self) -> super::server_requests::ServerRequestPolicy {
+        super::server_requests::ServerRequestPolicy {
+            sampling: false,
+            elicitation: false,
+            roots: false,
+        }
+    }
     /// The input schema of the upstream's tool `name`, as it listed it.
     fn tool_schema(&self, _name: &str) -> Option<Value> {
         None

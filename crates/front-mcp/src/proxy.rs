@@ -71,6 +71,8 @@ pub struct Session {
     /// What this caller asked of the upstreams for itself (log level,
     /// subscriptions), kept by dgw: never another caller's.
     pub(super) state: CallerState,
+    /// What upstreams may ask of this caller, and what they asked.
+    pub(super) to_caller: super::relay::ToCaller,
 }
 
 impl Session {
@@ -139,6 +141,7 @@ impl Default for Session {
             checked: AtomicU64::new(0),
             per_request: false,
             state: CallerState::default(),
+            to_caller: Default::default(),
         }
     }
 }
@@ -257,6 +260,8 @@ pub struct McpProxy {
     /// Counts the reloads that may have withdrawn trust (tenants, issuers,
     /// delegators): a session checks its credential again once after each.
     trust: AtomicU64,
+    /// The `requestState`s of input-required answers passed out.
+    pub(super) request_states: super::request_state::RequestStates,
 }
 
 pub(super) fn invalid_params(kind: &str, message: impl Into<String>) -> RpcError {
@@ -333,6 +338,7 @@ impl McpProxy {
             strict_tool_names,
             catalog: RwLock::new(Arc::default()),
             trust: AtomicU64::new(0),
+            request_states: Default::default(),
         }
     }
 
@@ -594,6 +600,7 @@ impl McpProxy {
         params: Option<Map<String, Value>>,
     ) -> Result<Reply, RpcError> {
         let mut params = params.unwrap_or_default();
+        caller.session.to_caller.declare(&params);
         let found = self
             .carried(caller.headers, &mut params)
             .await

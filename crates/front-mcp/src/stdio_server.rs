@@ -1,7 +1,8 @@
 //! MCP over stdio for `dgw mcp`: the client runs dgw as its MCP server
 //! (§11.3), one JSON-RPC message per line each way, one session for the
 //! life of the process. Requests are handled concurrently; answers are
-//! written as they complete.
+//! written as they complete, each after what its upstream sent the client
+//! meanwhile (progress, log messages, its own requests: [`Relay`]).
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use tokio::task::JoinSet;
 
 use super::message::Message;
 use super::proxy::{Caller, McpProxy, Session};
+use super::relay::Relay;
 use dgw_front_jsonrpc::{RpcError, INVALID_REQUEST, PARSE_ERROR};
 
 /// Serves MCP on stdin/stdout until stdin closes; with `pinned`, every
@@ -89,7 +91,21 @@ pub async fn serve(
                     }
                     (!answers.is_empty()).then_some(Value::Array(answers))
                 }
-                one => handle_one(&proxy, caller, one).await,
+                one => {
+                    // One request: what its upstream sends the client on
+                    // its stream is written before its answer.
+                    let (relay, mut relayed) = Relay::channel(Some(&session.to_caller));
+                    let relay_out = tx.clone();
+                    let forward = async move {
+                        while let Some(m) = relayed.recv().await {
+                            if relay_out.send(m).await.is_err() {
+                                break;
+                            }
+                        }
+                    };
+                    let handled = relay.scope(handle_one(&proxy, caller, one));
+                    tokio::join!(handled, forward).0
+                }
             };
             if let Some(a) = answer {
                 let _ = tx.send(a).await;
@@ -110,6 +126,21 @@ pub async fn serve(
 
 async fn handle_one(proxy: &McpProxy, caller: Caller<'_>, item: Value) -> Option<Value> {
     match Message::parse(item, &proxy.protocols().envelope_prefixes()) {
+        Ok(Message::Response { id, reply }) => {
+            // The client's answer to a request dgw relayed to it.
+            if caller.session.to_caller.asks.answer(&id, reply) {
+                return None;
+            }
+            dgw_core::telemetry::record_mcp_server_request("-", "-", "answer_refused");
+            Some(
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "unknown_server_request",
+                    "this answers no request dgw sent this session (unknown or already answered)",
+                )
+                .response(Value::Null),
+            )
+        }
         Ok(m) => proxy.handle(caller, m).await,
         Err((id, why)) => Some(RpcError::new(INVALID_REQUEST, "invalid_request", why).response(id)),
     }

@@ -1,6 +1,8 @@
 //! MCP over Streamable HTTP at `/mcp`: `POST` carries one message (or a
-//! batch) and is answered with one JSON body; `DELETE` ends a session;
-//! there is no server-initiated stream, so `GET` is 405. A session starts
+//! batch) and is answered with one JSON body, or, for one request whose
+//! caller accepts it, with an event stream carrying what the upstream
+//! sends the caller meanwhile ([`sse`]); `DELETE` ends a session; there
+//! is no server-initiated stream, so `GET` is 405. A session starts
 //! at `initialize` and is named by the `Mcp-Session-Id` header after that.
 
 use std::sync::Arc;
@@ -12,9 +14,11 @@ use serde_json::Value;
 
 use super::message::Message;
 use super::proxy::{Caller, McpProxy};
+use super::relay::Relay;
 pub use super::sessions::SessionPolicy;
 use super::sessions::SessionRefusal;
 pub use super::sessions::Sessions;
+use super::sse::{self, Answered, EventBody};
 use super::stateless::{self, VERSION_HEADER};
 use super::upstream::SUPPORTED_VERSIONS;
 use dgw_core::caller::HolderDigest;
@@ -22,11 +26,13 @@ use dgw_front_jsonrpc::{denial_error, RpcError, INVALID_REQUEST, MAX_BATCH, PARS
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
-/// An HTTP answer: status, extra headers, JSON body (none for 202/204).
+/// An HTTP answer: status, extra headers, JSON body (none for 202/204),
+/// or an event stream in its place.
 pub struct HttpAnswer {
     pub status: StatusCode,
     pub session_id: Option<String>,
     pub body: Option<Value>,
+    pub events: Option<EventBody>,
 }
 
 impl HttpAnswer {
@@ -41,6 +47,7 @@ impl HttpAnswer {
             status,
             session_id: None,
             body: Some(e.response(id)),
+            events: None,
         }
     }
 }
@@ -117,6 +124,52 @@ pub struct StreamableHttp {
 }
 
 impl StreamableHttp {
+    /// `GET /mcp` with `Last-Event-ID`: the rest of one of the session's
+    /// answer streams, after that event, for the credential that opened
+    /// the session ([`super::resume`]). dgw opens no standalone stream.
+    pub async fn get(&self, headers: &HeaderMap, digests: &HeaderDigests) -> HttpAnswer {
+        let Some(last) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) else {
+            return HttpAnswer::error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "method_not_allowed",
+                    "dgw opens no standalone stream: GET /mcp only resumes a stream (Last-Event-ID)",
+                ),
+            );
+        };
+        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+            return HttpAnswer::error(
+                StatusCode::BAD_REQUEST,
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "session_required",
+                    "resuming a stream needs the Mcp-Session-Id of the session it belongs to",
+                ),
+            );
+        };
+        let session = match self.sessions.find(id, digests.of(headers)).await {
+            Ok(s) => s,
+            Err(refusal) => return session_refused(refusal, &Value::Null),
+        };
+        match session.to_caller.replay.resume(last) {
+            Some(frames) => HttpAnswer {
+                status: StatusCode::OK,
+                session_id: None,
+                body: None,
+                events: Some(EventBody::from_channel(frames)),
+            },
+            None => HttpAnswer::error(
+                StatusCode::NOT_FOUND,
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "unknown_event_id",
+                    "Last-Event-ID names no stream of this session",
+                ),
+            ),
+        }
+    }
+
     /// `DELETE /mcp`: ends the session, when asked with the credential
     /// that opened it.
     pub async fn delete(&self, headers: &HeaderMap, digests: &HeaderDigests) -> StatusCode {
@@ -164,6 +217,7 @@ impl StreamableHttp {
                     status: StatusCode::BAD_REQUEST,
                     session_id: None,
                     body: Some(refused.error.response(id)),
+                    events: None,
                 };
             }
         }
@@ -229,6 +283,7 @@ impl StreamableHttp {
                 status: StatusCode::OK,
                 session_id: None,
                 body: Some(denial_error(d).response(id.clone())),
+                events: None,
             };
             let credential = match self
                 .proxy
@@ -301,10 +356,39 @@ impl StreamableHttp {
                 return session_ended(&d, &reply_id);
             }
         }
+        let streams = !batch
+            && new_session.is_none()
+            && sse::accepts_events(headers)
+            && matches!(messages.as_slice(), [Message::Request { .. }]);
+        if streams {
+            if let Some(message) = messages.pop() {
+                return self.answer_or_stream(session, headers, message).await;
+            }
+        }
+        let mut unknown_answer = false;
         for message in messages {
+            if let Message::Response { id, reply } = message {
+                // The caller's answer to a request dgw relayed to it: only
+                // to one dgw sent this session, still outstanding.
+                if !session.to_caller.asks.answer(&id, reply) {
+                    dgw_core::telemetry::record_mcp_server_request("-", "-", "answer_refused");
+                    unknown_answer = true;
+                }
+                continue;
+            }
             if let Some(answer) = self.proxy.handle(caller, message).await {
                 answers.push(answer);
             }
+        }
+        if unknown_answer && answers.is_empty() {
+            return HttpAnswer::error(
+                StatusCode::BAD_REQUEST,
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "unknown_server_request",
+                    "this answers no request dgw sent this session (unknown, already answered, or another session's)",
+                ),
+            );
         }
         if let (Some(id), Some(first)) = (&new_session, answers.first()) {
             // An initialize that failed starts no session.
@@ -326,6 +410,47 @@ impl StreamableHttp {
             },
             session_id: new_session,
             body,
+            events: None,
+        }
+    }
+
+    /// One request of a session revision from a caller that accepts an
+    /// event stream: handled with a relay, so what the upstream sends the
+    /// caller meanwhile reaches it on this POST's stream.
+    async fn answer_or_stream(
+        &self,
+        session: std::sync::Arc<super::proxy::Session>,
+        headers: &HeaderMap,
+        message: Message,
+    ) -> HttpAnswer {
+        let (relay, relayed) = Relay::channel(Some(&session.to_caller));
+        let replay = session.to_caller.replay.clone();
+        let (proxy, headers) = (self.proxy.clone(), headers.clone());
+        let work = relay.scope(async move {
+            let caller = Caller {
+                session: &session,
+                authorization: header_credential(&headers),
+                headers: Some(&headers),
+            };
+            proxy.handle(caller, message).await
+        });
+        match sse::answer_or_stream(work, relayed, |a| a, Some(replay)).await {
+            Answered::Now(body) => HttpAnswer {
+                status: if body.is_some() {
+                    StatusCode::OK
+                } else {
+                    StatusCode::ACCEPTED
+                },
+                session_id: None,
+                body,
+                events: None,
+            },
+            Answered::Streaming(events) => HttpAnswer {
+                status: StatusCode::OK,
+                session_id: None,
+                body: None,
+                events: Some(events),
+            },
         }
     }
 }
@@ -339,6 +464,7 @@ impl StreamableHttp {
             status,
             session_id: None,
             body: Some(body),
+            events: None,
         };
         if value.is_array() {
             return HttpAnswer::error(
@@ -389,18 +515,47 @@ impl StreamableHttp {
                 .response(id),
             );
         }
-        let session = super::proxy::Session::stateless();
-        let caller = Caller {
-            session: &session,
-            authorization,
-            headers: Some(headers),
+        let handled = if sse::accepts_events(headers) {
+            // Notifications only: servers of this revision ask with
+            // input-required results, not requests on the stream.
+            let (relay, relayed) = Relay::channel(None);
+            let (proxy, headers) = (self.proxy.clone(), headers.clone());
+            let work = relay.scope(async move {
+                let session = super::proxy::Session::stateless();
+                let caller = Caller {
+                    session: &session,
+                    authorization: header_credential(&headers),
+                    headers: Some(&headers),
+                };
+                proxy.handle_stateless(caller, message).await
+            });
+            match sse::answer_or_stream(work, relayed, |a| a.map(|(_, body)| body), None).await {
+                Answered::Now(handled) => handled,
+                Answered::Streaming(events) => {
+                    return HttpAnswer {
+                        status: StatusCode::OK,
+                        session_id: None,
+                        body: None,
+                        events: Some(events),
+                    }
+                }
+            }
+        } else {
+            let session = super::proxy::Session::stateless();
+            let caller = Caller {
+                session: &session,
+                authorization,
+                headers: Some(headers),
+            };
+            self.proxy.handle_stateless(caller, message).await
         };
-        match self.proxy.handle_stateless(caller, message).await {
+        match handled {
             Some((status, body)) => answer(status, body),
             None => HttpAnswer {
                 status: StatusCode::ACCEPTED,
                 session_id: None,
                 body: None,
+                events: None,
             },
         }
     }
@@ -408,7 +563,13 @@ impl StreamableHttp {
 
 /// Sets the headers of an MCP answer.
 pub fn answer_headers(headers: &mut HeaderMap, answer: &HttpAnswer) {
-    if answer.body.is_some() {
+    if answer.events.is_some() {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(
+            hyper::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        );
+    } else if answer.body.is_some() {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
     if let Some(id) = answer

@@ -18,6 +18,7 @@ use super::link::Host;
 pub use super::link::{Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
 use super::secret::{Redactor, Secret};
+pub use super::server_requests::ServerRequestPolicy;
 use super::stdio_link::StdioLink;
 use super::tools::ToolRules;
 
@@ -59,6 +60,8 @@ pub struct UpstreamSpec {
     /// What dgw presents to an HTTP upstream (empty for stdio); reload
     /// changes it without restarting the link.
     pub credentials: HttpCredentials,
+    /// What the upstream may ask of the callers whose calls it serves.
+    pub server_requests: ServerRequestPolicy,
 }
 
 impl UpstreamSpec {
@@ -89,6 +92,7 @@ struct Terms {
     /// Scrubs every secret of this upstream (the old ones too, after a
     /// rotation) from what it sends back.
     redactor: Arc<Redactor>,
+    server_requests: ServerRequestPolicy,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -140,6 +144,7 @@ impl Upstream {
                 data: Arc::new(spec.data),
                 timeout: spec.timeout,
                 credentials: Arc::new(spec.credentials),
+                server_requests: spec.server_requests,
             }),
             link,
             retired: watch::channel(false).0,
@@ -189,6 +194,7 @@ impl Upstream {
             timeout: spec.timeout,
             credentials: Arc::new(spec.credentials.clone()),
             redactor: Arc::new(redactor),
+            server_requests: spec.server_requests,
         }));
     }
 
@@ -427,9 +433,16 @@ impl Upstream {
 
     /// `initialize`, `notifications/initialized`, then the tool list.
     async fn initialize_over_link(&self) -> Result<(), UpstreamError> {
+        // Only what dgw can deliver: what policy lets the upstream ask of
+        // callers, over HTTP, where a request is attributed to its caller
+        // by the stream it comes on; nothing to a shared stdio upstream.
+        let capabilities = match &self.link {
+            Link::Http(_) => self.terms.load().server_requests.capabilities(),
+            Link::Stdio(_) => Map::new(),
+        };
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": capabilities,
             "clientInfo": {"name": "dgw", "version": env!("CARGO_PKG_VERSION")},
         });
         let reply = self
@@ -513,8 +526,8 @@ impl Upstream {
     }
 
     /// What to do with a message the upstream sent on its own: answers for
-    /// waiting requests, notifications, and requests to the client (which
-    /// the gateway, a client with no capabilities, refuses).
+    /// waiting requests, notifications, and requests to the client that
+    /// came on no call's stream (refused: whose would they be?).
     fn route(&self, pending: &Pending, value: Value) -> Option<Message> {
         match Message::parse(value, &[]) {
             Ok(Message::Response { id, reply }) => {
@@ -531,13 +544,12 @@ impl Upstream {
                 None
             }
             Ok(Message::Request { id, method, .. }) => {
-                tracing::debug!(upstream = %self.name, %method, "refusing a request from the upstream");
+                // Not on a request's own stream (stdio's is shared): dgw
+                // cannot tell whose call it is about.
+                tracing::debug!(upstream = %self.name, %method, "refusing a request from the upstream that no call's stream carried");
                 Some(Message::Response {
                     id,
-                    reply: Reply::Error(json!({
-                        "code": -32601,
-                        "message": format!("dgw does not offer {method} to upstream servers"),
-                    })),
+                    reply: super::relay::unattributable(&self.name, &method),
                 })
             }
             Err((_, why)) => {
@@ -578,6 +590,10 @@ impl Host for Upstream {
 
     fn on_message(&self, pending: &Pending, value: Value) -> Option<Message> {
         self.route(pending, value)
+    }
+
+    fn server_requests(&self) -> ServerRequestPolicy {
+        self.terms.load().server_requests
     }
 
     fn tool_schema(&self, name: &str) -> Option<Value> {
