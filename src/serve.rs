@@ -456,6 +456,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         max_body_bytes: config.server.max_body_bytes,
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
+        oauth: config.oauth.as_ref().map(|o| o.resource.clone()),
         auth: Authenticator::sharing(&admins, http_addr)
             .with_schemes(state.protocols.schemes())
             .with_bearer_prefixes(state.protocols.bearer_prefixes()),
@@ -512,6 +513,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             .with_schemes(state.protocols.schemes())
             .with_bearer_prefixes(state.protocols.bearer_prefixes());
         let tls = grpc_tls.clone();
+        let oauth = config.oauth.as_ref().map(|o| o.resource.clone());
         let limits = Limits {
             // The preface, and each frame while no call is in flight.
             header_read_timeout: Some(config.server.header_read_timeout),
@@ -530,6 +532,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
                     protocols,
                     limits,
                     tls,
+                    oauth,
                 },
                 stopped,
             )

@@ -1,6 +1,7 @@
 //! The HTTP listener: JSON-RPC at `POST /rpc`, `GET /metrics`, `GET /healthz`,
-//! `GET /readyz`, and the paths protocols serve themselves
-//! (`Protocol::http_paths`); body size and time limits; graceful shutdown.
+//! `GET /readyz`, the OAuth protected resource metadata under `[oauth]`,
+//! and the paths protocols serve themselves (`Protocol::http_paths`); body
+//! size and time limits; graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -31,6 +32,8 @@ use dgw_front_jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_R
 use dgw_front_mcp::streamable::{answer_headers, HeaderDigests, StreamableHttp};
 use dgw_net::connections::{ConnState, Limits, Tracker};
 use dgw_net::http_guard::HttpGuard;
+use dgw_oauth::resource::METADATA_PATH;
+use dgw_oauth::{Challenge, ProtectedResource};
 
 /// What the HTTP front needs.
 pub struct HttpFront {
@@ -48,6 +51,10 @@ pub struct HttpFront {
     pub guard: HttpGuard,
     /// The protocols, for the paths they serve.
     pub protocols: Arc<Registry>,
+    /// `[oauth]`: the protected resource metadata is served, and refusals
+    /// on `/rpc` and `/mcp` that call for a challenge carry it (401/403 with
+    /// `WWW-Authenticate`); none: answered as without OAuth.
+    pub oauth: Option<ProtectedResource>,
 }
 
 type Body = Full<Bytes>;
@@ -141,6 +148,22 @@ impl HttpFront {
                 "method not allowed\n".into(),
                 "text/plain",
             ),
+            (&Method::GET, path) if path.starts_with(METADATA_PATH) && self.oauth.is_some() => {
+                match self.oauth.as_ref().and_then(|o| o.metadata_at(path)) {
+                    Some(metadata) => {
+                        let mut r = json_response(StatusCode::OK, &metadata);
+                        // Public by design: browser-based clients read it too.
+                        r.headers_mut().insert(
+                            hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                            HeaderValue::from_static("*"),
+                        );
+                        r
+                    }
+                    None => {
+                        text_response(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain")
+                    }
+                }
+            }
             (_, path) if self.protocols.serving_path(path).is_some() => {
                 let protocol = self.protocols.serving_path(path).cloned();
                 match protocol {
@@ -215,8 +238,14 @@ impl HttpFront {
                         StatusCode::UNAUTHORIZED,
                         &auth_error(&e).response(Value::Null),
                     );
-                    r.headers_mut()
-                        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                    let challenge = match &self.oauth {
+                        Some(o) => o
+                            .www_authenticate("/rpc", &Challenge::InvalidToken)
+                            .parse()
+                            .unwrap_or(HeaderValue::from_static("Bearer")),
+                        None => HeaderValue::from_static("Bearer"),
+                    };
+                    r.headers_mut().insert(WWW_AUTHENTICATE, challenge);
                     return r;
                 }
             };
@@ -225,7 +254,11 @@ impl HttpFront {
                 Err(r) => return r,
             };
             match self.rpc.handle(&caller, &body).await {
-                Some(v) => json_response(StatusCode::OK, &v),
+                Some(v) => {
+                    let mut r = json_response(StatusCode::OK, &v);
+                    self.challenge("/rpc", &v, &mut r);
+                    r
+                }
                 None => {
                     let mut r = Response::new(Full::new(Bytes::new()));
                     *r.status_mut() = StatusCode::NO_CONTENT;
@@ -317,9 +350,29 @@ impl HttpFront {
             ));
             *r.status_mut() = answer.status;
             answer_headers(r.headers_mut(), &answer);
+            if let Some(body) = &answer.body {
+                self.challenge("/mcp", body, &mut r);
+            }
             r
         })
         .await
+    }
+
+    /// Under `[oauth]`, a JSON-RPC answer on `path` refusing for want of a
+    /// (good, or wide enough) credential: 401 or 403 with the challenge
+    /// naming the metadata (RFC 9728 §5.1, RFC 6750 §3); the body stays the
+    /// JSON-RPC error it was.
+    fn challenge(&self, path: &str, answer: &Value, response: &mut Response<Body>) {
+        let (Some(oauth), Some(challenge)) = (&self.oauth, Challenge::for_rpc_answer(answer))
+        else {
+            return;
+        };
+        let Ok(value) = HeaderValue::from_str(&oauth.www_authenticate(path, &challenge)) else {
+            return;
+        };
+        *response.status_mut() =
+            StatusCode::from_u16(challenge.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+        response.headers_mut().insert(WWW_AUTHENTICATE, value);
     }
 }
 

@@ -1,0 +1,13 @@
+//! dgw's OAuth 2.1 side (issue 35, docs/oauth.md). The fronts hold one
+//! [`resource::ProtectedResource`] when `[oauth]` is configured: its
+//! metadata (RFC 9728) is served at `/.well-known/oauth-protected-resource`
+//! (and the path-suffixed form for `/mcp`), and a call that needed a
+//! credential and carried none, or carried one too narrow, is answered with
+//! its challenge ([`challenge`]). Without `[oauth]` the fronts answer as
+//! they always did.
+
+pub mod challenge;
+pub mod resource;
+
+pub use challenge::Challenge;
+pub use resource::{ProtectedResource, PublicUrlError};
