@@ -457,6 +457,16 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
         oauth: config.oauth.as_ref().map(|o| o.resource.clone()),
+        authorization_server: config.oauth.as_ref().map(|o| {
+            Arc::new(dgw_oauth::server::AuthorizationServer::new(
+                o.resource.clone(),
+                o.access_token_ttl,
+                o.clients.clone(),
+                state.issuing.clone(),
+                gate.clone(),
+                state.stores.records.clone(),
+            ))
+        }),
         auth: Authenticator::sharing(&admins, http_addr)
             .with_schemes(state.protocols.schemes())
             .with_bearer_prefixes(state.protocols.bearer_prefixes()),

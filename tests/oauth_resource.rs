@@ -386,6 +386,7 @@ fn the_oauth_section_is_checked_key_by_key() {
     let idp = "[[oauth.identity_providers]]\nname = \"corp\"\nissuer = \"https://idp.example\"\naudience = \"dgw\"\ntenant = \"acme\"\n";
     let grant = "[[oauth.identity_providers.grants]]\ncapabilities = [\"docs:read:/p/**\"]\nbudget_microcents = 100\nttl = \"8h\"\nsubject_budget_period = \"30d\"\n";
     let good = format!("{base}[oauth]\npublic_url = \"https://dgw.example\"\naccess_token_ttl = \"1h\"\n{idp}{grant}");
+    support::mcp::secret_file(dir.path(), "a.secret", "a-secret-of-sixteen-or-more", 0o600);
     let out = config_check_in(dir.path(), &good);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     for (bad, key) in [
@@ -419,9 +420,14 @@ fn the_oauth_section_is_checked_key_by_key() {
             "oauth.identity_providers[0].grants[0].subject_budget_period",
         ),
         (format!("{good}{idp}"), "oauth.identity_providers[1].name"),
+        // A client of a tenant without an issuing delegation could get nothing.
+        (
+            format!("{good}[[oauth.clients]]\nclient_id = \"a\"\nsecret_file = \"a.secret\"\ntenant = \"acme\"\ncapabilities = [\"docs:read:/p/**\"]\nbudget_microcents = 1\nttl = \"1h\"\nsubject_budget_period = \"1d\"\n"),
+            "oauth.clients[0].tenant",
+        ),
         (
             format!("{good}[[oauth.clients]]\nclient_id = \"a\"\n"),
-            "clients",
+            "missing field `secret_file`",
         ),
     ] {
         let out = config_check_in(dir.path(), &bad);

@@ -370,7 +370,7 @@ impl Config {
         let data_dir = check.file(raw.data_dir);
         let audit = raw.audit.validate(&data_dir, &check)?;
         let telemetry = raw.telemetry.validate(&check)?;
-        let oauth = raw.oauth.validate(&names, &check)?;
+        let oauth = raw.oauth.validate(&tenants, &check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {

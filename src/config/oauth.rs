@@ -9,6 +9,7 @@ use std::time::Duration;
 use delegateos::Capability;
 use dgw_oauth::ProtectedResource;
 use serde::Deserialize;
+use sha2::Digest;
 
 use super::{Check, ConfigError};
 
@@ -22,6 +23,8 @@ pub struct OAuthConfig {
     pub access_token_ttl: Duration,
     /// The identity providers whose users and agents may be issued tokens.
     pub identity_providers: Vec<IdentityProvider>,
+    /// `[[oauth.clients]]`: agents with a secret, for client credentials.
+    pub clients: Vec<dgw_oauth::server::Client>,
 }
 
 /// One `[[oauth.identity_providers]]` entry.
@@ -66,6 +69,9 @@ pub(super) struct RawOAuth {
     /// The enterprise identity providers (OIDC) tokens are issued from.
     #[serde(default)]
     identity_providers: Vec<RawIdentityProvider>,
+    /// Agents registered with a secret (client credentials).
+    #[serde(default)]
+    clients: Vec<RawClient>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -128,9 +134,10 @@ fn is_idp_url(text: &str) -> bool {
 impl RawOAuth {
     pub(super) fn validate(
         self,
-        tenants: &[&str],
+        tenants: &[super::Tenant],
         check: &Check<'_>,
     ) -> Result<Option<OAuthConfig>, ConfigError> {
+        let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
         let Some(public_url) = self.public_url else {
             for (key, set) in [
                 ("oauth.access_token_ttl", self.access_token_ttl.is_some()),
@@ -151,7 +158,7 @@ impl RawOAuth {
         )?;
         let mut identity_providers = Vec::new();
         for (i, raw) in self.identity_providers.into_iter().enumerate() {
-            let idp = raw.validate(&format!("oauth.identity_providers[{i}]"), tenants, check)?;
+            let idp = raw.validate(&format!("oauth.identity_providers[{i}]"), &names, check)?;
             if identity_providers
                 .iter()
                 .any(|o: &IdentityProvider| o.name == idp.name)
@@ -163,10 +170,23 @@ impl RawOAuth {
             }
             identity_providers.push(idp);
         }
+        let mut clients: Vec<dgw_oauth::server::Client> = Vec::new();
+        for (i, raw) in self.clients.into_iter().enumerate() {
+            let key = format!("oauth.clients[{i}]");
+            let client = raw.validate(&key, tenants, check)?;
+            if clients.iter().any(|c| c.client_id == client.client_id) {
+                return Err(check.invalid(
+                    &format!("{key}.client_id"),
+                    format!("{:?} names another client too", client.client_id),
+                ));
+            }
+            clients.push(client);
+        }
         let mut scopes: Vec<String> = identity_providers
             .iter()
             .flat_map(|p| &p.grants)
             .flat_map(|g| &g.capabilities)
+            .chain(clients.iter().flat_map(|c| &c.policy.capabilities))
             .map(Capability::to_string)
             .collect();
         scopes.sort();
@@ -177,6 +197,7 @@ impl RawOAuth {
             resource,
             access_token_ttl,
             identity_providers,
+            clients,
         }))
     }
 }
@@ -222,41 +243,7 @@ impl RawIdentityProvider {
         }
         let mut grants = Vec::new();
         for (j, g) in self.grants.into_iter().enumerate() {
-            let at = format!("{key}.grants[{j}]");
-            let capabilities = g
-                .capabilities
-                .iter()
-                .map(|c| {
-                    c.parse::<Capability>().map_err(|e| {
-                        check.invalid(&format!("{at}.capabilities"), format!("{c:?}: {e}"))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            if capabilities.is_empty() {
-                return Err(check.invalid(
-                    &format!("{at}.capabilities"),
-                    "must name at least one capability".into(),
-                ));
-            }
-            if g.budget_microcents > delegateos::canonical::MAX_SAFE_INTEGER {
-                return Err(check.invalid(
-                    &format!("{at}.budget_microcents"),
-                    format!(
-                        "must be at most {}",
-                        delegateos::canonical::MAX_SAFE_INTEGER
-                    ),
-                ));
-            }
-            grants.push(GrantRule {
-                claims: g.claims,
-                capabilities,
-                budget_microcents: g.budget_microcents,
-                ttl: check.duration(&format!("{at}.ttl"), &g.ttl)?,
-                subject_budget_period: check.duration(
-                    &format!("{at}.subject_budget_period"),
-                    &g.subject_budget_period,
-                )?,
-            });
+            grants.push(g.validate(&format!("{key}.grants[{j}]"), check)?);
         }
         Ok(IdentityProvider {
             name: self.name,
@@ -267,6 +254,129 @@ impl RawIdentityProvider {
             client_secret_file: self.client_secret_file.map(|p| check.file(p)),
             tenant: self.tenant,
             grants,
+        })
+    }
+}
+
+impl RawGrant {
+    fn validate(self, at: &str, check: &Check<'_>) -> Result<GrantRule, ConfigError> {
+        let capabilities = self
+            .capabilities
+            .iter()
+            .map(|c| {
+                c.parse::<Capability>().map_err(|e| {
+                    check.invalid(&format!("{at}.capabilities"), format!("{c:?}: {e}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if capabilities.is_empty() {
+            return Err(check.invalid(
+                &format!("{at}.capabilities"),
+                "must name at least one capability".into(),
+            ));
+        }
+        if self.budget_microcents > delegateos::canonical::MAX_SAFE_INTEGER {
+            return Err(check.invalid(
+                &format!("{at}.budget_microcents"),
+                format!(
+                    "must be at most {}",
+                    delegateos::canonical::MAX_SAFE_INTEGER
+                ),
+            ));
+        }
+        Ok(GrantRule {
+            claims: self.claims,
+            capabilities,
+            budget_microcents: self.budget_microcents,
+            ttl: check.duration(&format!("{at}.ttl"), &self.ttl)?,
+            subject_budget_period: check.duration(
+                &format!("{at}.subject_budget_period"),
+                &self.subject_budget_period,
+            )?,
+        })
+    }
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawClient {
+    /// The client's ID at dgw's token endpoint.
+    client_id: String,
+    /// A file (0600) holding its secret; dgw keeps only its SHA-256.
+    secret_file: PathBuf,
+    /// The tenant whose issuing delegation its tokens attenuate.
+    tenant: String,
+    /// Capabilities (`namespace:action:resource`) its tokens may carry.
+    capabilities: Vec<String>,
+    /// Its budget across every token, in microcents, per period.
+    budget_microcents: u64,
+    /// Each token's lifetime (`1h`).
+    ttl: String,
+    /// How long one budget lasts (`30d`).
+    subject_budget_period: String,
+}
+
+impl RawClient {
+    fn validate(
+        self,
+        key: &str,
+        tenants: &[super::Tenant],
+        check: &Check<'_>,
+    ) -> Result<dgw_oauth::server::Client, ConfigError> {
+        if self.client_id.is_empty()
+            || self.client_id.len() > 128
+            || self.client_id.chars().any(|c| c.is_control() || c == ':')
+        {
+            return Err(check.invalid(
+                &format!("{key}.client_id"),
+                "must be 1-128 printable characters without ':'".into(),
+            ));
+        }
+        let secret = crate::mcp::secret::Secret::from_file(&check.file(self.secret_file))
+            .map_err(|e| check.invalid(&format!("{key}.secret_file"), e.to_string()))?;
+        if secret.expose().len() < 16 {
+            return Err(check.invalid(
+                &format!("{key}.secret_file"),
+                "the secret must be at least 16 characters".into(),
+            ));
+        }
+        let secret_sha256 = sha2::Sha256::digest(secret.expose().as_bytes()).into();
+        match tenants.iter().find(|t| t.name == self.tenant) {
+            None => {
+                return Err(check.invalid(
+                    &format!("{key}.tenant"),
+                    format!("{:?} is not a [[tenants]] name", self.tenant),
+                ))
+            }
+            Some(t) if t.issuing_delegation_file.is_none() => {
+                return Err(check.invalid(
+                    &format!("{key}.tenant"),
+                    format!(
+                        "tenant {:?} has no issuing_delegation_file: dgw issues nothing for it",
+                        self.tenant
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        let grant = RawGrant {
+            claims: BTreeMap::new(),
+            capabilities: self.capabilities,
+            budget_microcents: self.budget_microcents,
+            ttl: self.ttl,
+            subject_budget_period: self.subject_budget_period,
+        }
+        .validate(key, check)?;
+        Ok(dgw_oauth::server::Client {
+            client_id: self.client_id,
+            secret_sha256,
+            policy: dgw_oauth::server::Policy {
+                tenant: self.tenant,
+                capabilities: grant.capabilities,
+                budget_microcents: grant.budget_microcents,
+                ttl: grant.ttl,
+                subject_budget_period: grant.subject_budget_period,
+            },
         })
     }
 }

@@ -33,6 +33,7 @@ use dgw_front_mcp::streamable::{answer_headers, HeaderDigests, StreamableHttp};
 use dgw_net::connections::{ConnState, Limits, Tracker};
 use dgw_net::http_guard::HttpGuard;
 use dgw_oauth::resource::METADATA_PATH;
+use dgw_oauth::server::AuthorizationServer;
 use dgw_oauth::{Challenge, ProtectedResource};
 
 /// What the HTTP front needs.
@@ -55,6 +56,8 @@ pub struct HttpFront {
     /// on `/rpc` and `/mcp` that call for a challenge carry it (401/403 with
     /// `WWW-Authenticate`); none: answered as without OAuth.
     pub oauth: Option<ProtectedResource>,
+    /// `[oauth]`'s authorization server: its metadata and token endpoint.
+    pub authorization_server: Option<Arc<AuthorizationServer>>,
 }
 
 type Body = Full<Bytes>;
@@ -148,6 +151,26 @@ impl HttpFront {
                 "method not allowed\n".into(),
                 "text/plain",
             ),
+            (&Method::GET, dgw_oauth::server::METADATA_PATH)
+                if self.authorization_server.is_some() =>
+            {
+                let metadata = self
+                    .authorization_server
+                    .as_ref()
+                    .map(|a| a.metadata())
+                    .unwrap_or_default();
+                let mut r = json_response(StatusCode::OK, &metadata);
+                r.headers_mut().insert(
+                    hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                    HeaderValue::from_static("*"),
+                );
+                r
+            }
+            (&Method::POST, dgw_oauth::server::TOKEN_PATH)
+                if self.authorization_server.is_some() =>
+            {
+                Box::pin(self.oauth_token(req)).await
+            }
             (&Method::GET, path) if path.starts_with(METADATA_PATH) && self.oauth.is_some() => {
                 match self.oauth.as_ref().and_then(|o| o.metadata_at(path)) {
                     Some(metadata) => {
@@ -352,6 +375,48 @@ impl HttpFront {
             answer_headers(r.headers_mut(), &answer);
             if let Some(body) = &answer.body {
                 self.challenge("/mcp", body, &mut r);
+            }
+            r
+        })
+        .await
+    }
+
+    /// `POST /oauth/token` (RFC 6749 §3.2): the body within its own limit,
+    /// the answer never cached (§5.1).
+    async fn oauth_token(&self, req: Request<Incoming>) -> Response<Body> {
+        let Some(server) = self.authorization_server.clone() else {
+            return text_response(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain");
+        };
+        self.limited(async {
+            let (parts, body) = req.into_parts();
+            let header = |name| parts.headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+            let body = match Limited::new(body, dgw_oauth::server::MAX_REQUEST_BYTES)
+                .collect()
+                .await
+            {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    return json_response(
+                        StatusCode::BAD_REQUEST,
+                        &serde_json::json!({"error": "invalid_request", "error_description": "the request body is too large or unreadable"}),
+                    )
+                }
+            };
+            let answer = server
+                .answer(header(CONTENT_TYPE), header(AUTHORIZATION), &body)
+                .await;
+            let mut r = json_response(
+                StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_REQUEST),
+                &answer.body,
+            );
+            let h = r.headers_mut();
+            h.insert(hyper::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            h.insert(
+                hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("*"),
+            );
+            if let Some(w) = answer.www_authenticate {
+                h.insert(WWW_AUTHENTICATE, HeaderValue::from_static(w));
             }
             r
         })

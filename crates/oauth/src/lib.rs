@@ -4,10 +4,12 @@
 //! (and the path-suffixed form for `/mcp`), and a call that needed a
 //! credential and carried none, or carried one too narrow, is answered with
 //! its challenge ([`challenge`]). Without `[oauth]` the fronts answer as
-//! they always did.
+//! they always did. [`server::AuthorizationServer`] is the authorization
+//! server: its metadata (RFC 8414) and token endpoint.
 
 pub mod challenge;
 pub mod resource;
+pub mod server;
 
 pub use challenge::Challenge;
 pub use resource::{ProtectedResource, PublicUrlError};

@@ -46,6 +46,11 @@ impl ProtectedResource {
         })
     }
 
+    /// The scopes advertised.
+    pub fn scopes(&self) -> &[String] {
+        &self.scopes
+    }
+
     /// The public origin, without a trailing `/`.
     pub fn public_url(&self) -> &str {
         &self.public_url
