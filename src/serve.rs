@@ -406,6 +406,16 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             }),
         },
     ));
+    let authorization_server = config.oauth.as_ref().map(|o| {
+        Arc::new(dgw_oauth::server::AuthorizationServer::new(
+            o.resource.clone(),
+            o.access_token_ttl,
+            o.clients.clone(),
+            state.issuing.clone(),
+            gate.clone(),
+            state.stores.records.clone(),
+        ))
+    });
     let front = Arc::new(HttpFront {
         rpc: {
             let rpc = JsonRpc::new(
@@ -414,8 +424,20 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
                 state.audit.clone(),
                 config.server.max_body_bytes,
             );
-            match &state.audit_log {
+            let rpc = match &state.audit_log {
                 Some(a) => rpc.with_audit_log(a.name.clone()),
+                None => rpc,
+            };
+            match &authorization_server {
+                Some(server) => {
+                    let server = server.clone();
+                    rpc.with_subject_revoke(Arc::new(move |caller, tenant, subject| {
+                        let server = server.clone();
+                        Box::pin(
+                            async move { server.revoke_subject(&caller, &tenant, &subject).await },
+                        )
+                    }))
+                }
                 None => rpc,
             }
         }
@@ -457,16 +479,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
         oauth: config.oauth.as_ref().map(|o| o.resource.clone()),
-        authorization_server: config.oauth.as_ref().map(|o| {
-            Arc::new(dgw_oauth::server::AuthorizationServer::new(
-                o.resource.clone(),
-                o.access_token_ttl,
-                o.clients.clone(),
-                state.issuing.clone(),
-                gate.clone(),
-                state.stores.records.clone(),
-            ))
-        }),
+        authorization_server: authorization_server.clone(),
         auth: Authenticator::sharing(&admins, http_addr)
             .with_schemes(state.protocols.schemes())
             .with_bearer_prefixes(state.protocols.bearer_prefixes()),

@@ -18,6 +18,7 @@ use support::*;
 
 const SECRET: &str = "s3cret-of-the-agent-client";
 const PUBLIC: &str = "https://dgw.example";
+const ADMIN: &str = "the-admin-secret-of-this-test";
 
 struct Site {
     dir: tempfile::TempDir,
@@ -45,16 +46,27 @@ fn site() -> Site {
         format!(
             "data_dir = {data:?}\nkey_file = {gateway_key:?}\n[server]\nhttp = \"127.0.0.1:0\"\n\
              [[tenants]]\nname = \"acme\"\nroot = \"{root}\"\nissuing_delegation_file = {issuing:?}\n\
+             [[admin.tokens]]\nname = \"ops\"\nsha256 = \"{admin}\"\n\
              [oauth]\npublic_url = \"{PUBLIC}\"\naccess_token_ttl = \"10m\"\n\
              [[oauth.clients]]\nclient_id = \"agent\"\nsecret_file = {secret:?}\ntenant = \"acme\"\n\
              capabilities = [\"docs:read:/p/**\"]\nbudget_microcents = 50\nttl = \"1h\"\nsubject_budget_period = \"1d\"\n",
             data = dir.path().join("data"),
             root = root.principal_id(),
+            admin = admin_sha256(),
         ),
     )
     .unwrap();
     let gw = Gateway::start(&config);
     Site { dir, gw, root }
+}
+
+/// The hex SHA-256 of [`ADMIN`], as `[[admin.tokens]]` holds it.
+fn admin_sha256() -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(ADMIN.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// POSTs `body` to `/oauth/token` as `content_type`, with HTTP Basic
@@ -117,7 +129,8 @@ fn authorize(gw: &Gateway, token: &str, resource: &str, cost: u64) -> Value {
         "dgw/authorize",
         json!({"namespace": "docs", "action": "read", "resource": resource, "costMicrocents": cost}),
     );
-    assert!(status == 200 || status == 403, "{answer}");
+    // Under [oauth]: 403 too narrow, 401 no longer good (revoked).
+    assert!([200, 401, 403].contains(&status), "{answer}");
     answer
 }
 
@@ -312,4 +325,83 @@ fn hostile_token_requests_get_their_rfc_error_and_nothing_is_issued() {
     let t = token(&s.gw, cc);
     let a = authorize(&s.gw, &t, "/p/a.txt", 50);
     assert!(a["result"]["reservationId"].is_string(), "{a}");
+}
+
+#[test]
+fn a_revoked_subject_loses_every_token_and_gets_no_new_budget() {
+    let s = site();
+    let first = token(&s.gw, "grant_type=client_credentials");
+    let second = token(&s.gw, "grant_type=client_credentials");
+    let a = authorize(&s.gw, &first, "/p/a.txt", 1);
+    assert!(a["result"]["reservationId"].is_string(), "{a}");
+
+    // Only an administrator with a secret revokes a subject.
+    let rpc = format!("http://{}/rpc", s.gw.addr);
+    let out = run(&[
+        "oauth",
+        "revoke",
+        "--tenant",
+        "acme",
+        "--subject",
+        "client/agent",
+        "--via",
+        &rpc,
+    ]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(stderr(&out).contains("admin_required"), "{}", stderr(&out));
+    let admin = secret_file(s.dir.path(), "admin.secret", ADMIN, 0o600);
+    let admin = admin.to_str().unwrap();
+    let out = run(&[
+        "oauth",
+        "revoke",
+        "--tenant",
+        "acme",
+        "--subject",
+        "client/nobody",
+        "--via",
+        &rpc,
+        "--admin-token-file",
+        admin,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("subject_not_found"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[
+        "oauth",
+        "revoke",
+        "--tenant",
+        "acme",
+        "--subject",
+        "client/agent",
+        "--via",
+        &rpc,
+        "--admin-token-file",
+        admin,
+    ]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("\"newlyRecorded\""),
+        "{}",
+        stdout(&out)
+    );
+
+    // Both old tokens end; asking again mints nothing.
+    for old in [&first, &second] {
+        let d = authorize(&s.gw, old, "/p/a.txt", 1);
+        assert_eq!(d["error"]["data"]["type"], "revoked", "{d}");
+    }
+    let (status, _, answer) = token_request(
+        &s.gw,
+        FORM,
+        Some(("agent", SECRET)),
+        "grant_type=client_credentials",
+    );
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (400, Some("access_denied")),
+        "{answer}"
+    );
 }

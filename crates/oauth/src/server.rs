@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use delegateos::{Capability, Timestamp};
+use delegateos::{Capability, RevocationCheck, Timestamp};
 use dgw_core::gatekeeper::{GateError, Gatekeeper};
 use dgw_core::issuing::Issuing;
 use dgw_core::state::RecordStore;
@@ -380,15 +380,33 @@ impl AuthorizationServer {
         let stored = self.records.get(SUBJECTS, &key).await.map_err(storage)?;
         let live = stored.as_ref().and_then(|v| {
             let until: Timestamp = serde_json::from_value(v.get("expiresAt")?.clone()).ok()?;
-            (until.instant() > now).then(|| v.get("token")?.as_str().map(str::to_owned))?
+            (until.instant() > now).then_some(v)
         });
-        if let Some(token) = live {
-            // Revoked or otherwise no longer good: refused, never replaced
-            // within its period (revoking a subject ends its budget too).
-            self.gate.dct_grant(&token).map_err(|d| {
+        if let Some(doc) = live {
+            // Revoked (its block, by any means) or otherwise no longer
+            // good: refused, never replaced within its period, so revoking
+            // a subject ends its budget too (decision 377).
+            let revoked = doc
+                .get("revocationId")
+                .and_then(Value::as_str)
+                .is_none_or(|id| {
+                    self.gate
+                        .revocations()
+                        .read()
+                        .is_block_revoked(id, self.issuing.gateway())
+                });
+            if revoked {
+                return Err(TokenError::AccessDenied(
+                    "the subject's delegation is revoked".into(),
+                ));
+            }
+            let token = doc.get("token").and_then(Value::as_str).ok_or_else(|| {
+                TokenError::ServerError("a stored subject delegation has no token".into())
+            })?;
+            self.gate.dct_grant(token).map_err(|d| {
                 TokenError::AccessDenied(format!("the subject's delegation: {}", d.kind.as_str()))
             })?;
-            return Ok(token);
+            return Ok(token.to_owned());
         }
         let until = Timestamp::from_instant(now + policy.subject_budget_period);
         let held = self
@@ -407,7 +425,12 @@ impl AuthorizationServer {
                 }
                 other => TokenError::ServerError(other.to_string()),
             })?;
-        let doc = json!({"token": held.token, "expiresAt": held.expires_at, "delegationId": held.delegation_id});
+        let doc = json!({
+            "token": held.token,
+            "expiresAt": held.expires_at,
+            "delegationId": held.delegation_id,
+            "revocationId": held.revocation_ids.last(),
+        });
         let won = match &stored {
             None => self
                 .records
@@ -463,6 +486,55 @@ impl AuthorizationServer {
                 error_answer(&e)
             }
         }
+    }
+}
+
+impl AuthorizationServer {
+    /// `dgw/oauth/revoke`: revokes `subject`'s delegation in `tenant` as
+    /// the administrator `caller` (its block, by ID: every token it was
+    /// given carries it), so they all end at once; the stored delegation
+    /// stays, so the subject gets nothing new until its period ends
+    /// (decision 377).
+    pub async fn revoke_subject(
+        &self,
+        caller: &dgw_core::caller::Caller,
+        tenant: &str,
+        subject: &str,
+    ) -> Result<Value, GateError> {
+        if !caller.is_authenticated_admin() {
+            return Err(GateError::Forbidden {
+                kind: dgw_core::gatekeeper::Forbidden::AdminRequired,
+                detail: "dgw/oauth/revoke needs an admin token or certificate".into(),
+            });
+        }
+        let key = format!("{tenant}/{subject}");
+        let doc = self
+            .records
+            .get(SUBJECTS, &key)
+            .await
+            .map_err(GateError::Storage)?
+            .ok_or_else(|| GateError::Rejected {
+                kind: "subject_not_found".into(),
+                detail: format!("tenant {tenant:?} has issued nothing to subject {subject:?}"),
+            })?;
+        let revocation_id = doc
+            .get("revocationId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| GateError::Rejected {
+                kind: "subject_not_found".into(),
+                detail: "the stored subject delegation names no block".into(),
+            })?;
+        let r = self.gate.revoke_by_admin(caller, revocation_id).await?;
+        self.gate.trail().event(
+            "oauth_subject_revoked",
+            json!({"tenant": tenant, "subject": subject, "revocationId": revocation_id, "admin": caller.admin_name()}),
+        );
+        Ok(json!({
+            "tenant": tenant,
+            "subject": subject,
+            "revocationId": r.revocation_id,
+            "newlyRecorded": r.newly_recorded,
+        }))
     }
 }
 
