@@ -405,3 +405,32 @@ fn a_revoked_subject_loses_every_token_and_gets_no_new_budget() {
         "{answer}"
     );
 }
+
+#[test]
+fn the_token_endpoint_is_rate_limited_per_client_and_per_source() {
+    let s = site();
+    let cc = "grant_type=client_credentials";
+    // 60 a minute for the authenticated client…
+    for n in 0..60 {
+        let (status, _, answer) = token_request(&s.gw, FORM, Some(("agent", SECRET)), cc);
+        assert_eq!(status, 200, "request {n}: {answer}");
+    }
+    let (status, head, answer) = token_request(&s.gw, FORM, Some(("agent", SECRET)), cc);
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["error"], "temporarily_unavailable", "{answer}");
+    assert!(head.contains("retry-after: 60"), "{head}");
+    assert!(answer.get("access_token").is_none());
+    // …and 120 a minute from one source, whoever it claims to be: guessing
+    // secrets stops there too.
+    for n in 61..120 {
+        let (status, _, answer) =
+            token_request(&s.gw, FORM, Some(("agent", &format!("guess-{n}"))), cc);
+        assert_eq!(status, 401, "request {n}: {answer}");
+    }
+    let (status, _, answer) = token_request(&s.gw, FORM, Some(("agent", "guess-x")), cc);
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (429, Some("temporarily_unavailable")),
+        "{answer}"
+    );
+}

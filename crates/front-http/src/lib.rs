@@ -402,8 +402,9 @@ impl HttpFront {
                     )
                 }
             };
+            let source = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
             let answer = server
-                .answer(header(CONTENT_TYPE), header(AUTHORIZATION), &body)
+                .answer(source, header(CONTENT_TYPE), header(AUTHORIZATION), &body)
                 .await;
             let mut r = json_response(
                 StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_REQUEST),
@@ -415,6 +416,9 @@ impl HttpFront {
                 hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
                 HeaderValue::from_static("*"),
             );
+            if answer.status == 429 {
+                h.insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("60"));
+            }
             if let Some(w) = answer.www_authenticate {
                 h.insert(WWW_AUTHENTICATE, HeaderValue::from_static(w));
             }
@@ -455,6 +459,11 @@ fn connection_digests(extensions: &hyper::http::Extensions) -> Arc<HeaderDigests
 #[derive(Debug, Clone)]
 pub struct PeerSubject(pub Option<String>);
 
+/// The address of the request's connection's peer (the token endpoint's
+/// per-source limit), in the request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub SocketAddr);
+
 /// Serves connections until `shutdown` resolves, then stops accepting and
 /// waits up to `grace` for in-flight requests. Connections are held to
 /// `limits` ([`dgw_net::connections`]); with `tls`, each completes its
@@ -487,7 +496,7 @@ pub async fn serve(
                 tokio::spawn(async move {
                     let state = io.state();
                     let served = match tls {
-                        None => serve_connection(TokioIo::new(io), front, tracker, state, None, watcher).await,
+                        None => serve_connection(TokioIo::new(io), front, tracker, state, (peer, None), watcher).await,
                         Some(acceptor) => {
                             let stream = match tokio::time::timeout(handshake_limit, acceptor.accept(io)).await {
                                 Ok(Ok(s)) => s,
@@ -501,7 +510,7 @@ pub async fn serve(
                                 }
                             };
                             let subject = dgw_net::tls::peer_subject(stream.get_ref().1);
-                            serve_connection(TokioIo::new(stream), front, tracker, state, subject, watcher).await
+                            serve_connection(TokioIo::new(stream), front, tracker, state, (peer, subject), watcher).await
                         }
                     };
                     if let Err(e) = served {
@@ -535,7 +544,7 @@ async fn serve_connection<IO>(
     front: Arc<HttpFront>,
     tracker: Tracker,
     state: Arc<ConnState>,
-    subject: Option<String>,
+    (peer, subject): (SocketAddr, Option<String>),
     watcher: hyper_util::server::graceful::Watcher,
 ) -> hyper::Result<()>
 where
@@ -547,6 +556,7 @@ where
         let front = front.clone();
         let busy = tracker.busy(&state);
         req.extensions_mut().insert(subject.clone());
+        req.extensions_mut().insert(PeerAddr(peer));
         req.extensions_mut().insert(digests.clone());
         async move {
             let id = dgw_core::request_id::from_header(

@@ -8,6 +8,7 @@
 //! server: its metadata (RFC 8414) and token endpoint.
 
 pub mod challenge;
+pub mod limit;
 pub mod resource;
 pub mod server;
 

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::limit::RateLimit;
 use crate::resource::ProtectedResource;
 
 /// The token endpoint's path.
@@ -74,6 +75,9 @@ pub enum TokenError {
     AccessDenied(String),
     #[error("{0}")]
     ServerError(String),
+    /// Over the rate limit of its source or its client: 429.
+    #[error("too many token requests from this {0}; try again in a minute")]
+    RateLimited(&'static str),
 }
 
 impl TokenError {
@@ -88,6 +92,7 @@ impl TokenError {
             TokenError::InvalidTarget(_) => "invalid_target",
             TokenError::AccessDenied(_) => "access_denied",
             TokenError::ServerError(_) => "server_error",
+            TokenError::RateLimited(_) => "temporarily_unavailable",
         }
     }
 
@@ -96,6 +101,7 @@ impl TokenError {
         match self {
             TokenError::InvalidClient { .. } => 401,
             TokenError::ServerError(_) => 500,
+            TokenError::RateLimited(_) => 429,
             _ => 400,
         }
     }
@@ -118,7 +124,19 @@ pub struct AuthorizationServer {
     issuing: Arc<Issuing>,
     gate: Arc<Gatekeeper>,
     records: Arc<dyn RecordStore>,
+    /// Requests per source address, checked before anything else.
+    by_source: RateLimit,
+    /// Requests per authenticated client (never per claimed ID, so a
+    /// stranger cannot use up a client's allowance).
+    by_client: RateLimit,
 }
+
+/// Token requests a source address may make per minute.
+pub const PER_SOURCE_PER_MINUTE: u32 = 120;
+/// Token requests an authenticated client may make per minute.
+pub const PER_CLIENT_PER_MINUTE: u32 = 60;
+/// The most sources and clients each limit tracks at once.
+const MAX_LIMITED_KEYS: usize = 100_000;
 
 /// A form's parameters, each at most once (RFC 6749 §3.1).
 fn form(body: &[u8]) -> Result<Vec<(String, String)>, TokenError> {
@@ -156,6 +174,16 @@ impl AuthorizationServer {
             issuing,
             gate,
             records,
+            by_source: RateLimit::new(
+                PER_SOURCE_PER_MINUTE,
+                Duration::from_secs(60),
+                MAX_LIMITED_KEYS,
+            ),
+            by_client: RateLimit::new(
+                PER_CLIENT_PER_MINUTE,
+                Duration::from_secs(60),
+                MAX_LIMITED_KEYS,
+            ),
         }
     }
 
@@ -193,6 +221,12 @@ impl AuthorizationServer {
         }
         let form = form(body)?;
         let client = self.client(authorization, &form)?;
+        if !self
+            .by_client
+            .allow(&client.client_id, std::time::Instant::now())
+        {
+            return Err(TokenError::RateLimited("client"));
+        }
         match param(&form, "grant_type") {
             Some("client_credentials") => {}
             Some(other) => {
@@ -467,11 +501,18 @@ impl AuthorizationServer {
     /// issuance and denial in the audit trail (never a secret or token).
     pub async fn answer(
         &self,
+        source: Option<std::net::IpAddr>,
         content_type: Option<&str>,
         authorization: Option<&str>,
         body: &[u8],
     ) -> TokenAnswer {
-        match self.token(content_type, authorization, body).await {
+        let source = source.map_or_else(|| "-".to_owned(), |ip| ip.to_string());
+        let result = if self.by_source.allow(&source, std::time::Instant::now()) {
+            self.token(content_type, authorization, body).await
+        } else {
+            Err(TokenError::RateLimited("source"))
+        };
+        match result {
             Ok(body) => TokenAnswer {
                 status: 200,
                 body,
