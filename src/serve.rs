@@ -337,7 +337,12 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
 /// [`run`] with [`Extensions`].
 pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), ServeError> {
     // Before the state: recovery counts what it charges.
-    let metrics = telemetry::install_metrics(crate::state::METRICS);
+    let layers: Vec<&'static [telemetry::Metric]> = crate::state::METRICS
+        .iter()
+        .copied()
+        .chain([dgw_oauth::metrics::METRICS])
+        .collect();
+    let metrics = telemetry::install_metrics(&layers);
     let descriptors = crate::connections::raise_descriptor_limit();
     let listeners = 1 + usize::from(config.server.grpc.is_some());
     let max_connections = connections_within(config.server.max_connections, listeners, descriptors);
@@ -406,6 +411,9 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             }),
         },
     ));
+    if config.oauth.is_some() {
+        dgw_oauth::metrics::export_at_zero();
+    }
     let authorization_server = config.oauth.as_ref().map(|o| {
         Arc::new(dgw_oauth::server::AuthorizationServer::new(
             o.resource.clone(),

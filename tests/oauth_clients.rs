@@ -220,6 +220,9 @@ fn client_credentials_tokens_share_one_subject_budget_and_verify_offline() {
         narrow["error"]["data"]["type"], "capability_not_granted",
         "{narrow}"
     );
+    // Five tokens issued, each counted under its grant.
+    let line = "dgw_oauth_tokens_issued_total{grant=\"client_credentials\",idp=\"-\"} 5";
+    assert!(s.gw.metrics().lines().any(|l| l == line), "{line}");
     drop(s.dir);
 }
 
@@ -321,6 +324,31 @@ fn hostile_token_requests_get_their_rfc_error_and_nothing_is_issued() {
         // The secret is never echoed.
         assert!(!answer.to_string().contains(SECRET), "{answer}");
     }
+    // Every refusal counted by its reason, nothing issued.
+    let metrics = s.gw.metrics();
+    let count = |series: &str| -> u64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{series} missing:\n{metrics}")) as u64
+    };
+    assert_eq!(
+        count("dgw_oauth_token_denials_total{reason=\"invalid_client\"}"),
+        4
+    );
+    assert_eq!(
+        count("dgw_oauth_token_denials_total{reason=\"invalid_scope\"}"),
+        3
+    );
+    assert_eq!(
+        count("dgw_oauth_token_denials_total{reason=\"invalid_grant\"}"),
+        0
+    );
+    assert_eq!(
+        count("dgw_oauth_tokens_issued_total{grant=\"client_credentials\",idp=\"-\"}"),
+        0
+    );
     // Nothing was issued or charged: the whole budget is still there.
     let t = token(&s.gw, cc);
     let a = authorize(&s.gw, &t, "/p/a.txt", 50);

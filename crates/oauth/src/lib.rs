@@ -9,6 +9,7 @@
 
 pub mod challenge;
 pub mod limit;
+pub mod metrics;
 pub mod resource;
 pub mod server;
 

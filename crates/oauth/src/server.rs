@@ -513,12 +513,16 @@ impl AuthorizationServer {
             Err(TokenError::RateLimited("source"))
         };
         match result {
-            Ok(body) => TokenAnswer {
-                status: 200,
-                body,
-                www_authenticate: None,
-            },
+            Ok(body) => {
+                crate::metrics::issued("client_credentials", "-");
+                TokenAnswer {
+                    status: 200,
+                    body,
+                    www_authenticate: None,
+                }
+            }
             Err(e) => {
+                crate::metrics::denied(e.code());
                 self.gate.trail().event(
                     "oauth_token_denied",
                     json!({"error": e.code(), "detail": e.to_string()}),
