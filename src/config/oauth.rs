@@ -9,7 +9,6 @@ use std::time::Duration;
 use delegateos::Capability;
 use dgw_oauth::ProtectedResource;
 use serde::Deserialize;
-use sha2::Digest;
 
 use super::{Check, ConfigError};
 
@@ -340,7 +339,7 @@ impl RawClient {
                 "the secret must be at least 16 characters".into(),
             ));
         }
-        let secret_sha256 = sha2::Sha256::digest(secret.expose().as_bytes()).into();
+        let secret_sha256 = dgw_core::caller::AdminToken::digest(secret.expose());
         match tenants.iter().find(|t| t.name == self.tenant) {
             None => {
                 return Err(check.invalid(
