@@ -336,7 +336,12 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
 /// [`run`] with [`Extensions`].
 pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), ServeError> {
     // Before the state: recovery counts what it charges.
-    let metrics = telemetry::install_metrics(crate::state::METRICS);
+    let layers: Vec<&'static [telemetry::Metric]> = crate::state::METRICS
+        .iter()
+        .copied()
+        .chain([dgw_oauth::metrics::METRICS])
+        .collect();
+    let metrics = telemetry::install_metrics(&layers);
     let descriptors = crate::connections::raise_descriptor_limit();
     let listeners = 1 + usize::from(config.server.grpc.is_some());
     let max_connections = connections_within(config.server.max_connections, listeners, descriptors);
@@ -405,6 +410,19 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             }),
         },
     ));
+    if config.oauth.is_some() {
+        dgw_oauth::metrics::export_at_zero();
+    }
+    let authorization_server = config.oauth.as_ref().map(|o| {
+        Arc::new(dgw_oauth::server::AuthorizationServer::new(
+            o.resource.clone(),
+            o.access_token_ttl,
+            o.clients.clone(),
+            state.issuing.clone(),
+            gate.clone(),
+            state.stores.records.clone(),
+        ))
+    });
     let front = Arc::new(HttpFront {
         rpc: {
             let rpc = JsonRpc::new(
@@ -413,8 +431,20 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
                 state.audit.clone(),
                 config.server.max_body_bytes,
             );
-            match &state.audit_log {
+            let rpc = match &state.audit_log {
                 Some(a) => rpc.with_audit_log(a.name.clone()),
+                None => rpc,
+            };
+            match &authorization_server {
+                Some(server) => {
+                    let server = server.clone();
+                    rpc.with_subject_revoke(Arc::new(move |caller, tenant, subject| {
+                        let server = server.clone();
+                        Box::pin(
+                            async move { server.revoke_subject(&caller, &tenant, &subject).await },
+                        )
+                    }))
+                }
                 None => rpc,
             }
         }
@@ -455,6 +485,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         max_body_bytes: config.server.max_body_bytes,
         request_timeout: config.server.request_timeout,
         ready: AtomicBool::new(true),
+        oauth: config.oauth.as_ref().map(|o| o.resource.clone()),
+        authorization_server: authorization_server.clone(),
         auth: Authenticator::sharing(&admins, http_addr)
             .with_schemes(state.protocols.schemes())
             .with_bearer_prefixes(state.protocols.bearer_prefixes()),
@@ -511,6 +543,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             .with_schemes(state.protocols.schemes())
             .with_bearer_prefixes(state.protocols.bearer_prefixes());
         let tls = grpc_tls.clone();
+        let oauth = config.oauth.as_ref().map(|o| o.resource.clone());
         let limits = Limits {
             // The preface, and each frame while no call is in flight.
             header_read_timeout: Some(config.server.header_read_timeout),
@@ -529,6 +562,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
                     protocols,
                     limits,
                     tls,
+                    oauth,
                 },
                 stopped,
             )

@@ -92,6 +92,16 @@ const CHECKS: &[Check] = &[
         first_line: "dgw config check config/gateway.toml",
         expect: &["config/gateway.toml: valid (http 127.0.0.1:8080, grpc 127.0.0.1:50051, 1 tenant(s), 0 upstream(s), 0 admin token(s), TLS off, traces off)"],
     },
+    Check {
+        doc: "docs/oauth.md",
+        first_line: "cat > oauth.toml <<'TOML'",
+        expect: &[
+            "\"resource\":\"http://127.0.0.1:8080/mcp\"",
+            "\"authorization_servers\":[\"http://127.0.0.1:8080\"]",
+            "HTTP/1.1 401",
+            "www-authenticate: Bearer resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource\"",
+        ],
+    },
 ];
 
 /// Lines of runnable blocks that are not run here, with the reason.

@@ -260,15 +260,26 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("dgw-state-sled", &["dgw-core", "delegateos"]),
     ("dgw-state-redis", &["dgw-core", "delegateos"]),
     ("dgw-net", &["dgw-core"]),
+    // OAuth (issue 35): the protected resource and the authorization server.
+    ("dgw-oauth", &["dgw-core", "delegateos"]),
     ("dgw-front-jsonrpc", &["dgw-core", "delegateos"]),
     (
         "dgw-front-mcp",
         &["dgw-core", "dgw-front-jsonrpc", "dgw-net", "delegateos"],
     ),
-    ("dgw-front-grpc", &["dgw-core", "dgw-net", "delegateos"]),
+    (
+        "dgw-front-grpc",
+        &["dgw-core", "dgw-net", "dgw-oauth", "delegateos"],
+    ),
     (
         "dgw-front-http",
-        &["dgw-core", "dgw-front-jsonrpc", "dgw-front-mcp", "dgw-net"],
+        &[
+            "dgw-core",
+            "dgw-front-jsonrpc",
+            "dgw-front-mcp",
+            "dgw-net",
+            "dgw-oauth",
+        ],
     ),
     ("delegate-gateway", &["*"]),
 ];

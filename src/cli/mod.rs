@@ -5,6 +5,7 @@ mod attestation;
 mod audit;
 mod config;
 mod contract;
+mod oauth;
 mod output;
 mod revoke;
 mod token;
@@ -91,6 +92,9 @@ enum Command {
     /// Hand a signed revocation entry to a running gateway, or, as an
     /// administrator, revoke a token's block without its signer's key.
     Revoke(revoke::SubmitArgs),
+    /// The OAuth authorization server's operator commands ([oauth]).
+    #[command(name = "oauth", subcommand)]
+    OAuth(oauth::OAuthCommand),
     /// Create admin tokens for `[[admin.tokens]]`.
     #[command(name = "admin-token", subcommand)]
     AdminToken(AdminTokenCommand),
@@ -303,6 +307,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Attestation(cmd) => attestation::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Revoke(args) => revoke::submit(args),
+        Command::OAuth(cmd) => oauth::run(cmd),
         Command::Config(cmd) => config::run(cmd),
         Command::AdminToken(AdminTokenCommand::New { name }) => {
             if name.is_empty() || name.contains(['"', '\\', '\n']) {

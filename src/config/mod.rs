@@ -8,6 +8,7 @@ mod budget;
 pub mod files;
 mod issuing;
 mod mcp;
+mod oauth;
 pub mod schema;
 mod server;
 mod state;
@@ -30,6 +31,7 @@ use crate::mcp::UpstreamSpec;
 pub use budget::BudgetConfig;
 pub use issuing::IssuingError;
 pub use mcp::McpConfig;
+pub use oauth::{GrantRule, IdentityProvider, OAuthConfig};
 pub use server::ServerConfig;
 pub use state::StateConfig;
 pub use telemetry::TelemetryConfig;
@@ -98,6 +100,9 @@ pub struct Config {
     pub audit: Option<dgw_audit_log::Settings>,
     /// OpenTelemetry traces (`[telemetry]`; `None`: off). Read at start.
     pub telemetry: Option<TelemetryConfig>,
+    /// OAuth (`[oauth]`; `None`: off, and the fronts answer as before).
+    /// Read at start.
+    pub oauth: Option<OAuthConfig>,
 }
 
 /// The protocol modules a configuration is read with and a gateway built
@@ -147,6 +152,7 @@ const OWN_KEYS: &[&str] = &[
     "log",
     "audit",
     "telemetry",
+    "oauth",
 ];
 
 /// `[log]`.
@@ -197,6 +203,8 @@ struct RawConfig {
     audit: audit::RawAudit,
     #[serde(default)]
     telemetry: telemetry::RawTelemetry,
+    #[serde(default)]
+    oauth: oauth::RawOAuth,
 }
 
 /// Names the file in every error a section's checks return.
@@ -362,6 +370,7 @@ impl Config {
         let data_dir = check.file(raw.data_dir);
         let audit = raw.audit.validate(&data_dir, &check)?;
         let telemetry = raw.telemetry.validate(&check)?;
+        let oauth = raw.oauth.validate(&tenants, &check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
@@ -385,6 +394,7 @@ impl Config {
             source: None,
             audit,
             telemetry,
+            oauth,
         })
     }
 }

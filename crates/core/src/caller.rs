@@ -126,11 +126,43 @@ pub fn split_authorization(value: &str) -> Option<(&str, &str)> {
     Some((scheme, rest.trim()))
 }
 
+/// The scheme DCTs travel under (`Authorization: DCT <token>`), the pivot
+/// protocol's; a DCT sent as `Bearer <token>` is read as if sent under it.
+pub const DCT_SCHEME: &str = "DCT";
+
+/// What an `Authorization: Bearer` value is. dgw reads it in one order
+/// (docs/oauth.md): a registered protocol's prefix (`Bearer <prefix>…`),
+/// then a DCT (a value that decodes as one), then an administrator's
+/// secret; a value that is none of them is refused, never taken as
+/// another kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bearer {
+    /// A protocol's credential, by its prefix.
+    Prefixed,
+    /// A DCT (an OAuth access token dgw issued, or one minted offline).
+    Dct,
+    /// Neither: an admin secret if it matches one, else refused.
+    Other,
+}
+
+/// Which [`Bearer`] `value` is, given the registered `prefixes`.
+pub fn read_bearer(value: &str, prefixes: &[&str]) -> Bearer {
+    if prefixes.iter().any(|p| value.starts_with(p)) {
+        Bearer::Prefixed
+    } else if delegateos::Dct::decode(value).is_ok() {
+        Bearer::Dct
+    } else {
+        Bearer::Other
+    }
+}
+
 /// Why a caller could not be established.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     /// A bearer secret that matches no configured admin token.
-    #[error("the bearer token is not a configured admin token")]
+    #[error(
+        "the bearer token is none of a protocol's credential, a DCT or a configured admin token"
+    )]
     InvalidAdminToken,
     /// An `Authorization` header of a scheme dgw does not take.
     #[error("the Authorization header must be `Bearer <admin secret>` or a protocol's credential, such as `DCT <token>`")]
@@ -226,7 +258,7 @@ impl Authenticator {
         Self {
             admins: admins.clone(),
             loopback_listener: listener.ip().is_loopback(),
-            schemes: vec!["DCT"],
+            schemes: vec![DCT_SCHEME],
             bearer_prefixes: Vec::new(),
         }
     }
@@ -273,14 +305,22 @@ impl Authenticator {
         };
         let value = std::str::from_utf8(value).map_err(|_| AuthError::UnknownScheme)?;
         let (scheme, rest) = split_authorization(value).ok_or(AuthError::UnknownScheme)?;
-        if scheme.eq_ignore_ascii_case("bearer")
-            && self.bearer_prefixes.iter().any(|p| rest.starts_with(p))
-        {
-            caller.credential = Some(rest.to_owned());
-            caller.scheme = Some("Bearer".to_owned());
-        } else if scheme.eq_ignore_ascii_case("bearer") {
-            caller.admin =
-                Some(admin_token(&admins.tokens, rest).ok_or(AuthError::InvalidAdminToken)?);
+        if scheme.eq_ignore_ascii_case("bearer") {
+            match read_bearer(rest, &self.bearer_prefixes) {
+                Bearer::Prefixed => {
+                    caller.credential = Some(rest.to_owned());
+                    caller.scheme = Some("Bearer".to_owned());
+                }
+                Bearer::Dct if self.schemes.contains(&DCT_SCHEME) => {
+                    caller.credential = Some(rest.to_owned());
+                    caller.scheme = Some(DCT_SCHEME.to_owned());
+                }
+                Bearer::Dct | Bearer::Other => {
+                    caller.admin = Some(
+                        admin_token(&admins.tokens, rest).ok_or(AuthError::InvalidAdminToken)?,
+                    );
+                }
+            }
         } else if let Some(s) = self.schemes.iter().find(|s| s.eq_ignore_ascii_case(scheme)) {
             caller.credential = Some(rest.to_owned());
             caller.scheme = Some((*s).to_owned());
@@ -397,6 +437,65 @@ mod tests {
             local.caller_h(Some(b"Bearer x")).unwrap_err(),
             AuthError::InvalidAdminToken
         );
+    }
+
+    /// A DCT, serialized as it travels.
+    fn a_dct() -> String {
+        use delegateos::dct::CreateParams;
+        use delegateos::{ContractId, Dct, DelegationId, Keypair, Timestamp};
+        let (root, agent) = (Keypair::from_seed([1; 32]), Keypair::from_seed([2; 32]));
+        let now = time::OffsetDateTime::now_utc();
+        Dct::create(
+            &root,
+            CreateParams {
+                delegatee: agent.principal_id().clone(),
+                capabilities: vec!["docs:read:/a/**".parse().unwrap()],
+                contract_id: ContractId::from_bytes([1; 6]),
+                delegation_id: DelegationId::from_bytes([1; 6]),
+                parent_delegation_id: DelegationId::root_parent(),
+                chain_depth: 0,
+                max_chain_depth: 2,
+                max_budget_microcents: 100,
+                expires_at: Timestamp::from_instant(now + time::Duration::hours(1)),
+                issued_at: Timestamp::from_instant(now),
+            },
+        )
+        .unwrap()
+        .encode()
+    }
+
+    #[test]
+    fn bearer_values_are_read_prefix_then_dct_then_admin_secret() {
+        let auth = Authenticator::new(
+            vec![token("ops", "s3cret")],
+            vec![],
+            "10.0.0.1:1".parse().unwrap(),
+        )
+        .with_bearer_prefixes(vec!["motebit:"]);
+        let prefixed = auth.caller_h(Some(b"Bearer motebit:abc")).unwrap();
+        assert_eq!(prefixed.presented(), Some(("Bearer", "motebit:abc")));
+        let dct = a_dct();
+        let c = auth
+            .caller_h(Some(format!("Bearer {dct}").as_bytes()))
+            .unwrap();
+        assert_eq!(c.presented(), Some((DCT_SCHEME, dct.as_str())));
+        assert!(!c.is_admin());
+        assert!(auth
+            .caller_h(Some(b"Bearer s3cret"))
+            .unwrap()
+            .is_authenticated_admin());
+        // Neither a prefix, a DCT nor a secret: refused, whatever it resembles.
+        for other in [&dct[..dct.len() - 4], "eyJmb3JtYXQiOiJ4In0", "wrong"] {
+            assert_eq!(
+                auth.caller_h(Some(format!("Bearer {other}").as_bytes()))
+                    .unwrap_err(),
+                AuthError::InvalidAdminToken,
+                "{other}"
+            );
+        }
+        assert_eq!(read_bearer(&dct, &["motebit:"]), Bearer::Dct);
+        assert_eq!(read_bearer("motebit:x", &["motebit:"]), Bearer::Prefixed);
+        assert_eq!(read_bearer("x", &["motebit:"]), Bearer::Other);
     }
 
     #[test]

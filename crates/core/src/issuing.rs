@@ -261,6 +261,99 @@ impl Issuing {
     }
 }
 
+/// A token the gateway made for itself by attenuating a verified parent it
+/// holds ([`Issuing::attenuate_held`]).
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub token: String,
+    pub delegation_id: DelegationId,
+    pub expires_at: Timestamp,
+    /// The new token's blocks, root first; the last is the one to revoke.
+    pub revocation_ids: Vec<String>,
+}
+
+impl Issuing {
+    /// Attenuates `parent` (the tenant's issuing delegation when `None`)
+    /// with the gateway's key, to the gateway itself (a bearer token):
+    /// `parent` is verified as the pipeline would now (signature chain,
+    /// revocation, expiry), must be rooted at `tenant` and held by this
+    /// gateway; the expiry is cut to the chain's; anything wider than the
+    /// parent is refused (`attenuation_violation`). The online issuance of
+    /// OAuth (docs/oauth.md) goes through here.
+    pub fn attenuate_held(
+        &self,
+        gate: &Gatekeeper,
+        tenant: &str,
+        parent: Option<&str>,
+        capabilities: Vec<Capability>,
+        budget_microcents: u64,
+        expires_at: Timestamp,
+    ) -> Result<Held, GateError> {
+        let delegations = self.delegations.load();
+        let parent_text = match parent {
+            Some(p) => p,
+            None => delegations
+                .get(tenant)
+                .ok_or_else(|| GateError::NotFound {
+                    kind: Missing::IssuingDelegation,
+                    id: tenant.to_owned(),
+                })?
+                .as_str(),
+        };
+        let refused = |detail: String| GateError::Rejected {
+            kind: "issuing_delegation_invalid".into(),
+            detail,
+        };
+        let grant = gate
+            .dct_grant(parent_text)
+            .map_err(|d| refused(format!("{}: {}", d.kind.as_str(), d.detail)))?;
+        if grant.tenant != tenant {
+            return Err(refused(format!(
+                "rooted at tenant {}, not {tenant}",
+                grant.tenant
+            )));
+        }
+        let parent = Dct::decode(parent_text).map_err(|r| refused(r.detail))?;
+        if parent.holder() != self.key.principal_id() {
+            return Err(refused(format!(
+                "held by {}, not by this gateway",
+                parent.holder()
+            )));
+        }
+        let expires_at = match grant_expiry(&parent) {
+            Some(c) if c.instant() < expires_at.instant() => c,
+            _ => expires_at,
+        };
+        if expires_at.instant() <= time::OffsetDateTime::now_utc() {
+            return Err(refused("it has expired".into()));
+        }
+        let delegation_id =
+            DelegationId::from_bytes(crate::random::bytes().map_err(|e| {
+                GateError::Storage(crate::state::StorageError::Backend(e.to_string()))
+            })?);
+        let issued = parent
+            .attenuate(
+                &self.key,
+                AttenuateParams {
+                    delegatee: self.key.principal_id().clone(),
+                    delegation_id: delegation_id.clone(),
+                    contract_id: parent.contract_id().clone(),
+                    allowed_capabilities: Some(capabilities),
+                    max_budget_microcents: Some(budget_microcents),
+                    expires_at: Some(expires_at.clone()),
+                    max_chain_depth: None,
+                },
+            )
+            .map_err(|r| wider(r.detail))?;
+        Ok(Held {
+            token: issued.encode(),
+            delegation_id,
+            expires_at,
+            revocation_ids: issued.revocation_ids(),
+        })
+    }
+}
+
 /// The earliest expiry along a token's chain.
 fn grant_expiry(token: &Dct) -> Option<Timestamp> {
     let t = token.token();

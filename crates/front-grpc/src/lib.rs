@@ -153,6 +153,8 @@ pub struct Settings {
     pub limits: Limits,
     /// TLS (ALPN `h2`); none: plain text.
     pub tls: Option<dgw_net::tls::LiveTls>,
+    /// `[oauth]`: refusals carry their challenge in `www-authenticate`.
+    pub oauth: Option<dgw_oauth::ProtectedResource>,
 }
 
 /// Serves gRPC on `listener` until `shutdown` resolves (then health turns
@@ -173,6 +175,7 @@ pub async fn serve(
         protocols,
         limits,
         tls,
+        oauth,
     } = settings;
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, ServingStatus::Serving).await;
@@ -194,7 +197,7 @@ pub async fn serve(
     let reflection_v1alpha = reflection()
         .build_v1alpha()
         .expect("the descriptor sets are built into the binary and valid");
-    let front = service::GrpcFront::new(gate, protocols, max_message_bytes, auth);
+    let front = service::GrpcFront::new(gate, protocols, max_message_bytes, auth).with_oauth(oauth);
     // Sockets are accepted here, held to the connection limits; the
     // builder's `tcp_nodelay` only reaches sockets tonic accepts itself, so
     // ours carry it, or Nagle holds back each answer's trailers.

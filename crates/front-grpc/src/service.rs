@@ -10,7 +10,7 @@ use delegateos::{CapabilityRequest, DelegationId};
 use serde::de::DeserializeOwned;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 
 use super::pb::delegation_gateway_server::DelegationGateway;
 use super::pb::{self, DecisionOutcome};
@@ -18,9 +18,10 @@ use super::{convert, status};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller::{Authenticator, Caller};
 use dgw_core::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
-use dgw_core::protocol::{Call, Decision, Found, Registry};
+use dgw_core::protocol::{Call, Decision, Denial, Found, Registry};
 use dgw_core::telemetry::{Outcome, RequestRecord};
 use dgw_net::connections::{Busy, ConnInfo};
+use dgw_oauth::{Challenge, ProtectedResource};
 
 /// Decisions buffered per watcher before the stream waits for the client.
 const WATCH_BUFFER: usize = 256;
@@ -36,6 +37,8 @@ pub struct GrpcFront {
     /// can drain.
     stopping: watch::Receiver<bool>,
     stop: Arc<watch::Sender<bool>>,
+    /// `[oauth]`: a refusal that calls for a challenge carries it.
+    oauth: Option<ProtectedResource>,
 }
 
 impl GrpcFront {
@@ -53,7 +56,46 @@ impl GrpcFront {
             auth,
             stopping,
             stop: Arc::new(stop),
+            oauth: None,
         }
+    }
+
+    /// An authorization's denial, with its challenge under `[oauth]`.
+    fn denied(&self, d: &Denial) -> Failure {
+        let requested = d.requested.as_ref().map(|r| serde_json::json!(r));
+        self.challenged(
+            (status::denial(d), Outcome::Denied),
+            Challenge::for_refusal(d.kind.as_str(), requested.as_ref()),
+        )
+    }
+
+    /// Refusals carry OAuth challenges (`[oauth]` configured).
+    pub fn with_oauth(mut self, oauth: Option<ProtectedResource>) -> Self {
+        self.oauth = oauth;
+        self
+    }
+
+    /// `failure` as `[oauth]` answers it: a refusal for want of a
+    /// credential, or of a good one, is `UNAUTHENTICATED` (one too narrow
+    /// stays `PERMISSION_DENIED`) with the challenge in `www-authenticate`
+    /// metadata (docs/oauth.md); without `[oauth]`, unchanged.
+    fn challenged(&self, failure: Failure, challenge: Option<Challenge>) -> Failure {
+        let (Some(oauth), Some(challenge)) = (&self.oauth, challenge) else {
+            return failure;
+        };
+        let (status, outcome) = failure;
+        let mut status = match challenge {
+            Challenge::InsufficientScope(_) => status,
+            Challenge::Missing | Challenge::InvalidToken => Status::with_details(
+                Code::Unauthenticated,
+                status.message().to_owned(),
+                status.details().to_vec().into(),
+            ),
+        };
+        if let Ok(value) = oauth.www_authenticate("grpc", &challenge).parse() {
+            status.metadata_mut().insert("www-authenticate", value);
+        }
+        (status, outcome)
     }
 
     /// Ends every watch stream (called when the server shuts down).
@@ -71,9 +113,10 @@ impl GrpcFront {
             .extensions()
             .get::<ConnInfo>()
             .and_then(ConnInfo::subject);
-        self.auth
-            .caller(value, subject)
-            .map_err(|e| (status::unauthenticated(&e), Outcome::Denied))
+        self.auth.caller(value, subject).map_err(|e| {
+            let failure = (status::unauthenticated(&e), Outcome::Denied);
+            self.challenged(failure, Challenge::for_refusal(e.kind(), None))
+        })
     }
 
     /// The credential of a protocol without a scheme (Talos), in the
@@ -102,9 +145,12 @@ impl GrpcFront {
                 .from_scheme(scheme, credentials)
                 .ok_or_else(|| invalid("authorization", "names no protocol's scheme"))?
                 .map_err(|d| (status::denial(&d), Outcome::Denied)),
-            None => Err(invalid(
-                "dct",
-                "is required (or a protocol's credential in credential_json or the authorization metadata)",
+            None => Err(self.challenged(
+                invalid(
+                    "dct",
+                    "is required (or a protocol's credential in credential_json or the authorization metadata)",
+                ),
+                Some(Challenge::Missing),
             )),
         }
     }
@@ -419,7 +465,7 @@ impl DelegationGateway for GrpcFront {
                     .await
                 {
                     Ok(Decision::Allowed(a)) => Ok((convert::authorization(&a), Outcome::Ok)),
-                    Ok(Decision::Denied(d)) => Err((status::denial(&d), Outcome::Denied)),
+                    Ok(Decision::Denied(d)) => Err(self.denied(&d)),
                     Err(e) => Err(gate_failure(&e)),
                 };
             }
@@ -444,7 +490,7 @@ impl DelegationGateway for GrpcFront {
                 .await
             {
                 Ok(Decision::Allowed((a, _))) => Ok((convert::authorization(&a), Outcome::Ok)),
-                Ok(Decision::Denied(d)) => Err((status::denial(&d), Outcome::Denied)),
+                Ok(Decision::Denied(d)) => Err(self.denied(&d)),
                 Err(e) => Err(gate_failure(&e)),
             }
         })

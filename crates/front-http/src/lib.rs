@@ -1,6 +1,7 @@
 //! The HTTP listener: JSON-RPC at `POST /rpc`, `GET /metrics`, `GET /healthz`,
-//! `GET /readyz`, and the paths protocols serve themselves
-//! (`Protocol::http_paths`); body size and time limits; graceful shutdown.
+//! `GET /readyz`, the OAuth protected resource metadata under `[oauth]`,
+//! and the paths protocols serve themselves (`Protocol::http_paths`); body
+//! size and time limits; graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -32,6 +33,9 @@ use dgw_front_mcp::sse::EventBody;
 use dgw_front_mcp::streamable::{answer_headers, HeaderDigests, StreamableHttp};
 use dgw_net::connections::{ConnState, Limits, Tracker};
 use dgw_net::http_guard::HttpGuard;
+use dgw_oauth::resource::METADATA_PATH;
+use dgw_oauth::server::AuthorizationServer;
+use dgw_oauth::{Challenge, ProtectedResource};
 
 /// What the HTTP front needs.
 pub struct HttpFront {
@@ -49,6 +53,12 @@ pub struct HttpFront {
     pub guard: HttpGuard,
     /// The protocols, for the paths they serve.
     pub protocols: Arc<Registry>,
+    /// `[oauth]`: the protected resource metadata is served, and refusals
+    /// on `/rpc` and `/mcp` that call for a challenge carry it (401/403 with
+    /// `WWW-Authenticate`); none: answered as without OAuth.
+    pub oauth: Option<ProtectedResource>,
+    /// `[oauth]`'s authorization server: its metadata and token endpoint.
+    pub authorization_server: Option<Arc<AuthorizationServer>>,
 }
 
 /// One body, or an MCP answer's event stream.
@@ -150,6 +160,42 @@ impl HttpFront {
                 "method not allowed\n".into(),
                 "text/plain",
             ),
+            (&Method::GET, dgw_oauth::server::METADATA_PATH)
+                if self.authorization_server.is_some() =>
+            {
+                let metadata = self
+                    .authorization_server
+                    .as_ref()
+                    .map(|a| a.metadata())
+                    .unwrap_or_default();
+                let mut r = json_response(StatusCode::OK, &metadata);
+                r.headers_mut().insert(
+                    hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                    HeaderValue::from_static("*"),
+                );
+                r
+            }
+            (&Method::POST, dgw_oauth::server::TOKEN_PATH)
+                if self.authorization_server.is_some() =>
+            {
+                Box::pin(self.oauth_token(req)).await
+            }
+            (&Method::GET, path) if path.starts_with(METADATA_PATH) && self.oauth.is_some() => {
+                match self.oauth.as_ref().and_then(|o| o.metadata_at(path)) {
+                    Some(metadata) => {
+                        let mut r = json_response(StatusCode::OK, &metadata);
+                        // Public by design: browser-based clients read it too.
+                        r.headers_mut().insert(
+                            hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                            HeaderValue::from_static("*"),
+                        );
+                        r
+                    }
+                    None => {
+                        text_response(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain")
+                    }
+                }
+            }
             (_, path) if self.protocols.serving_path(path).is_some() => {
                 let protocol = self.protocols.serving_path(path).cloned();
                 match protocol {
@@ -232,8 +278,14 @@ impl HttpFront {
                         StatusCode::UNAUTHORIZED,
                         &auth_error(&e).response(Value::Null),
                     );
-                    r.headers_mut()
-                        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                    let challenge = match &self.oauth {
+                        Some(o) => o
+                            .www_authenticate("/rpc", &Challenge::InvalidToken)
+                            .parse()
+                            .unwrap_or(HeaderValue::from_static("Bearer")),
+                        None => HeaderValue::from_static("Bearer"),
+                    };
+                    r.headers_mut().insert(WWW_AUTHENTICATE, challenge);
                     return r;
                 }
             };
@@ -242,7 +294,11 @@ impl HttpFront {
                 Err(r) => return r,
             };
             match self.rpc.handle(&caller, &body).await {
-                Some(v) => json_response(StatusCode::OK, &v),
+                Some(v) => {
+                    let mut r = json_response(StatusCode::OK, &v);
+                    self.challenge("/rpc", &v, &mut r);
+                    r
+                }
                 None => {
                     let mut r = Response::new(full(Bytes::new()));
                     *r.status_mut() = StatusCode::NO_CONTENT;
@@ -336,9 +392,76 @@ impl HttpFront {
             };
             let digests = connection_digests(&parts.extensions);
             let mut answer = self.mcp.post(&parts.headers, &body, &digests).await;
-            mcp_response(&mut answer)
+            let mut r = mcp_response(&mut answer);
+            if let Some(body) = &answer.body {
+                self.challenge("/mcp", body, &mut r);
+            }
+            r
         })
         .await
+    }
+
+    /// `POST /oauth/token` (RFC 6749 §3.2): the body within its own limit,
+    /// the answer never cached (§5.1).
+    async fn oauth_token(&self, req: Request<Incoming>) -> Response<Body> {
+        let Some(server) = self.authorization_server.clone() else {
+            return text_response(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain");
+        };
+        self.limited(async {
+            let (parts, body) = req.into_parts();
+            let header = |name| parts.headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+            let body = match http_body_util::Limited::new(body, dgw_oauth::server::MAX_REQUEST_BYTES)
+                .collect()
+                .await
+            {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    return json_response(
+                        StatusCode::BAD_REQUEST,
+                        &serde_json::json!({"error": "invalid_request", "error_description": "the request body is too large or unreadable"}),
+                    )
+                }
+            };
+            let source = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
+            let answer = server
+                .answer(source, header(CONTENT_TYPE), header(AUTHORIZATION), &body)
+                .await;
+            let mut r = json_response(
+                StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_REQUEST),
+                &answer.body,
+            );
+            let h = r.headers_mut();
+            h.insert(hyper::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            h.insert(
+                hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("*"),
+            );
+            if answer.status == 429 {
+                h.insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("60"));
+            }
+            if let Some(w) = answer.www_authenticate {
+                h.insert(WWW_AUTHENTICATE, HeaderValue::from_static(w));
+            }
+            r
+        })
+        .await
+    }
+
+    /// Under `[oauth]`, a JSON-RPC answer on `path` refusing for want of a
+    /// (good, or wide enough) credential: 401 or 403 with the challenge
+    /// naming the metadata (RFC 9728 §5.1, RFC 6750 §3); the body stays the
+    /// JSON-RPC error it was.
+    fn challenge(&self, path: &str, answer: &Value, response: &mut Response<Body>) {
+        let (Some(oauth), Some(challenge)) = (&self.oauth, Challenge::for_rpc_answer(answer))
+        else {
+            return;
+        };
+        let Ok(value) = HeaderValue::from_str(&oauth.www_authenticate(path, &challenge)) else {
+            return;
+        };
+        *response.status_mut() =
+            StatusCode::from_u16(challenge.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+        response.headers_mut().insert(WWW_AUTHENTICATE, value);
     }
 }
 
@@ -375,6 +498,11 @@ fn connection_digests(extensions: &hyper::http::Extensions) -> Arc<HeaderDigests
 #[derive(Debug, Clone)]
 pub struct PeerSubject(pub Option<String>);
 
+/// The address of the request's connection's peer (the token endpoint's
+/// per-source limit), in the request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub SocketAddr);
+
 /// Serves connections until `shutdown` resolves, then stops accepting and
 /// waits up to `grace` for in-flight requests. Connections are held to
 /// `limits` ([`dgw_net::connections`]); with `tls`, each completes its
@@ -407,7 +535,7 @@ pub async fn serve(
                 tokio::spawn(async move {
                     let state = io.state();
                     let served = match tls {
-                        None => serve_connection(TokioIo::new(io), front, tracker, state, None, watcher).await,
+                        None => serve_connection(TokioIo::new(io), front, tracker, state, (peer, None), watcher).await,
                         Some(acceptor) => {
                             let stream = match tokio::time::timeout(handshake_limit, acceptor.accept(io)).await {
                                 Ok(Ok(s)) => s,
@@ -421,7 +549,7 @@ pub async fn serve(
                                 }
                             };
                             let subject = dgw_net::tls::peer_subject(stream.get_ref().1);
-                            serve_connection(TokioIo::new(stream), front, tracker, state, subject, watcher).await
+                            serve_connection(TokioIo::new(stream), front, tracker, state, (peer, subject), watcher).await
                         }
                     };
                     if let Err(e) = served {
@@ -455,7 +583,7 @@ async fn serve_connection<IO>(
     front: Arc<HttpFront>,
     tracker: Tracker,
     state: Arc<ConnState>,
-    subject: Option<String>,
+    (peer, subject): (SocketAddr, Option<String>),
     watcher: hyper_util::server::graceful::Watcher,
 ) -> hyper::Result<()>
 where
@@ -467,6 +595,7 @@ where
         let front = front.clone();
         let busy = tracker.busy(&state);
         req.extensions_mut().insert(subject.clone());
+        req.extensions_mut().insert(PeerAddr(peer));
         req.extensions_mut().insert(digests.clone());
         async move {
             let id = dgw_core::request_id::from_header(

@@ -13,6 +13,7 @@ mod methods;
 
 use std::sync::Arc;
 
+use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::Gatekeeper;
 use dgw_core::protocol::Registry;
 use dgw_core::state::AuditSink;
@@ -28,6 +29,8 @@ pub struct JsonRpc {
     audit: Arc<dyn AuditSink>,
     max_body_bytes: usize,
     reload: Option<Reload>,
+    /// `dgw/oauth/revoke`, when `[oauth]` issues tokens.
+    subject_revoke: Option<SubjectRevoke>,
     /// The name the tamper-evident log's anchor is kept under, when the
     /// gateway keeps one (`dgw/audit/head`).
     audit_log: Option<String>,
@@ -40,6 +43,23 @@ pub type Reload = Arc<
             String,
         ) -> std::pin::Pin<
             Box<dyn std::future::Future<Output = Result<serde_json::Value, String>> + Send>,
+        > + Send
+        + Sync,
+>;
+
+/// Revokes an OAuth subject's delegation for `dgw/oauth/revoke`: called
+/// with the caller, the tenant and the subject.
+pub type SubjectRevoke = Arc<
+    dyn Fn(
+            Caller,
+            String,
+            String,
+        ) -> std::pin::Pin<
+            Box<
+                dyn std::future::Future<
+                        Output = Result<serde_json::Value, dgw_core::gatekeeper::GateError>,
+                    > + Send,
+            >,
         > + Send
         + Sync,
 >;
@@ -57,6 +77,7 @@ impl JsonRpc {
             audit,
             max_body_bytes,
             reload: None,
+            subject_revoke: None,
             audit_log: None,
         }
     }
@@ -64,6 +85,12 @@ impl JsonRpc {
     /// Serves `dgw/audit/head`: the anchor kept under `log`.
     pub fn with_audit_log(mut self, log: String) -> Self {
         self.audit_log = Some(log);
+        self
+    }
+
+    /// Serves `dgw/oauth/revoke` with `revoke`.
+    pub fn with_subject_revoke(mut self, revoke: SubjectRevoke) -> Self {
+        self.subject_revoke = Some(revoke);
         self
     }
 

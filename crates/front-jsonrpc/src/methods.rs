@@ -34,6 +34,7 @@ pub const METHODS: &[&str] = &[
     "dgw/audit/head",
     "dgw/revoke",
     "dgw/reload",
+    "dgw/oauth/revoke",
 ];
 
 #[derive(Deserialize)]
@@ -166,6 +167,7 @@ impl JsonRpc {
             "dgw/audit/head" => Box::pin(self.audit_head(caller, p)).await,
             "dgw/revoke" => Box::pin(self.admin_revoke(caller, p)).await,
             "dgw/reload" => Box::pin(self.reload(caller, p)).await,
+            "dgw/oauth/revoke" => Box::pin(self.subject_revoke(caller, p)).await,
             "delegateos/delegate" => Box::pin(self.delegate(p)).await,
             "delegateos/complete" => Box::pin(self.complete(p)).await,
             "delegateos/revoke" => Box::pin(self.revoke(caller, p)).await,
@@ -436,6 +438,30 @@ impl JsonRpc {
                 RpcError::new(REJECTED, "config_invalid", problem),
                 Outcome::Error,
             )),
+        }
+    }
+
+    /// Revokes an OAuth subject's delegation (an authenticated admin).
+    async fn subject_revoke(
+        &self,
+        caller: &Caller,
+        p: Option<Value>,
+    ) -> Result<(Value, Outcome), (RpcError, Outcome)> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct SubjectRevokeParams {
+            tenant: String,
+            subject: String,
+        }
+        let p: SubjectRevokeParams = params(p).map_err(err)?;
+        let Some(revoke) = &self.subject_revoke else {
+            return Err(method_not_found(
+                "this gateway issues no OAuth tokens ([oauth])",
+            ));
+        };
+        match revoke(caller.clone(), p.tenant, p.subject).await {
+            Ok(v) => Ok((v, Outcome::Ok)),
+            Err(e) => Err(gate(&e)),
         }
     }
 

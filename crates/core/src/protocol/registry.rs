@@ -210,10 +210,20 @@ impl Registry {
     pub fn from_scheme(&self, scheme: &str, credentials: &str) -> Option<Result<Found, Denial>> {
         let credentials = credentials.trim();
         if scheme.trim().eq_ignore_ascii_case("bearer") {
-            let ((protocol, admits), rest) = self.admitting.iter().find_map(|p| {
+            // The one order (crate::caller::read_bearer): a prefix, then a
+            // DCT; anything else is no protocol's.
+            let found = self.admitting.iter().find_map(|p| {
                 let rest = credentials.strip_prefix(p.1.bearer_prefix()?)?;
                 Some((p, rest))
-            })?;
+            });
+            let Some(((protocol, admits), rest)) = found else {
+                return match crate::caller::read_bearer(credentials, &[]) {
+                    crate::caller::Bearer::Dct => {
+                        self.from_scheme(crate::caller::DCT_SCHEME, credentials)
+                    }
+                    _ => None,
+                };
+            };
             return Some(admits.read_header(rest).map(|credential| Found {
                 protocol: protocol.clone(),
                 credential,

@@ -1,0 +1,17 @@
+//! dgw's OAuth 2.1 side (issue 35, docs/oauth.md). The fronts hold one
+//! [`resource::ProtectedResource`] when `[oauth]` is configured: its
+//! metadata (RFC 9728) is served at `/.well-known/oauth-protected-resource`
+//! (and the path-suffixed form for `/mcp`), and a call that needed a
+//! credential and carried none, or carried one too narrow, is answered with
+//! its challenge ([`challenge`]). Without `[oauth]` the fronts answer as
+//! they always did. [`server::AuthorizationServer`] is the authorization
+//! server: its metadata (RFC 8414) and token endpoint.
+
+pub mod challenge;
+pub mod limit;
+pub mod metrics;
+pub mod resource;
+pub mod server;
+
+pub use challenge::Challenge;
+pub use resource::{ProtectedResource, PublicUrlError};

@@ -1,0 +1,61 @@
+//! The authorization server's metrics: tokens issued by grant and identity
+//! provider, refusals by their RFC error; every series exported at zero
+//! from the first scrape when `[oauth]` is on, so a rate or an alert on
+//! them reads 0, not nothing.
+
+use dgw_core::telemetry::Metric;
+use metrics::counter;
+
+/// Tokens issued, by `grant` (`client_credentials`) and `idp` (`-` for a
+/// registered client, which no identity provider vouches for).
+pub const TOKENS_ISSUED: &str = "dgw_oauth_tokens_issued_total";
+/// Token requests refused, by `reason` (the RFC 6749 error).
+pub const TOKEN_DENIALS: &str = "dgw_oauth_token_denials_total";
+
+/// What the binary describes when it installs the recorder.
+pub const METRICS: &[Metric] = &[
+    Metric::counter(
+        TOKENS_ISSUED,
+        "OAuth access tokens (DCTs) issued, by grant type and identity provider.",
+    ),
+    Metric::counter(
+        TOKEN_DENIALS,
+        "OAuth token requests refused, by RFC 6749 error.",
+    ),
+];
+
+/// Every refusal reason the token endpoint answers with.
+pub const REASONS: &[&str] = &[
+    "invalid_request",
+    "invalid_client",
+    "invalid_grant",
+    "unsupported_grant_type",
+    "invalid_scope",
+    "invalid_target",
+    "access_denied",
+    "server_error",
+    "temporarily_unavailable",
+];
+
+/// The grants built, with the `idp` label each is counted under.
+pub const GRANTS: &[(&str, &str)] = &[("client_credentials", "-")];
+
+/// Exports every series at zero (adds 0: a value already counted stays).
+pub fn export_at_zero() {
+    for (grant, idp) in GRANTS {
+        counter!(TOKENS_ISSUED, "grant" => *grant, "idp" => *idp).increment(0);
+    }
+    for reason in REASONS {
+        counter!(TOKEN_DENIALS, "reason" => *reason).increment(0);
+    }
+}
+
+/// One token issued.
+pub fn issued(grant: &'static str, idp: &'static str) {
+    counter!(TOKENS_ISSUED, "grant" => grant, "idp" => idp).increment(1);
+}
+
+/// One token request refused.
+pub fn denied(reason: &'static str) {
+    counter!(TOKEN_DENIALS, "reason" => reason).increment(1);
+}

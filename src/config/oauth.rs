@@ -1,0 +1,381 @@
+//! `[oauth]`: dgw as an OAuth 2.1 protected resource and authorization
+//! server (issue 35, docs/oauth.md); off unless the section is there. The
+//! names are the issue's, fixed so tools and docs can rely on them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use delegateos::Capability;
+use dgw_oauth::ProtectedResource;
+use serde::Deserialize;
+
+use super::{Check, ConfigError};
+
+/// The validated `[oauth]` section.
+#[derive(Debug, Clone)]
+pub struct OAuthConfig {
+    /// The public origin (issuer and resource base) and the scopes the
+    /// grants can give: what the fronts' metadata and challenges say.
+    pub resource: ProtectedResource,
+    /// The longest an access token lives (a grant's `ttl` is cut to it).
+    pub access_token_ttl: Duration,
+    /// The identity providers whose users and agents may be issued tokens.
+    pub identity_providers: Vec<IdentityProvider>,
+    /// `[[oauth.clients]]`: agents with a secret, for client credentials.
+    pub clients: Vec<dgw_oauth::server::Client>,
+}
+
+/// One `[[oauth.identity_providers]]` entry.
+#[derive(Debug, Clone)]
+pub struct IdentityProvider {
+    pub name: String,
+    pub issuer: String,
+    pub jwks_uri: Option<String>,
+    pub audience: String,
+    pub client_id: Option<String>,
+    pub client_secret_file: Option<PathBuf>,
+    pub tenant: String,
+    /// First match wins; none matching: `access_denied`.
+    pub grants: Vec<GrantRule>,
+}
+
+/// One `[[oauth.identity_providers.grants]]` entry.
+#[derive(Debug, Clone)]
+pub struct GrantRule {
+    /// Each listed claim must equal, or (an array) contain, the value.
+    pub claims: BTreeMap<String, String>,
+    pub capabilities: Vec<Capability>,
+    /// Per subject and grant, across every token (not per token).
+    pub budget_microcents: u64,
+    /// Each issued token's lifetime.
+    pub ttl: Duration,
+    /// The per-subject delegation's lifetime: a fresh budget after it.
+    pub subject_budget_period: Duration,
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOAuth {
+    /// The origin clients reach dgw at (`https://dgw.example`): the issuer
+    /// and resource base in the metadata and challenges. Required to turn
+    /// OAuth on.
+    #[serde(default)]
+    public_url: Option<String>,
+    /// The longest an issued access token lives (default `1h`).
+    #[serde(default)]
+    access_token_ttl: Option<String>,
+    /// The enterprise identity providers (OIDC) tokens are issued from.
+    #[serde(default)]
+    identity_providers: Vec<RawIdentityProvider>,
+    /// Agents registered with a secret (client credentials).
+    #[serde(default)]
+    clients: Vec<RawClient>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawIdentityProvider {
+    name: String,
+    /// The IdP's issuer (`iss`); its discovery document is read from it.
+    issuer: String,
+    /// The IdP's JWKS, instead of discovery.
+    #[serde(default)]
+    jwks_uri: Option<String>,
+    /// The `aud` the IdP's tokens must carry for dgw.
+    audience: String,
+    /// dgw as a client of the IdP (the authorization code flow).
+    #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    client_secret_file: Option<PathBuf>,
+    /// The tenant whose issuing delegation its tokens attenuate.
+    tenant: String,
+    #[serde(default)]
+    grants: Vec<RawGrant>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawGrant {
+    /// Claim name → the value it must equal or contain.
+    #[serde(default)]
+    claims: BTreeMap<String, String>,
+    /// Capabilities (`namespace:action:resource`) the grant gives.
+    capabilities: Vec<String>,
+    /// The budget per subject and grant, in microcents.
+    budget_microcents: u64,
+    /// Each issued token's lifetime (`8h`).
+    ttl: String,
+    /// The per-subject delegation's lifetime (`30d`).
+    subject_budget_period: String,
+}
+
+/// A URL an IdP is reached at: https, or http on loopback (tests).
+fn is_idp_url(text: &str) -> bool {
+    let host = |rest: &str| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        !authority.is_empty() && !authority.contains('@')
+    };
+    if let Some(rest) = text.strip_prefix("https://") {
+        return host(rest);
+    }
+    text.strip_prefix("http://").is_some_and(|rest| {
+        host(rest)
+            && ["localhost", "127.0.0.1", "[::1]"].iter().any(|h| {
+                rest == *h
+                    || rest.starts_with(&format!("{h}:"))
+                    || rest.starts_with(&format!("{h}/"))
+            })
+    })
+}
+
+impl RawOAuth {
+    pub(super) fn validate(
+        self,
+        tenants: &[super::Tenant],
+        check: &Check<'_>,
+    ) -> Result<Option<OAuthConfig>, ConfigError> {
+        let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
+        let Some(public_url) = self.public_url else {
+            for (key, set) in [
+                ("oauth.access_token_ttl", self.access_token_ttl.is_some()),
+                (
+                    "oauth.identity_providers",
+                    !self.identity_providers.is_empty(),
+                ),
+            ] {
+                if set {
+                    return Err(check.invalid(key, "has no effect without oauth.public_url".into()));
+                }
+            }
+            return Ok(None);
+        };
+        let access_token_ttl = check.duration(
+            "oauth.access_token_ttl",
+            self.access_token_ttl.as_deref().unwrap_or("1h"),
+        )?;
+        let mut identity_providers = Vec::new();
+        for (i, raw) in self.identity_providers.into_iter().enumerate() {
+            let idp = raw.validate(&format!("oauth.identity_providers[{i}]"), &names, check)?;
+            if identity_providers
+                .iter()
+                .any(|o: &IdentityProvider| o.name == idp.name)
+            {
+                return Err(check.invalid(
+                    &format!("oauth.identity_providers[{i}].name"),
+                    format!("{:?} names another identity provider too", idp.name),
+                ));
+            }
+            identity_providers.push(idp);
+        }
+        let mut clients: Vec<dgw_oauth::server::Client> = Vec::new();
+        for (i, raw) in self.clients.into_iter().enumerate() {
+            let key = format!("oauth.clients[{i}]");
+            let client = raw.validate(&key, tenants, check)?;
+            if clients.iter().any(|c| c.client_id == client.client_id) {
+                return Err(check.invalid(
+                    &format!("{key}.client_id"),
+                    format!("{:?} names another client too", client.client_id),
+                ));
+            }
+            clients.push(client);
+        }
+        let mut scopes: Vec<String> = identity_providers
+            .iter()
+            .flat_map(|p| &p.grants)
+            .flat_map(|g| &g.capabilities)
+            .chain(clients.iter().flat_map(|c| &c.policy.capabilities))
+            .map(Capability::to_string)
+            .collect();
+        scopes.sort();
+        scopes.dedup();
+        let resource = ProtectedResource::new(&public_url, scopes)
+            .map_err(|e| check.invalid("oauth.public_url", format!("{public_url:?} {e}")))?;
+        Ok(Some(OAuthConfig {
+            resource,
+            access_token_ttl,
+            identity_providers,
+            clients,
+        }))
+    }
+}
+
+impl RawIdentityProvider {
+    fn validate(
+        self,
+        key: &str,
+        tenants: &[&str],
+        check: &Check<'_>,
+    ) -> Result<IdentityProvider, ConfigError> {
+        if self.name.is_empty() || self.name.len() > 64 || self.name.chars().any(char::is_control) {
+            return Err(check.invalid(
+                &format!("{key}.name"),
+                "must be 1-64 printable characters".into(),
+            ));
+        }
+        for (field, url) in [
+            ("issuer", Some(&self.issuer)),
+            ("jwks_uri", self.jwks_uri.as_ref()),
+        ] {
+            if let Some(url) = url.filter(|u| !is_idp_url(u)) {
+                return Err(check.invalid(
+                    &format!("{key}.{field}"),
+                    format!("{url:?} is not an https:// URL (http:// only on loopback) without credentials"),
+                ));
+            }
+        }
+        if self.audience.is_empty() {
+            return Err(check.invalid(&format!("{key}.audience"), "must not be empty".into()));
+        }
+        if self.client_secret_file.is_some() && self.client_id.is_none() {
+            return Err(check.invalid(
+                &format!("{key}.client_secret_file"),
+                "has no effect without client_id".into(),
+            ));
+        }
+        if !tenants.contains(&self.tenant.as_str()) {
+            return Err(check.invalid(
+                &format!("{key}.tenant"),
+                format!("{:?} is not a [[tenants]] name", self.tenant),
+            ));
+        }
+        let mut grants = Vec::new();
+        for (j, g) in self.grants.into_iter().enumerate() {
+            grants.push(g.validate(&format!("{key}.grants[{j}]"), check)?);
+        }
+        Ok(IdentityProvider {
+            name: self.name,
+            issuer: self.issuer,
+            jwks_uri: self.jwks_uri,
+            audience: self.audience,
+            client_id: self.client_id,
+            client_secret_file: self.client_secret_file.map(|p| check.file(p)),
+            tenant: self.tenant,
+            grants,
+        })
+    }
+}
+
+impl RawGrant {
+    fn validate(self, at: &str, check: &Check<'_>) -> Result<GrantRule, ConfigError> {
+        let capabilities = self
+            .capabilities
+            .iter()
+            .map(|c| {
+                c.parse::<Capability>().map_err(|e| {
+                    check.invalid(&format!("{at}.capabilities"), format!("{c:?}: {e}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if capabilities.is_empty() {
+            return Err(check.invalid(
+                &format!("{at}.capabilities"),
+                "must name at least one capability".into(),
+            ));
+        }
+        if self.budget_microcents > delegateos::canonical::MAX_SAFE_INTEGER {
+            return Err(check.invalid(
+                &format!("{at}.budget_microcents"),
+                format!(
+                    "must be at most {}",
+                    delegateos::canonical::MAX_SAFE_INTEGER
+                ),
+            ));
+        }
+        Ok(GrantRule {
+            claims: self.claims,
+            capabilities,
+            budget_microcents: self.budget_microcents,
+            ttl: check.duration(&format!("{at}.ttl"), &self.ttl)?,
+            subject_budget_period: check.duration(
+                &format!("{at}.subject_budget_period"),
+                &self.subject_budget_period,
+            )?,
+        })
+    }
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawClient {
+    /// The client's ID at dgw's token endpoint.
+    client_id: String,
+    /// A file (0600) holding its secret; dgw keeps only its SHA-256.
+    secret_file: PathBuf,
+    /// The tenant whose issuing delegation its tokens attenuate.
+    tenant: String,
+    /// Capabilities (`namespace:action:resource`) its tokens may carry.
+    capabilities: Vec<String>,
+    /// Its budget across every token, in microcents, per period.
+    budget_microcents: u64,
+    /// Each token's lifetime (`1h`).
+    ttl: String,
+    /// How long one budget lasts (`30d`).
+    subject_budget_period: String,
+}
+
+impl RawClient {
+    fn validate(
+        self,
+        key: &str,
+        tenants: &[super::Tenant],
+        check: &Check<'_>,
+    ) -> Result<dgw_oauth::server::Client, ConfigError> {
+        if self.client_id.is_empty()
+            || self.client_id.len() > 128
+            || self.client_id.chars().any(|c| c.is_control() || c == ':')
+        {
+            return Err(check.invalid(
+                &format!("{key}.client_id"),
+                "must be 1-128 printable characters without ':'".into(),
+            ));
+        }
+        let secret = crate::mcp::secret::Secret::from_file(&check.file(self.secret_file))
+            .map_err(|e| check.invalid(&format!("{key}.secret_file"), e.to_string()))?;
+        if secret.expose().len() < 16 {
+            return Err(check.invalid(
+                &format!("{key}.secret_file"),
+                "the secret must be at least 16 characters".into(),
+            ));
+        }
+        let secret_sha256 = dgw_core::caller::AdminToken::digest(secret.expose());
+        match tenants.iter().find(|t| t.name == self.tenant) {
+            None => {
+                return Err(check.invalid(
+                    &format!("{key}.tenant"),
+                    format!("{:?} is not a [[tenants]] name", self.tenant),
+                ))
+            }
+            Some(t) if t.issuing_delegation_file.is_none() => {
+                return Err(check.invalid(
+                    &format!("{key}.tenant"),
+                    format!(
+                        "tenant {:?} has no issuing_delegation_file: dgw issues nothing for it",
+                        self.tenant
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        let grant = RawGrant {
+            claims: BTreeMap::new(),
+            capabilities: self.capabilities,
+            budget_microcents: self.budget_microcents,
+            ttl: self.ttl,
+            subject_budget_period: self.subject_budget_period,
+        }
+        .validate(key, check)?;
+        Ok(dgw_oauth::server::Client {
+            client_id: self.client_id,
+            secret_sha256,
+            policy: dgw_oauth::server::Policy {
+                tenant: self.tenant,
+                capabilities: grant.capabilities,
+                budget_microcents: grant.budget_microcents,
+                ttl: grant.ttl,
+                subject_budget_period: grant.subject_budget_period,
+            },
+        })
+    }
+}
