@@ -250,6 +250,20 @@ const LAYERS: &[(&str, &[&str])] = &[
         "dgw-front-http",
         &["dgw-core", "dgw-front-jsonrpc", "dgw-front-mcp", "dgw-net"],
     ),
+    // The operator console (/ui): above the HTTP front it mounts on, the
+    // MCP front whose upstreams it shows, the audit log it verifies and
+    // the protocol modules whose panels it shows (naming none).
+    (
+        "dgw-console",
+        &[
+            "dgw-core",
+            "dgw-protocol",
+            "dgw-front-http",
+            "dgw-front-mcp",
+            "dgw-audit-log",
+            "delegateos",
+        ],
+    ),
     ("delegate-gateway", &["*"]),
 ];
 

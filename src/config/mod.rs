@@ -5,6 +5,7 @@
 mod admin;
 mod audit;
 mod budget;
+mod console;
 pub mod files;
 mod issuing;
 mod mcp;
@@ -28,6 +29,7 @@ use crate::caller::AdminToken;
 use crate::mcp::UpstreamSpec;
 
 pub use budget::BudgetConfig;
+pub use console::ConsoleConfig;
 pub use issuing::IssuingError;
 pub use mcp::McpConfig;
 pub use server::ServerConfig;
@@ -98,6 +100,8 @@ pub struct Config {
     pub audit: Option<dgw_audit_log::Settings>,
     /// OpenTelemetry traces (`[telemetry]`; `None`: off). Read at start.
     pub telemetry: Option<TelemetryConfig>,
+    /// The operator console at `/ui` (`[console]`; `None`: off). Read at start.
+    pub console: Option<ConsoleConfig>,
 }
 
 /// The protocol modules a configuration is read with and a gateway built
@@ -147,6 +151,7 @@ const OWN_KEYS: &[&str] = &[
     "log",
     "audit",
     "telemetry",
+    "console",
 ];
 
 /// `[log]`.
@@ -197,6 +202,8 @@ struct RawConfig {
     audit: audit::RawAudit,
     #[serde(default)]
     telemetry: telemetry::RawTelemetry,
+    #[serde(default)]
+    console: console::RawConsole,
 }
 
 /// Names the file in every error a section's checks return.
@@ -362,6 +369,9 @@ impl Config {
         let data_dir = check.file(raw.data_dir);
         let audit = raw.audit.validate(&data_dir, &check)?;
         let telemetry = raw.telemetry.validate(&check)?;
+        let console = raw
+            .console
+            .validate(admin_tokens.len() + admin_certs.len(), &check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
@@ -385,6 +395,7 @@ impl Config {
             source: None,
             audit,
             telemetry,
+            console,
         })
     }
 }

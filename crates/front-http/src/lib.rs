@@ -1,6 +1,11 @@
 //! The HTTP listener: JSON-RPC at `POST /rpc`, `GET /metrics`, `GET /healthz`,
 //! `GET /readyz`, and the paths protocols serve themselves
-//! (`Protocol::http_paths`); body size and time limits; graceful shutdown.
+//! (`Protocol::http_paths`), the operator console under `/ui` when one is
+//! mounted ([`Ui`]); body size and time limits; graceful shutdown.
+
+mod ui;
+
+pub use ui::{Ui, UiAnswer, UiRequest, UI_PREFIX};
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -48,6 +53,8 @@ pub struct HttpFront {
     pub guard: HttpGuard,
     /// The protocols, for the paths they serve.
     pub protocols: Arc<Registry>,
+    /// The operator console at `/ui` (`[console] enabled`).
+    pub ui: Option<Arc<dyn Ui>>,
 }
 
 type Body = Full<Bytes>;
@@ -77,6 +84,9 @@ fn text_response(status: StatusCode, text: String, content_type: &'static str) -
 
 impl HttpFront {
     async fn route(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        if let Some(ui) = self.ui.clone().filter(|_| ui::is_ui_path(req.uri().path())) {
+            return Box::pin(self.serve_ui(ui, req)).await;
+        }
         let headers = req.headers();
         let host = headers
             .get(HOST)
