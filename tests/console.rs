@@ -6,6 +6,10 @@
 //! of one real Redis. The pages themselves are driven in a real browser
 //! by `tests/console_browser.rs`.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -73,14 +73,21 @@ cost_microcents = 1000000
         .unwrap();
     let mut to_browser = browser.stdin.take().unwrap();
     let from_browser = BufReader::new(browser.stdout.take().unwrap());
-    let mut mcp = McpHttp::connect(&gw.addr, None);
     let mut done = false;
+    let mut calls = 100;
     for line in from_browser.lines() {
         let line = line.unwrap();
         match line.strip_prefix("CALL ") {
             Some(which) => {
                 let token = if which == "narrow" { &narrow } else { &agent };
-                let answer = mcp.call("web__echo", json!({"text": "from the test"}), Some(token));
+                // Any status: a denied call may be refused before JSON-RPC.
+                calls += 1;
+                let call = json!({"jsonrpc": "2.0", "id": calls, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "from the test"}}});
+                // A session of its own: anonymous sessions end when idle,
+                // and the browser may take longer than that between calls.
+                let mut mcp = McpHttp::connect(&gw.addr, None);
+                let (_, answer) = mcp.post(&call, Some(token));
                 writeln!(to_browser, "{answer}").unwrap();
                 to_browser.flush().unwrap();
             }
@@ -92,6 +99,17 @@ cost_microcents = 1000000
         status.success() && done,
         "the browser test failed (its stderr is above)"
     );
+    // Refreshing the docs' screenshots (docs/console.md says how).
+    if let Ok(to) = std::env::var("DGW_CONSOLE_SCREENSHOTS_TO") {
+        for entry in std::fs::read_dir(shots.path()).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(
+                entry.path(),
+                std::path::Path::new(&to).join(entry.file_name()),
+            )
+            .unwrap();
+        }
+    }
     for page in [
         "signin",
         "budgets",
@@ -108,15 +126,5 @@ cost_microcents = 1000000
         let kept = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join(format!("docs/console/{page}.png"));
         assert!(kept.exists(), "{} is missing", kept.display());
-    }
-    if let Ok(to) = std::env::var("DGW_CONSOLE_SCREENSHOTS_TO") {
-        for entry in std::fs::read_dir(shots.path()).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(
-                entry.path(),
-                std::path::Path::new(&to).join(entry.file_name()),
-            )
-            .unwrap();
-        }
     }
 }

@@ -1,6 +1,6 @@
 //! The console's answers: every one with the same strict headers (a CSP
 //! allowing only the console's own script and style, no framing, no
-//! sniffing, no caching, no referrer), HTML pages, redirects and the
+//! sniffing, no caching, no referrer to other sites), HTML pages, redirects and the
 //! session cookie.
 
 use bytes::Bytes;
@@ -23,7 +23,9 @@ fn with_headers(status: u16, content_type: &str, body: Bytes) -> UiAnswer {
             ("content-security-policy", CSP.to_owned()),
             ("x-frame-options", "DENY".to_owned()),
             ("x-content-type-options", "nosniff".to_owned()),
-            ("referrer-policy", "no-referrer".to_owned()),
+            // Not `no-referrer`: under it browsers post forms with
+            // `Origin: null`, which the same-origin check refuses.
+            ("referrer-policy", "same-origin".to_owned()),
             ("cache-control", "no-store".to_owned()),
             ("cross-origin-opener-policy", "same-origin".to_owned()),
         ],
