@@ -360,3 +360,51 @@ fn a_session_is_valid_on_every_replica_of_one_redis() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The bars' words on the budgets page (`spent, reserved, remaining of`).
+fn budget_words(addr: &str, cookie: &str) -> Vec<String> {
+    let (status, _, body) = get(addr, "/ui/budgets", Some(cookie));
+    assert_eq!(status, 200);
+    let page = String::from_utf8(body).unwrap();
+    page.split("role=\"img\" aria-label=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_owned())
+        .collect()
+}
+
+/// The same traffic on sled and on Redis shows the same figures: the
+/// budgets page reads the budget store, whichever backend it is.
+#[test]
+fn the_budgets_page_shows_the_same_figures_on_sled_and_redis() {
+    let redis = RedisServer::start();
+    let backends = [
+        String::new(),
+        format!(
+            "[state]\nbackend = \"redis\"\nurl = \"{}\"\nprefix = \"dgw\"\n",
+            redis.url()
+        ),
+    ];
+    let mut seen = Vec::new();
+    for state in &backends {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = console_gateway(dir.path(), state);
+        let root = seed(1);
+        let token = root_token(&root, &seed(2), &["docs:read:*"], 1000, 3600).encode();
+        support::audit::traffic(&gw, &token, 3);
+        // One reservation left open: reserved shows.
+        gw.ok(
+            "delegateos/authorize",
+            support::audit::authorize(&token, "/project/open"),
+        );
+        let secret = sign_in(&gw.addr);
+        let words = budget_words(&gw.addr, &secret);
+        assert_eq!(words.len(), 1, "{words:?}");
+        seen.push(words);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert!(
+        seen[0][0].contains("$0.00000021 spent, $0.0000001 reserved"),
+        "{:?}",
+        seen[0]
+    );
+}

@@ -252,11 +252,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     // The operator console (/ui): above the HTTP front it mounts on, the
     // MCP front whose upstreams it shows, the audit log it verifies and
-    // the protocol modules whose panels it shows (naming none).
+    // the protocol modules whose panels it shows (naming none); its unit
+    // tests keep sessions in the memory backend.
     (
         "dgw-console",
         &[
             "dgw-core",
+            "dgw-state-memory",
             "dgw-protocol",
             "dgw-front-http",
             "dgw-front-mcp",
