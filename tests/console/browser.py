@@ -140,6 +140,9 @@ try:
     assert "<img src=x onerror=alert(1)>" in names, names
     assert d.find_elements(By.TAG_NAME, "img") == []
     no_alert()
+    # Each protocol's panel comes from its registration (Talos's issuers).
+    panels = [e.text for e in d.find_elements(By.CSS_SELECTOR, "section.panel h3")]
+    assert "Talos" in panels, panels
     shot("upstreams")
 
     open_page("audit")
