@@ -408,3 +408,52 @@ fn the_budgets_page_shows_the_same_figures_on_sled_and_redis() {
         seen[0]
     );
 }
+
+/// The audit page's export: the period's records as JSON lines (the
+/// decisions among them), a period that is not a time refused by name.
+#[test]
+fn the_audit_log_exports_a_period_and_refuses_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = console_gateway(dir.path(), "");
+    let token = root_token(&seed(1), &seed(2), &["docs:read:*"], 1000, 3600).encode();
+    support::audit::traffic(&gw, &token, 2);
+    let secret = sign_in(&gw.addr);
+    let (status, _, body) = get(&gw.addr, "/ui/audit/export?since=yesterday", Some(&secret));
+    assert_eq!(status, 400);
+    assert!(String::from_utf8_lossy(&body).contains("RFC 3339"));
+    // The writer thread records off the call's path: wait for the decisions.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, headers, body) = get(
+            &gw.addr,
+            "/ui/audit/export?since=2000-01-01T00:00:00Z",
+            Some(&secret),
+        );
+        assert_eq!(status, 200);
+        assert_eq!(
+            header(&headers, "content-type"),
+            Some("application/x-ndjson")
+        );
+        let text = String::from_utf8(body).unwrap();
+        let decisions = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["event"]["event"] == "decision")
+            .count();
+        if decisions == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{decisions} decisions exported: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Nothing recorded before the period.
+    let (_, _, body) = get(
+        &gw.addr,
+        "/ui/audit/export?until=2000-01-01T00:00:00Z",
+        Some(&secret),
+    );
+    assert!(body.is_empty(), "{}", String::from_utf8_lossy(&body));
+}

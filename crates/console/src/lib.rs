@@ -193,7 +193,7 @@ impl Console {
     }
 
     /// A form post of a signed-in session (CSRF token checked).
-    async fn act(&self, _req: &UiRequest, path: &str, s: &Session, form: &Form) -> UiAnswer {
+    async fn act(&self, req: &UiRequest, path: &str, s: &Session, form: &Form) -> UiAnswer {
         match path {
             "/ui/signout" => {
                 if let Err(e) = self.sessions.close(s).await {
@@ -201,7 +201,7 @@ impl Console {
                 }
                 let mut a = redirect("/ui/signin");
                 a.headers
-                    .push(("set-cookie", answer::cleared_cookie(_req.tls)));
+                    .push(("set-cookie", answer::cleared_cookie(req.tls)));
                 a
             }
             "/ui/delegations/revoke" => {
@@ -238,7 +238,7 @@ impl Console {
             return pages::signin::form(req, Some("That is not an admin token of this gateway (or your certificate is not an admin's)."));
         };
         match self.sessions.open(&admin).await {
-            Ok((secret, session)) => {
+            Ok((secret, _)) => {
                 self.parts.gate.trail().event(
                     "console_signin",
                     serde_json::json!({"by": Caller::admin(admin).admin_name()}),
@@ -248,7 +248,6 @@ impl Console {
                     "set-cookie",
                     answer::session_cookie(&secret, self.sessions.ttl().as_secs(), req.tls),
                 ));
-                let _ = session;
                 a
             }
             Err(e) => unavailable(&e.to_string()),

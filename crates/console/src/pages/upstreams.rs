@@ -25,7 +25,7 @@ fn mapping(policy: Option<&ToolPolicy>) -> String {
         }) => {
             let resource = match resource {
                 ResourceSource::Fixed(r) => r.clone(),
-                ResourceSource::Pointers(p) => format!("from arguments {}", p.join(", ")),
+                ResourceSource::Pointers(p) => format!("the resource at argument {}", p.join(", ")),
             };
             format!(
                 "{namespace}:{action} on {resource}, {}",
