@@ -457,3 +457,89 @@ fn the_audit_log_exports_a_period_and_refuses_a_bad_one() {
     );
     assert!(body.is_empty(), "{}", String::from_utf8_lossy(&body));
 }
+
+/// Revoking from the console asks first, names what it cuts off, then
+/// revokes as `dgw/revoke` does: audited under the administrator's name,
+/// and the agent's next call denied. A block ID that is not one is refused.
+#[test]
+fn a_revocation_is_confirmed_audited_and_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = console_gateway(dir.path(), "");
+    let addr = gw.addr.as_str();
+    let dct = root_token(&seed(1), &seed(2), &["docs:read:*"], 1000, 3600);
+    let token = dct.encode();
+    let block = dct.revocation_ids()[0].clone();
+    gw.ok(
+        "delegateos/authorize",
+        support::audit::authorize(&token, "/a"),
+    );
+    let secret = sign_in(addr);
+    let csrf = csrf(addr, &secret);
+
+    let ask = format!("csrf={csrf}&revocation={block}&delegation=del_000000000001");
+    let (status, _, body) = post(addr, "/ui/delegations/revoke", Some(&secret), None, &ask);
+    assert_eq!(status, 200);
+    let page = String::from_utf8(body).unwrap();
+    assert!(
+        page.contains("cuts off delegation") && page.contains("del_000000000001"),
+        "{page}"
+    );
+    // Asked, not done: the agent still gets through.
+    gw.ok(
+        "delegateos/authorize",
+        support::audit::authorize(&token, "/b"),
+    );
+
+    let (status, _, body) = post(
+        addr,
+        "/ui/delegations/revoke",
+        Some(&secret),
+        None,
+        &format!("{ask}&confirm=yes"),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("<h1>Revoked</h1>"));
+    let denied = gw.err(
+        "delegateos/authorize",
+        support::audit::authorize(&token, "/c"),
+    );
+    assert_eq!(denied["data"]["type"], "revoked", "{denied}");
+
+    // In the audit trail as the JSON-RPC method records it, by name.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, _, body) = get(addr, "/ui/audit/export", Some(&secret));
+        let text = String::from_utf8(body).unwrap();
+        let by_ops = text.lines().any(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            r["event"]["event"] == "revoke"
+                && r["event"]["id"] == block.as_str()
+                && r["event"]["by"] == "token:ops"
+        });
+        if by_ops {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no revoke event by token:ops: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Hostile block IDs: refused with words, nothing recorded.
+    for junk in ["not-a-block", "%3Cscript%3Ealert(1)%3C%2Fscript%3E"] {
+        let (status, _, body) = post(
+            addr,
+            "/ui/delegations/revoke",
+            Some(&secret),
+            None,
+            &format!("csrf={csrf}&revocation={junk}&confirm=yes"),
+        );
+        let page = String::from_utf8(body).unwrap();
+        assert_eq!(status, 400, "{page}");
+        assert!(
+            page.contains("Not revoked") && !page.contains("<script>"),
+            "{page}"
+        );
+    }
+}

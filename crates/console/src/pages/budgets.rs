@@ -211,3 +211,42 @@ pub async fn show(parts: &Parts, watch: &Watch, s: &Session) -> UiAnswer {
     };
     page(200, layout::frame(s, "/ui/budgets", "Budgets", content))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, remaining: u64, rate: Option<f64>) -> Node {
+        Node {
+            level: LevelReport {
+                delegation_id: id.into(),
+                budget_microcents: 1000,
+                spent_microcents: 1000 - remaining,
+                reserved_microcents: 0,
+                remaining_microcents: remaining,
+            },
+            rate,
+            children: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_soonest_to_run_dry_comes_first_and_idle_ones_last() {
+        let mut root = node("root", 1000, None);
+        root.children = vec![
+            node("idle", 10, Some(0.0)),
+            node("unknown", 10, None),
+            node("slow", 900, Some(1.0)),
+            node("fast", 900, Some(100.0)),
+        ];
+        root.sort();
+        let ids: Vec<_> = root
+            .children
+            .iter()
+            .map(|c| c.level.delegation_id.as_str())
+            .collect();
+        assert_eq!(ids, ["fast", "slow", "idle", "unknown"]);
+        assert_eq!(dry(&root.children[0]), "runs dry in under a minute");
+        assert_eq!(dry(&root.children[2]), "no spend in the last 15 minutes");
+    }
+}

@@ -263,3 +263,31 @@ fn head() -> Markup {
         } }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_filter_keeps_only_what_it_names() {
+        let denied = json!({"allowed": false, "denialType": "revoked", "tenant": "acme",
+            "chain": ["del_000000000001", "del_000000000002"], "requestId": "r1",
+            "request": {"namespace": "demo", "action": "echo", "resource": "/text"}});
+        let allowed = json!({"allowed": true, "tenant": "other", "chain": [], "requestId": "r2"});
+        let keeps = |q: &str| {
+            let form = Form::query(Some(q));
+            let f = Filter::of(&form);
+            (f.keeps(&denied), f.keeps(&allowed))
+        };
+        assert_eq!(keeps(""), (true, true));
+        assert_eq!(keeps("outcome=any"), (true, true));
+        assert_eq!(keeps("outcome=denied"), (true, false));
+        assert_eq!(keeps("outcome=allowed"), (false, true));
+        assert_eq!(keeps("reason=revoked"), (true, false));
+        assert_eq!(keeps("reason=budget_exceeded"), (false, false));
+        assert_eq!(keeps("tenant=other"), (false, true));
+        assert_eq!(keeps("delegation=del_000000000002"), (true, false));
+        assert_eq!(keeps("request=demo%3Aecho"), (true, false));
+        assert_eq!(keeps("request_id=r2"), (false, true));
+    }
+}
