@@ -543,3 +543,31 @@ fn a_revocation_is_confirmed_audited_and_enforced() {
         );
     }
 }
+
+/// `allowed_origins` set for a browser MCP client: the console's own
+/// origin still signs in with no entry there, and the listed origin (not
+/// the console's) cannot post a console form.
+#[test]
+fn the_consoles_own_origin_needs_no_allowed_origins_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = gateway_config(
+        dir.path(),
+        &[("acme", seed(1).principal_id())],
+        &format!(
+            "allowed_origins = [\"https://app.example\"]\n{}\n[console]\nenabled = true\n",
+            admin_toml()
+        ),
+    );
+    let gw = Gateway::start(&config);
+    let secret = sign_in(&gw.addr);
+    assert_eq!(get(&gw.addr, "/ui/budgets", Some(&secret)).0, 200);
+    let (status, headers, _) = post(
+        &gw.addr,
+        "/ui/signin",
+        None,
+        Some("https://app.example"),
+        &format!("token={ADMIN}"),
+    );
+    assert_eq!(status, 403);
+    assert!(header(&headers, "set-cookie").is_none());
+}
