@@ -5,7 +5,9 @@
 //! module; the core depends on no transport, backend or protocol; sled and
 //! Redis are reached only through their backend crates, and a backend is
 //! chosen in the binary's `state` alone; every crate inherits the
-//! workspace's lints; Talos is named in its protocol module only.
+//! workspace's lints; Talos is named in its protocol module only; Agenta
+//! and LDP, in any case and comments included, only in their own crates,
+//! the binary's list line and its `[dependencies]` line.
 
 // Test helpers outside #[test] functions: a failure should stop the test
 // loudly, and clippy's allow-unwrap-in-tests does not reach them.
@@ -232,6 +234,20 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "dgw-proto-talos",
         &["dgw-core", "dgw-protocol", "talos", "delegateos"],
+    ),
+    (
+        "dgw-proto-agenta",
+        &[
+            "dgw-core",
+            "dgw-protocol",
+            "dgw-net",
+            "agenta",
+            "delegateos",
+        ],
+    ),
+    (
+        "dgw-proto-ldp",
+        &["dgw-core", "dgw-protocol", "dgw-net", "ldp", "delegateos"],
     ),
     // The toy protocol of tests/toy_protocol.rs: a fixture, never shipped.
     ("toy-protocol", &["dgw-core", "dgw-protocol", "delegateos"]),
@@ -732,5 +748,150 @@ fn a_protocol_is_named_by_its_own_modules_and_the_list_line_only() {
         for name in ["talos", "agenta", "motebit", "ldp", "protocols::delegateos"] {
             assert!(!text.contains(name), "{wiring} names {name}");
         }
+    }
+}
+
+/// The protocols moved into crates of their own (`crates/proto-<name>`,
+/// over `adapters/<name>`): their names are checked word by word below.
+const IN_THEIR_CRATES: &[&str] = &["agenta", "ldp"];
+
+/// Whether `text` names `name` as a word, in any case: `ldp`, `LDP`,
+/// `LdpConfig`, `ldp_of`, `[agenta]`, `dgw_proto_ldp`; not inside a longer
+/// lowercase word (`holdpoint`, `agentas`).
+fn names(text: &str, name: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.match_indices(name).any(|(i, _)| {
+        let before = text[..i].chars().last();
+        let first = text[i..].chars().next();
+        let after = text[i + name.len()..].chars().next();
+        let starts = match before {
+            None => true,
+            Some(b) if !b.is_ascii_alphabetic() => true,
+            // A camel-case word beginning here (`OptionLdp`).
+            Some(b) => b.is_ascii_lowercase() && first.is_some_and(|f| f.is_ascii_uppercase()),
+        };
+        starts && !after.is_some_and(|a| a.is_ascii_lowercase())
+    })
+}
+
+/// Every file under the project's source and interface directories (the
+/// binary's `src`, every crate's directory, `proto`, `tools`), and the
+/// root manifest, relative to the root; `target` aside.
+fn checked_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            if entry.file_name() == "target" || entry.file_type().unwrap().is_symlink() {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = vec![root().join("Cargo.toml")];
+    for dir in ["src", "crates", "proto", "tools"] {
+        walk(&root().join(dir), &mut out);
+    }
+    out.into_iter()
+        .map(|p| p.strip_prefix(root()).unwrap().to_owned())
+        .collect()
+}
+
+/// Where `name` is named outside its own crate (`crates/proto-<name>`),
+/// the binary's list line (`&dgw_proto_<name>::module::MODULE,` in
+/// `protocols::MODULES`) and its line in the binary's `[dependencies]`:
+/// `path:line`, comments included. The root manifest's workspace tables
+/// (members, paths) and dev-dependencies (the tests') are not its code.
+fn named_outside(files: &[PathBuf], name: &str) -> Vec<String> {
+    let own = Path::new("crates").join(format!("proto-{name}"));
+    let list_line = format!("&dgw_proto_{name}::module::MODULE,");
+    let dependency_line = format!("dgw-proto-{name}.workspace = true");
+    let mut out = Vec::new();
+    for path in files.iter().filter(|p| !p.starts_with(&own)) {
+        let Ok(text) = std::fs::read_to_string(root().join(path)) else {
+            continue;
+        };
+        let checked: Vec<(usize, &str)> = if path == Path::new("Cargo.toml") {
+            let start = text
+                .find("\n[dependencies]\n")
+                .expect("the binary's dependencies");
+            let first = text[..start].lines().count() + 1;
+            let table = &text[start + 1..];
+            let end = table[1..].find("\n[").map_or(table.len(), |e| e + 1);
+            table[..end]
+                .lines()
+                .enumerate()
+                .map(|(n, l)| (first + n, l))
+                .collect()
+        } else {
+            text.lines().enumerate().collect()
+        };
+        for (n, line) in checked {
+            let allowed = (path == Path::new("src/protocols/mod.rs") && line.trim() == list_line)
+                || (path == Path::new("Cargo.toml") && line.trim() == dependency_line);
+            if names(line, name) && !allowed {
+                out.push(format!("{}:{}", path.display(), n + 1));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 32: Agenta and LDP live in their crates. Their names appear in no
+/// other file of the gateway (config loading, `serve`, reload, the command
+/// line, the core, the fronts, the backends, the other protocols, the
+/// gRPC interface), comments included, but for the one list line and the
+/// binary's one dependency line on each crate; docs and tests may.
+#[test]
+fn agenta_and_ldp_are_named_in_their_crates_and_the_list_line_only() {
+    let files = checked_files();
+    assert!(
+        files.iter().any(|p| p.starts_with("crates/core/src")),
+        "the walk found the crates"
+    );
+    for name in IN_THEIR_CRATES {
+        let own = root().join("crates").join(format!("proto-{name}"));
+        assert!(own.join("src/module.rs").is_file(), "{name}: its crate");
+        assert_eq!(
+            named_outside(&files, name),
+            Vec::<String>::new(),
+            "{name} named outside its crate"
+        );
+        let list = std::fs::read_to_string(root().join("src/protocols/mod.rs")).unwrap();
+        let listed = list
+            .lines()
+            .filter(|l| l.trim() == format!("&dgw_proto_{name}::module::MODULE,"))
+            .count();
+        assert_eq!(listed, 1, "{name}: listed once in protocols::MODULES");
+    }
+}
+
+#[test]
+fn the_name_check_finds_a_protocol_named_anywhere() {
+    for (text, named) in [
+        ("use dgw_proto_ldp::module;", true),
+        ("// an LDP session's budget", true),
+        ("fn ldp_of(c: &Config) -> Option<LdpConfig>", true),
+        ("let x: Option<LdpConfig> = None;", true),
+        ("[agenta]", true),
+        ("Agenta's purchases", true),
+        ("\"agenta/execute\"", true),
+        ("AGENTA", true),
+        ("holdpoint", false),
+        ("fooldp", false),
+        ("agentas", false),
+        ("let hold = 1;", false),
+        ("OptionLdp", true),
+    ] {
+        let name = if text.to_ascii_lowercase().contains("agenta") {
+            "agenta"
+        } else {
+            "ldp"
+        };
+        assert_eq!(names(text, name), named, "{text}");
     }
 }

@@ -185,7 +185,7 @@ pub struct Grant {
     /// The protocol's own record of the grant, for [`Protocol::completed`].
     pub context: Box<dyn Any + Send + Sync>,
     /// A budget of the gateway's own below the credential's last level
-    /// (an LDP session's), set by [`Grant::within`].
+    /// (a session's, where a protocol opens sessions), set by [`Grant::within`].
     pub within: Option<(BudgetKey, u64)>,
 }
 
@@ -411,13 +411,13 @@ pub trait Protocol: Send + Sync {
     /// A call it granted was forwarded and ended so.
     async fn completed(&self, _grant: &Grant, _call: &Call<'_>, _how: Completed<'_>) {}
 
-    /// Its task or offer (an Agenta offer, an LDP task) as a DelegateOS
+    /// Its task or offer (an offer it brokers, a delegated task) as a DelegateOS
     /// contract draft, which the gateway signs and records.
     fn to_contract(&self, _task: &Value) -> Result<ContractDraft, Translation> {
         Err(Translation::Unsupported("contracts"))
     }
 
-    /// Its receipt or result (an Agenta execution receipt, a Motebit
+    /// Its receipt or result (a seller's execution receipt, a Motebit
     /// receipt) as a DelegateOS attestation draft, which the gateway signs.
     fn to_attestation(&self, _receipt: &Value) -> Result<AttestationDraft, Translation> {
         Err(Translation::Unsupported("receipts"))
@@ -440,7 +440,7 @@ pub trait Protocol: Send + Sync {
     }
 
     /// The HTTP paths it serves itself (each a prefix of a path segment,
-    /// such as `/agenta/v0`), besides the gateway's own.
+    /// such as `/<protocol>/v0`), besides the gateway's own.
     fn http_paths(&self) -> &'static [&'static str] {
         &[]
     }

@@ -29,11 +29,13 @@ use async_trait::async_trait;
 use delegateos::Keypair;
 use serde_json::{json, Value};
 
-use crate::caller::Caller;
-use crate::gatekeeper::Gatekeeper;
-use crate::outbound::JsonClient;
-use crate::protocol::{HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo};
-use crate::state::{AuditSink, DelegationStore, ReplayStore};
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::Gatekeeper;
+use dgw_core::protocol::{
+    HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo,
+};
+use dgw_core::state::{AuditSink, DelegationStore, ReplayStore};
+use dgw_net::outbound::JsonClient;
 
 pub use config::{Delegate, LdpConfig, PayingDomain, RawLdp};
 use sessions::Sessions;
@@ -73,7 +75,7 @@ pub struct Ldp {
 
 impl Ldp {
     /// The protocol over its delegates.
-    pub fn new(config: LdpConfig, state: super::Services) -> Self {
+    pub fn new(config: LdpConfig, state: dgw_protocol::Services) -> Self {
         let client = JsonClient::new(config.delegate_timeout);
         Self {
             cards: cards::Cards::new(client.clone()),
@@ -110,7 +112,7 @@ impl Ldp {
     }
 
     async fn audit(&self, event: &'static str, fields: Value) {
-        crate::protocol::event::record(self.audit.as_ref(), ID, event, fields).await;
+        dgw_core::protocol::event::record(self.audit.as_ref(), ID, event, fields).await;
     }
 
     async fn route(&self, request: &HttpRequest<'_>) -> HttpAnswer {

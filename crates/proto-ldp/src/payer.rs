@@ -10,7 +10,7 @@ use super::config::{Delegate, PayingDomain};
 use super::refused::Refused;
 use super::sessions::{Payer, Record, SessionBudget};
 use super::{Ldp, ID};
-use crate::protocol::Grant;
+use dgw_core::protocol::Grant;
 
 /// Why a payer was refused: a missing credential is an HTTP 401, a
 /// credential that does not pay is the protocol's answer (decision 111).
@@ -217,13 +217,13 @@ fn domain_grant(domain: &PayingDomain) -> Grant {
     Grant {
         protocol: ID,
         tenant: domain.tenant.clone(),
-        levels: crate::budget::BudgetKey::for_path(
+        levels: dgw_core::budget::BudgetKey::for_path(
             &domain_root(&domain.name),
             &["tasks".to_owned()],
             domain.budget_microcents,
         ),
         chain: Vec::new(),
-        authority: Box::new(crate::protocol::capabilities::Capabilities(
+        authority: Box::new(dgw_core::protocol::capabilities::Capabilities(
             delegateos::Capability::new("ldp", "*", "*")
                 .into_iter()
                 .collect(),
@@ -237,6 +237,6 @@ fn domain_grant(domain: &PayingDomain) -> Grant {
 
 /// A pipeline denial as a router reads it: the reason, as dgw names it
 /// everywhere, and what.
-pub(super) fn denied(denial: &crate::protocol::Denial) -> String {
+pub(super) fn denied(denial: &dgw_core::protocol::Denial) -> String {
     format!("{}: {}", denial.kind.as_str(), denial.detail)
 }

@@ -5,7 +5,7 @@ use ldp::{Reason, Refusal};
 use serde_json::json;
 
 use super::sessions::Change;
-use crate::protocol::HttpAnswer;
+use dgw_core::protocol::HttpAnswer;
 
 /// A refusal as the router gets it.
 #[derive(Debug)]
@@ -50,8 +50,8 @@ impl From<Refusal> for Refused {
     }
 }
 
-impl From<crate::state::StorageError> for Refused {
-    fn from(e: crate::state::StorageError) -> Self {
+impl From<dgw_core::state::StorageError> for Refused {
+    fn from(e: dgw_core::state::StorageError) -> Self {
         Self::new(503, "state_unavailable", e.to_string())
     }
 }

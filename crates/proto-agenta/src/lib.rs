@@ -27,13 +27,15 @@ use async_trait::async_trait;
 use delegateos::Keypair;
 use serde_json::{json, Value};
 
-use crate::caller::Caller;
-use crate::gatekeeper::{GateError, Gatekeeper};
-use crate::protocol::{HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo};
-use crate::state::{AuditSink, DelegationStore};
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::{GateError, Gatekeeper};
+use dgw_core::protocol::{
+    HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo,
+};
+use dgw_core::state::{AuditSink, DelegationStore};
 
-use crate::outbound::JsonClient;
 pub use config::{AgentaConfig, RawAgenta};
+use dgw_net::outbound::JsonClient;
 use records::Records;
 pub use refusal::Refusal;
 
@@ -81,7 +83,7 @@ pub struct Agenta {
 impl Agenta {
     /// Agenta over the gateway's state, with the offers of the config
     /// registered (a bad offer file stops the start with its name).
-    pub async fn new(config: AgentaConfig, state: super::Services) -> Result<Self, String> {
+    pub async fn new(config: AgentaConfig, state: dgw_protocol::Services) -> Result<Self, String> {
         let schemas = agenta::Schemas::new().map_err(|e| format!("the Agenta schemas: {e}"))?;
         let agenta = Self {
             currencies: agenta::Currencies::new(config.currencies.clone()),
@@ -129,12 +131,12 @@ impl Agenta {
     /// Counts an event and appends it to the audit log; a failure to append
     /// is logged, never fatal to the call.
     async fn audit(&self, event: &'static str, fields: Value) {
-        crate::protocol::event::record(self.audit.as_ref(), ID, event, fields).await;
+        dgw_core::protocol::event::record(self.audit.as_ref(), ID, event, fields).await;
     }
 
     /// Counts a refusal under `protocol="agenta"`.
     fn refused(&self, r: Refusal) -> Refusal {
-        crate::telemetry::record_denial(ID.name, r.code);
+        dgw_core::telemetry::record_denial(ID.name, r.code);
         r
     }
 
@@ -236,7 +238,7 @@ impl Agenta {
 /// The `Authorization` header's credential under `scheme` (compared without
 /// regard to case), if it is one.
 fn credential<'a>(authorization: Option<&'a str>, scheme: &str) -> Option<&'a str> {
-    let (s, credential) = crate::caller::split_authorization(authorization?)?;
+    let (s, credential) = dgw_core::caller::split_authorization(authorization?)?;
     (s.eq_ignore_ascii_case(scheme) && !credential.is_empty()).then_some(credential)
 }
 

@@ -5,9 +5,9 @@ use serde_json::{json, Value};
 
 use super::records::{RequestRecord, VerificationRecord, REQUESTS};
 use super::{Agenta, Refusal};
-use crate::caller::Caller;
-use crate::protocol::HttpAnswer;
 use agenta::Status;
+use dgw_core::caller::Caller;
+use dgw_core::protocol::HttpAnswer;
 
 /// How many verifications a request keeps: a verifier cannot grow a
 /// record without bound.

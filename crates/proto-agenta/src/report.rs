@@ -9,10 +9,10 @@ use subtle::ConstantTimeEq;
 use super::buy::sha256_hex;
 use super::records::{OfferRecord, RefusedReceipt, RequestRecord, OFFERS, REQUESTS};
 use super::{credential, Agenta, Refusal};
-use crate::caller::Caller;
-use crate::gatekeeper::now;
-use crate::protocol::HttpAnswer;
 use agenta::{FailureMode, Status};
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::now;
+use dgw_core::protocol::HttpAnswer;
 
 /// How many refused receipts a request keeps (the latest).
 pub(super) const MAX_REFUSED_RECEIPTS: usize = 16;

@@ -1,12 +1,12 @@
-//! The calls dgw makes to other services: one POST of JSON within a set
-//! time, the answer read up to a size limit (an Agenta execution request
-//! to its seller, receipts to a buyer's callback, `dgw motebit pin` to a
-//! running gateway).
+//! The calls dgw makes to other services: one POST (or GET) of JSON
+//! within a set time, the answer read up to a size limit (a protocol's
+//! call to a peer it brokers for, a notice to a caller's callback, an
+//! admin command to a running gateway).
 
 use std::time::Duration;
 
+use crate::tls::HttpClient;
 use bytes::Bytes;
-use dgw_net::tls::HttpClient;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Request, Uri};
@@ -21,7 +21,7 @@ const MAX_ANSWER_BYTES: usize = 1 << 20;
 pub enum OutboundError {
     #[error("the endpoint {0:?} is not an http(s) URL")]
     BadEndpoint(String),
-    #[error("no answer within {}", crate::units::show_duration(*.0))]
+    #[error("no answer within {}", dgw_core::units::show_duration(*.0))]
     Timeout(Duration),
     #[error("could not be reached: {0}")]
     Unreachable(String),
@@ -43,7 +43,7 @@ pub struct JsonClient {
 impl JsonClient {
     pub fn new(timeout: Duration) -> Self {
         Self {
-            client: dgw_net::tls::http_client(None, Some(timeout)),
+            client: crate::tls::http_client(None, Some(timeout)),
             timeout,
         }
     }
@@ -135,7 +135,7 @@ impl JsonClient {
         // spans join it through traceparent.
         let span = dgw_core::stage_span!("upstream_call");
         let _in = span.enter();
-        dgw_net::trace_context::inject_headers(request.headers_mut());
+        crate::trace_context::inject_headers(request.headers_mut());
         drop(_in);
         let exchange = async {
             let response = client

@@ -19,8 +19,8 @@ use super::refused::{no_session, Refused};
 use super::replies::{policy_error, reply};
 use super::sessions::Change;
 use super::{Ldp, ID};
-use crate::caller::Caller;
-use crate::gatekeeper::GateError;
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::GateError;
 
 /// A task forwarded to its delegate, as `answered` needs it.
 pub(super) struct Submitted<'a> {
@@ -144,7 +144,7 @@ impl Ldp {
                 .gate
                 .settle(&Caller::gateway(), id, task.cost)
                 .await
-                .map(|_| crate::telemetry::record_protocol_settled(ID.name, task.cost))
+                .map(|_| dgw_core::telemetry::record_protocol_settled(ID.name, task.cost))
                 .map_err(|e| e.to_string()),
             (None, false) => Ok(()),
             (None, true) => Err("its reservation had ended".to_owned()),
@@ -403,7 +403,7 @@ impl Ldp {
             return false;
         };
         let message = Envelope {
-            message_id: crate::random::session_id().unwrap_or_default(),
+            message_id: dgw_core::random::session_id().unwrap_or_default(),
             session_id: session_id.to_owned(),
             from: router.to_owned(),
             to: card.delegate_id.clone(),

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::refusal::Refusal;
-use crate::state::RecordStore;
+use dgw_core::state::RecordStore;
 
 pub const OFFERS: &str = "agenta_offers";
 pub const REQUESTS: &str = "agenta_requests";
@@ -265,7 +265,7 @@ impl Records {
         key: &str,
         value: &T,
         cap: usize,
-    ) -> Result<crate::state::Capped, Refusal> {
+    ) -> Result<dgw_core::state::Capped, Refusal> {
         Ok(self
             .0
             .insert_capped(space, key, &encode(value), cap)

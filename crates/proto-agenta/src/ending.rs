@@ -6,9 +6,9 @@ use serde_json::{json, Value};
 
 use super::records::{RequestRecord, OPEN, REQUESTS};
 use super::{Agenta, Refusal};
-use crate::caller::Caller;
-use crate::gatekeeper::now;
 use agenta::Status;
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::now;
 
 impl Agenta {
     /// A request the seller never took: `failed` if no receipt moved it,
@@ -91,7 +91,7 @@ impl Agenta {
             }
             if let Some(id) = &record.reservation_id {
                 match self.gate.settle(&Caller::gateway(), id, charged).await {
-                    Ok(_) => crate::telemetry::record_protocol_settled(super::ID.name, charged),
+                    Ok(_) => dgw_core::telemetry::record_protocol_settled(super::ID.name, charged),
                     Err(e) => {
                         tracing::warn!(request_id, error = %e, "settling an Agenta reservation");
                         charged = 0;
@@ -153,7 +153,7 @@ impl Agenta {
             .ok()?;
             draft.result.cost_microcents = charged;
             draft
-                .sign(&self.key, crate::random::attestation_id().ok()?, now().0)
+                .sign(&self.key, dgw_core::random::attestation_id().ok()?, now().0)
                 .ok()
         })();
         let attestation = made?;

@@ -16,7 +16,7 @@ use super::refused::{no_session, Refused};
 use super::replies::reject;
 use super::sessions::Record;
 use super::{Ldp, ID};
-use crate::protocol::{HttpAnswer, HttpRequest};
+use dgw_core::protocol::{HttpAnswer, HttpRequest};
 
 /// The replay namespace of routers' message IDs.
 const REPLAY: &str = "ldp_messages";
@@ -30,7 +30,7 @@ impl Ldp {
         match self.handle(delegate, request).await {
             Ok(answer) => answer,
             Err(r) => {
-                crate::telemetry::record_denial(ID.name, r.reason);
+                dgw_core::telemetry::record_denial(ID.name, r.reason);
                 self.audit(
                     "refuse",
                     json!({"delegate": delegate.name, "reason": r.reason, "detail": r.detail}),
@@ -188,7 +188,7 @@ impl Ldp {
         out.to = card.delegate_id.clone();
         out.nonce = d
             .nonce
-            .then(|| crate::random::session_id().unwrap_or_default());
+            .then(|| dgw_core::random::session_id().unwrap_or_default());
         out.payload_digest = None;
         signing::apply(&mut out, &d.secret, d.payload_digest);
         let body = serde_json::to_value(&out)

@@ -7,10 +7,10 @@ use serde_json::{json, Value};
 
 use super::sessions::Record;
 use super::Ldp;
-use crate::budget::BudgetKey;
-use crate::caller::Caller;
-use crate::gatekeeper::{Forbidden, GateError};
-use crate::protocol::MethodResult;
+use dgw_core::budget::BudgetKey;
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::{Forbidden, GateError};
+use dgw_core::protocol::MethodResult;
 
 fn field(params: &Value, f: &str) -> Result<String, GateError> {
     params

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use ldp::identity::IdentityCard;
 
 use super::config::Delegate;
-use crate::outbound::JsonClient;
+use dgw_net::outbound::JsonClient;
 
 /// The cards read so far, by delegate name.
 #[derive(Clone)]

@@ -5,9 +5,9 @@
 use agenta::{Breach, FailureMode, InvalidTransition, SchemaFailure, TooLarge, Violation};
 use serde_json::{json, Value};
 
-use crate::gatekeeper::GateError;
-use crate::protocol::HttpAnswer;
-use crate::state::StorageError;
+use dgw_core::gatekeeper::GateError;
+use dgw_core::protocol::HttpAnswer;
+use dgw_core::state::StorageError;
 
 /// A refusal: nothing changed, except where its code says otherwise.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -50,7 +50,7 @@ pub(super) fn reply(
     now: OffsetDateTime,
 ) -> Envelope {
     let mut e = Envelope {
-        message_id: crate::random::session_id().unwrap_or_default(),
+        message_id: dgw_core::random::session_id().unwrap_or_default(),
         session_id: to.session_id.clone(),
         from: card.delegate_id.clone(),
         to: to.from.clone(),

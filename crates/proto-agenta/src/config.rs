@@ -183,11 +183,7 @@ impl RawAgenta {
             currencies: self.currencies,
             public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
             seller_timeout,
-            offers: self
-                .offers
-                .into_iter()
-                .map(|o| crate::config::relative_to(base, o.file))
-                .collect(),
+            offers: self.offers.into_iter().map(|o| base.join(o.file)).collect(),
             buyer_callback_origins,
             limits,
             max_stored_requests: self.max_stored_requests,

@@ -18,12 +18,12 @@ use super::records::{
     PAYMENT_AUTHORIZATIONS, REQUESTS,
 };
 use super::{credential, Agenta, Refusal, ID};
-use crate::budget::Hold;
-use crate::caller::Caller;
-use crate::gatekeeper::now;
-use crate::protocol::{Decision, Grant, HttpAnswer};
-use crate::state::Capped;
 use agenta::FailureMode;
+use dgw_core::budget::Hold;
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::now;
+use dgw_core::protocol::{Decision, Grant, HttpAnswer};
+use dgw_core::state::Capped;
 
 /// How often a duplicate waits for the first request's answer.
 const DUPLICATE_POLL: Duration = Duration::from_millis(20);
@@ -370,7 +370,7 @@ impl Agenta {
                 return Err(r);
             }
         };
-        let secret = match crate::random::bytes::<32>() {
+        let secret = match dgw_core::random::bytes::<32>() {
             Ok(b) => hex::encode(b),
             Err(e) => {
                 self.release(reservation_id.as_deref()).await;
@@ -532,7 +532,7 @@ impl Agenta {
         &self,
         draft: delegateos::contract::ContractDraft,
     ) -> Result<delegateos::TaskContract, Refusal> {
-        let id = crate::random::contract_id()
+        let id = dgw_core::random::contract_id()
             .map_err(|e| Refusal::new(503, "random_unavailable", e.to_string()))?;
         draft
             .sign(

@@ -14,7 +14,7 @@ use super::records::{
     PAYMENT_AUTHORIZATIONS, REQUESTS,
 };
 use super::{Agenta, Refusal, ID};
-use crate::gatekeeper::now;
+use dgw_core::gatekeeper::now;
 
 /// The record kinds the gauges name, and their spaces.
 const KINDS: [(&str, &str); 5] = [
@@ -60,7 +60,9 @@ impl Agenta {
         }
         for (kind, space) in KINDS {
             match self.records.0.usage(space).await {
-                Ok(u) => crate::telemetry::set_protocol_stored(ID.name, kind, u.records, u.bytes),
+                Ok(u) => {
+                    dgw_core::telemetry::set_protocol_stored(ID.name, kind, u.records, u.bytes)
+                }
                 Err(e) => tracing::error!(space, error = %e, "measuring Agenta records"),
             }
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ldp::session::Session;
 use serde::{Deserialize, Serialize};
 
-use crate::state::{RecordStore, StorageError};
+use dgw_core::state::{RecordStore, StorageError};
 
 /// The record space of sessions, keyed `{delegate}/{session_id}`.
 pub const SPACE: &str = "ldp_sessions";

@@ -5,8 +5,8 @@ use serde_json::Value;
 
 use super::records::{OfferRecord, OFFERS};
 use super::{Agenta, Refusal};
-use crate::outbound::JsonClient;
-use crate::protocol::HttpAnswer;
+use dgw_core::protocol::HttpAnswer;
+use dgw_net::outbound::JsonClient;
 
 impl Agenta {
     /// Registers an offer (`201`, or `200` when this exact version was

@@ -14,9 +14,9 @@ use super::payer::NoPayer;
 use super::refused::Refused;
 use super::sessions::TaskRecord;
 use super::Ldp;
-use crate::budget::Hold;
-use crate::caller::Caller;
-use crate::protocol::Decision;
+use dgw_core::budget::Hold;
+use dgw_core::caller::Caller;
+use dgw_core::protocol::Decision;
 
 fn unix_ms(t: OffsetDateTime) -> u64 {
     (t.unix_timestamp_nanos() / 1_000_000).max(0) as u64
@@ -219,8 +219,8 @@ impl Ldp {
         let signed = draft
             .sign(
                 &self.key,
-                crate::random::attestation_id().ok()?,
-                crate::gatekeeper::now().0,
+                dgw_core::random::attestation_id().ok()?,
+                dgw_core::gatekeeper::now().0,
             )
             .ok()?;
         if let Err(e) = self.delegations.put_attestation(&signed).await {
@@ -278,13 +278,13 @@ impl Ldp {
         deadline_ms: u64,
     ) -> Result<delegateos::TaskContract, Refused> {
         let draft = Self::task_contract_draft(d, card, message, deadline_ms)?;
-        let id = crate::random::contract_id()
+        let id = dgw_core::random::contract_id()
             .map_err(|e| Refused::new(503, "random_unavailable", e.to_string()))?;
         let contract = draft
             .sign(
                 &self.key,
                 id,
-                crate::gatekeeper::now().0,
+                dgw_core::gatekeeper::now().0,
                 &delegateos::CheckFunctionRegistry::with_builtins(),
             )
             .map_err(|e| Refused::new(500, "internal_error", e.to_string()))?;
