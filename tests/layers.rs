@@ -249,6 +249,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         "dgw-proto-ldp",
         &["dgw-core", "dgw-protocol", "dgw-net", "ldp", "delegateos"],
     ),
+    (
+        "dgw-proto-delegateos",
+        &["dgw-core", "dgw-protocol", "delegateos"],
+    ),
     // The toy protocol of tests/toy_protocol.rs: a fixture, never shipped.
     ("toy-protocol", &["dgw-core", "dgw-protocol", "delegateos"]),
     ("dgw-audit-log", &["dgw-core", "delegateos"]),
@@ -645,69 +649,6 @@ fn the_engine_check_finds_a_path_to_an_engine() {
     }
 }
 
-#[test]
-fn talos_is_named_in_its_own_modules_only() {
-    let elsewhere = [
-        "src",
-        "crates/core/src",
-        "crates/state-memory/src",
-        "crates/net/src",
-        "crates/front-jsonrpc/src",
-        "crates/front-mcp/src",
-        "crates/front-grpc/src",
-        "crates/front-http/src",
-    ];
-    let talos: Vec<String> = elsewhere
-        .iter()
-        .chain(&["crates/state-sled/src"])
-        .flat_map(|d| naming(d, "talos::").into_iter().chain(naming(d, "_talos_")))
-        .filter(|m| {
-            !m.starts_with("protocols::talos") && m != "protocols" && m != "config" && m != "serve"
-        })
-        .collect();
-    assert!(
-        talos.is_empty(),
-        "Talos named outside its module: {talos:?}"
-    );
-}
-
-/// Each protocol's adapter crate is named by its own modules in the binary
-/// (`protocols::<name>`, and its `dgw <name>` commands, which `cli`
-/// dispatches to by the same name) and by the wiring (config, serve),
-/// nowhere else; the crates under the binary never.
-#[test]
-fn each_protocol_is_named_in_its_own_modules_only() {
-    for (word, own) in [
-        ("agenta::", "agenta"),
-        ("motebit::", "motebit"),
-        ("ldp::", "ldp"),
-    ] {
-        let in_binary: Vec<String> = naming("src", word)
-            .into_iter()
-            .filter(|m| {
-                m != "config"
-                    && m != "serve"
-                    && m != "protocols"
-                    && m != "cli"
-                    && !m.starts_with(&format!("protocols::{own}"))
-                    && *m != format!("cli::{own}")
-            })
-            .collect();
-        assert!(in_binary.is_empty(), "{word} named in {in_binary:?}");
-        for dir in [
-            "crates/core/src",
-            "crates/front-jsonrpc/src",
-            "crates/front-mcp/src",
-            "crates/front-grpc/src",
-            "crates/front-http/src",
-            "crates/state-sled/src",
-            "crates/state-memory/src",
-        ] {
-            assert!(naming(dir, word).is_empty(), "{word} named in {dir}");
-        }
-    }
-}
-
 /// Issue 32: a protocol is named (its adapter's paths, its binding's
 /// module) only by its own modules and the binary's one list
 /// (`protocols::MODULES`); config loading, `serve`, reload and the command
@@ -722,7 +663,11 @@ fn a_protocol_is_named_by_its_own_modules_and_the_list_line_only() {
         .collect();
     assert!(crates.len() > 10, "{crates:?}");
     for own in ["talos", "agenta", "motebit", "ldp"] {
-        for word in [format!("{own}::"), format!("protocols::{own}")] {
+        for word in [
+            format!("{own}::"),
+            format!("protocols::{own}"),
+            format!("_{own}_"),
+        ] {
             let in_binary: Vec<String> = naming("src", &word)
                 .into_iter()
                 .filter(|m| {
@@ -894,4 +839,107 @@ fn the_name_check_finds_a_protocol_named_anywhere() {
         };
         assert_eq!(names(text, name), named, "{text}");
     }
+}
+/// What an untyped value needs: `Any` and its downcasts (and `type_id`, a
+/// downcast by hand).
+const UNTYPED: &[&str] = &["dyn Any", "any::Any", "downcast", "type_id"];
+
+/// The untyped words in `code`.
+fn untyped(code: &str) -> Vec<&'static str> {
+    UNTYPED
+        .iter()
+        .copied()
+        .filter(|w| code.contains(w))
+        .collect()
+}
+
+/// Issue 32: a credential, a grant's record and everything else a protocol
+/// hands the pipeline are typed (`Credentials`' associated types behind
+/// the one adapter in `dgw_core::protocol`): nothing in the crates or the
+/// binary, tests included, travels as `dyn Any` or is downcast.
+#[test]
+fn nothing_travels_as_any_or_is_downcast() {
+    let found: Vec<String> = sources()
+        .into_iter()
+        .filter(|p| p.starts_with("crates") || p.starts_with("src"))
+        .filter_map(|p| {
+            let words = untyped(&without_comments(&root().join(&p)));
+            (!words.is_empty()).then(|| format!("{}: {words:?}", p.display()))
+        })
+        .collect();
+    assert!(found.is_empty(), "untyped values: {found:?}");
+}
+
+#[test]
+fn the_untyped_check_finds_any_and_downcasts() {
+    for (code, words) in [
+        ("data: Arc<dyn Any + Send + Sync>", &["dyn Any"] as &[&str]),
+        ("use std::any::Any;", &["any::Any"]),
+        ("g.context.downcast_ref::<Granted>()", &["downcast"]),
+        ("e.downcast::<LengthLimitError>()", &["downcast"]),
+        ("if v.type_id() == TypeId::of::<T>()", &["type_id"]),
+        ("let any = tools.iter().any(|t| t.is_any());", &[]),
+    ] {
+        assert_eq!(untyped(code), words, "{code}");
+    }
+}
+
+/// Issue 32: the protocols whose gateway half left the binary, each with
+/// its crate and the words that name that half. A row per protocol.
+const MOVED: &[(&str, &[&str])] = &[(
+    "crates/proto-delegateos/",
+    &[
+        "dgw_proto_delegateos",
+        "protocols::delegateos",
+        "DelegateOs",
+    ],
+)];
+
+/// Files of the crates and the binary naming one of `words`, but the
+/// crate `own` and the binary's list (`src/protocols/mod.rs`).
+fn naming_outside(own: &str, words: &[&str]) -> Vec<String> {
+    sources()
+        .into_iter()
+        .filter(|p| p.starts_with("crates") || p.starts_with("src"))
+        .filter(|p| !p.starts_with(own) && *p != Path::new("src/protocols/mod.rs"))
+        .filter_map(|p| {
+            let text = without_comments(&root().join(&p));
+            let named: Vec<&&str> = words.iter().filter(|w| text.contains(**w)).collect();
+            (!named.is_empty()).then(|| format!("{}: {named:?}", p.display()))
+        })
+        .collect()
+}
+
+/// A moved protocol is named by its crate and the list line only: not by
+/// config loading, `serve`, reload, the command line, the outbound
+/// client, the fronts or the core (tests included).
+#[test]
+fn a_moved_protocol_is_named_by_its_crate_and_the_list_line_only() {
+    for (own, words) in MOVED {
+        assert!(root().join(own).is_dir(), "{own}");
+        let named = naming_outside(own, words);
+        assert!(named.is_empty(), "{words:?} named outside {own}: {named:?}");
+    }
+    let list = std::fs::read_to_string(root().join("src/protocols/mod.rs")).unwrap();
+    for (own, _) in MOVED {
+        let krate = own.trim_start_matches("crates/").trim_end_matches('/');
+        let lines = list
+            .lines()
+            .filter(|l| l.contains(&krate.replace('-', "_")[..]))
+            .count();
+        assert_eq!(lines, 1, "{krate}: one line in the list module");
+    }
+}
+
+#[test]
+fn the_moved_check_finds_a_protocol_named_in_the_wiring() {
+    // DelegateOS's crate, seen from another's.
+    let named = naming_outside("crates/proto-talos/", &["DelegateOs"]);
+    assert!(
+        named
+            .iter()
+            .any(|f| f.starts_with("crates/proto-delegateos/")),
+        "{named:?}"
+    );
+    assert!(naming_outside("crates/", &["DelegateOs"]).is_empty());
 }

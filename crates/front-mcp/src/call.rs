@@ -122,7 +122,6 @@ struct Granted {
     /// What is held (none for a zero-cost call).
     reservation: Option<String>,
     grant: dgw_core::protocol::Grant,
-    found: Found,
 }
 
 impl McpProxy {
@@ -233,7 +232,6 @@ impl McpProxy {
                     Ok(Decision::Allowed((a, grant))) => Some(Granted {
                         reservation: a.reservation.map(|r| r.reservation_id),
                         grant,
-                        found,
                     }),
                     Ok(Decision::Denied(d)) => return Err(denial_error(&d)),
                     Err(e) => return Err(gate_error(&e)),
@@ -465,7 +463,6 @@ impl McpProxy {
                     tracing::error!(%reservation, error = %e, "ending a tool call's reservation failed");
                 }
             }
-            let protocol = &granted.found.protocol;
             match &reply {
                 Ok(r) => {
                     let response = r.clone().into_response(id);
@@ -474,13 +471,9 @@ impl McpProxy {
                         response: &response,
                         ok,
                     };
-                    protocol.completed(&granted.grant, &call, how).await;
+                    granted.grant.completed(&call, how).await;
                 }
-                Err(e) if e.reached() => {
-                    protocol
-                        .completed(&granted.grant, &call, Completed::Failed)
-                        .await
-                }
+                Err(e) if e.reached() => granted.grant.completed(&call, Completed::Failed).await,
                 Err(_) => {}
             }
             (reply, took, withheld)
@@ -523,10 +516,7 @@ impl McpProxy {
             session: &caller.session.id,
             in_session: true,
         };
-        let d = found
-            .protocol
-            .refused_early(&found.credential, &call, why, detail)
-            .await?;
+        let d = found.credential.refused_early(&call, why, detail).await?;
         self.gate.record_refusal(&d);
         Some(denial_error(&d))
     }

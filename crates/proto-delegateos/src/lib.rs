@@ -1,6 +1,8 @@
 //! DelegateOS on the protocol seam: DCTs under `Authorization: DCT`, or in
-//! a request's `params._delegateos` (§11.3), verified by the gatekeeper (the
-//! pivot model's own verifier).
+//! a request's `params._delegateos` (§11.3), verified by the gatekeeper's
+//! DCT verification (the pivot model's own verifier, shared with every
+//! protocol whose endpoints are paid with a DCT); its `/revocations`
+//! endpoint for peers and `dgw/tokens/issue`.
 
 pub mod module;
 
@@ -10,13 +12,14 @@ use async_trait::async_trait;
 use delegateos::messages::{McpDelegateos, MCP_FIELD};
 use serde_json::{json, Map, Value};
 
-use crate::gatekeeper::{GateError, Gatekeeper};
-use crate::protocol::{
-    Call, Credential, Decision, Denial, Grant, HttpAnswer, HttpRequest, Protocol, ProtocolId,
+use dgw_core::gatekeeper::{GateError, Gatekeeper};
+use dgw_core::protocol::{
+    admitting, Admits, Call, Credentials, Decision, Denial, Grant, HttpAnswer, HttpRequest,
+    Presented, Protocol, ProtocolId,
 };
 
 /// Its name.
-pub const ID: ProtocolId = crate::gatekeeper::DELEGATEOS;
+pub const ID: ProtocolId = dgw_core::gatekeeper::DELEGATEOS;
 
 /// The DelegateOS protocol.
 pub struct DelegateOs {
@@ -111,10 +114,10 @@ impl Protocol for DelegateOs {
 
     async fn call_method(
         &self,
-        caller: &crate::caller::Caller,
+        caller: &dgw_core::caller::Caller,
         method: &str,
         params: Value,
-    ) -> crate::protocol::MethodResult {
+    ) -> dgw_core::protocol::MethodResult {
         if method != dgw_core::issuing::METHOD {
             return Err(GateError::InvalidParams(format!("{method} is not served")));
         }
@@ -137,43 +140,49 @@ impl Protocol for DelegateOs {
         }
     }
 
+    fn admits(self: Arc<Self>) -> Option<Arc<dyn Admits>> {
+        Some(admitting(self))
+    }
+}
+
+/// DCTs, as the request carried them (`_delegateos`, or a header's).
+#[async_trait]
+impl Credentials for DelegateOs {
+    type Credential = McpDelegateos;
+    type Granted = ();
+
     fn scheme(&self) -> Option<&'static str> {
         Some("DCT")
     }
 
-    fn read_header(&self, credentials: &str) -> Result<Credential, Denial> {
+    fn read_header(&self, credentials: &str) -> Result<Presented<McpDelegateos>, Denial> {
         let field = McpDelegateos {
             dct: credentials.to_owned(),
             format: None,
             delegation_id: None,
             contract_id: None,
         };
-        Ok(Credential::new(credentials, field))
+        Ok(Presented::new(credentials, field))
     }
 
     async fn take_from_request(
         &self,
         request: &mut Map<String, Value>,
-    ) -> Result<Option<Credential>, Denial> {
+    ) -> Result<Option<Presented<McpDelegateos>>, Denial> {
         let Some(Value::Object(params)) = request.get_mut("params") else {
             return Ok(None);
         };
-        Ok(take_field(params)?.map(|f| Credential::new(f.dct.clone(), f)))
+        Ok(take_field(params)?.map(|f| Presented::new(f.dct.clone(), f)))
     }
 
     async fn grant(
         &self,
-        credential: &Credential,
+        field: &McpDelegateos,
+        _: &str,
         _call: &Call<'_>,
-    ) -> Result<Decision<Grant>, GateError> {
-        let Some(field) = credential.get::<McpDelegateos>() else {
-            return Ok(Decision::Denied(Denial::malformed(
-                ID,
-                "not a DelegateOS credential",
-            )));
-        };
+    ) -> Result<Decision<Grant<()>>, GateError> {
         let grant = match self.gate.dct_grant(&field.dct) {
-            Ok(g) => g,
+            Ok(g) => g.map_context(drop),
             Err(d) => return Ok(Decision::Denied(d)),
         };
         // `_delegateos.delegationId` and `contractId`, when given, must name
@@ -208,11 +217,8 @@ impl Protocol for DelegateOs {
 
     async fn standing(
         &self,
-        credential: &Credential,
+        field: &McpDelegateos,
     ) -> Result<Option<Vec<delegateos::Capability>>, Denial> {
-        let Some(field) = credential.get::<McpDelegateos>() else {
-            return Err(Denial::malformed(ID, "not a DelegateOS credential"));
-        };
         self.gate
             .standing(&field.dct)
             .await

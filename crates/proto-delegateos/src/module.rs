@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use dgw_protocol::{section, Document, Module, Running, SectionError, Services, Staged};
 use serde::Deserialize;
 
-use super::DelegateOs;
+use crate::DelegateOs;
 
 /// DelegateOS, as the binary lists it.
 pub struct DelegateOsModule;
