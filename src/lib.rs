@@ -19,6 +19,7 @@ pub mod traces;
 pub use dgw_core::{budget, caller, gatekeeper, protocol, random, revocations, telemetry, units};
 
 // The fronts and their plumbing, re-exported likewise.
+pub use dgw_console as console;
 pub use dgw_front_grpc as grpc;
 pub use dgw_front_http as http;
 pub use dgw_front_jsonrpc as jsonrpc;

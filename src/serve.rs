@@ -394,6 +394,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         module.listening_at(http_addr, http_tls.is_some());
     }
     let proxy = start_mcp(&config, &state).await;
+    let console_proxy = proxy.clone();
     let reloader = Arc::new(Reloader::new(
         config.clone(),
         Parts {
@@ -497,6 +498,28 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         )
         .over_tls(http_tls.is_some()),
         protocols: state.protocols.clone(),
+        ui: config.console.as_ref().map(|console| {
+            let ui: Arc<dyn dgw_front_http::Ui> = dgw_console::Console::new(dgw_console::Parts {
+                gate: gate.clone(),
+                records: state.stores.records.clone(),
+                delegations: state.stores.delegations.clone(),
+                audit: state.stores.audit.clone(),
+                auth: Authenticator::sharing(&admins, http_addr),
+                admins: admins.clone(),
+                proxy: console_proxy.clone(),
+                modules: state.modules.clone(),
+                audit_log: match (&state.audit_log, &config.audit) {
+                    (Some(log), Some(settings)) => Some(dgw_console::AuditLogFiles {
+                        dir: settings.dir.clone(),
+                        name: log.name.clone(),
+                        gateway: state.gateway_key.principal_id().clone(),
+                    }),
+                    _ => None,
+                },
+                session_ttl: console.session_ttl,
+            });
+            ui
+        }),
     });
     let grpc_listener = match config.server.grpc {
         Some(addr) => Some(

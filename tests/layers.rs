@@ -281,6 +281,22 @@ const LAYERS: &[(&str, &[&str])] = &[
             "dgw-oauth",
         ],
     ),
+    // The operator console (/ui): above the HTTP front it mounts on, the
+    // MCP front whose upstreams it shows, the audit log it verifies and
+    // the protocol modules whose panels it shows (naming none); its unit
+    // tests keep sessions in the memory backend.
+    (
+        "dgw-console",
+        &[
+            "dgw-core",
+            "dgw-state-memory",
+            "dgw-protocol",
+            "dgw-front-http",
+            "dgw-front-mcp",
+            "dgw-audit-log",
+            "delegateos",
+        ],
+    ),
     ("delegate-gateway", &["*"]),
 ];
 

@@ -12,7 +12,9 @@
 #  - redis-server (Debian's redis-server package), which the Redis state
 #    backend's tests start on free ports;
 #  - systemd-analyze (Debian's systemd package), which verifies the unit in
-#    deploy/systemd.
+#    deploy/systemd;
+#  - chromium and chromium-driver (Debian's), the headless browser the
+#    console's browser test drives with Selenium (tests/console_browser.rs).
 set -euo pipefail
 cd "$(dirname "$0")"
 npm ci --no-audit --no-fund --loglevel=error
@@ -44,6 +46,15 @@ if ! command -v redis-server >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
   else
     echo "tests/setup.sh: redis-server is missing; install Debian's redis-server package" >&2
+    exit 1
+  fi
+fi
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+  else
+    echo "tests/setup.sh: chromium or chromedriver is missing; install Debian's chromium and chromium-driver packages" >&2
     exit 1
   fi
 fi

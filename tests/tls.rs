@@ -597,3 +597,72 @@ async fn slow_http2_prefaces_and_handshakes_are_cut_on_every_listener() {
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
 }
+
+/// The operator console over mTLS (issue 38): enabled with only a
+/// certificate subject as administrator, the listed certificate signs in
+/// (its session cookie `Secure`), another certificate of the same CA does
+/// not, and the session opens pages over TLS.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_signs_in_an_admin_certificate_with_a_secure_cookie() {
+    let pki = Pki::new();
+    let root = seed(1);
+    let extra = format!(
+        "{}[[admin.certs]]\nsubject = \"CN=ops\"\n[console]\nenabled = true\n",
+        pki.server_tls(true)
+    );
+    let config = gateway_config(pki.dir.path(), &[("acme", root.principal_id())], &extra);
+    let gw = Gateway::start(&config);
+    let port = gw.addr.rsplit(':').next().unwrap().to_owned();
+    let origin = format!("https://localhost:{port}");
+    let form = [
+        ("Origin", origin.as_str()),
+        ("Content-Type", "application/x-www-form-urlencoded"),
+    ];
+    let ops = client(&pki.ca, Some(pki.ca.issue("ops", &["ops"])), b"http/1.1");
+    let agent = client(
+        &pki.ca,
+        Some(pki.ca.issue("agent", &["agent"])),
+        b"http/1.1",
+    );
+
+    let refused = https(
+        &agent,
+        &gw.addr,
+        "POST",
+        "/ui/signin",
+        &form,
+        "certificate=1",
+    )
+    .await
+    .unwrap();
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(
+        !refused.to_ascii_lowercase().contains("set-cookie"),
+        "{refused}"
+    );
+
+    let signed = https(&ops, &gw.addr, "POST", "/ui/signin", &form, "certificate=1")
+        .await
+        .unwrap();
+    assert!(signed.starts_with("HTTP/1.1 303"), "{signed}");
+    let cookie = signed
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .unwrap_or_else(|| panic!("{signed}"));
+    for flag in ["HttpOnly", "SameSite=Strict", "Secure"] {
+        assert!(cookie.contains(flag), "{flag} missing: {cookie}");
+    }
+    let session = cookie.split(';').next().unwrap().to_owned();
+    let page = https(
+        &ops,
+        &gw.addr,
+        "GET",
+        "/ui/budgets",
+        &[("Cookie", &session)],
+        "",
+    )
+    .await
+    .unwrap();
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("Signed in as certificate CN=ops"), "{page}");
+}

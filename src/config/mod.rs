@@ -5,6 +5,7 @@
 mod admin;
 mod audit;
 mod budget;
+mod console;
 pub mod files;
 mod issuing;
 mod mcp;
@@ -29,6 +30,7 @@ use crate::caller::AdminToken;
 use crate::mcp::UpstreamSpec;
 
 pub use budget::BudgetConfig;
+pub use console::ConsoleConfig;
 pub use issuing::IssuingError;
 pub use mcp::McpConfig;
 pub use oauth::{GrantRule, IdentityProvider, OAuthConfig};
@@ -103,6 +105,8 @@ pub struct Config {
     /// OAuth (`[oauth]`; `None`: off, and the fronts answer as before).
     /// Read at start.
     pub oauth: Option<OAuthConfig>,
+    /// The operator console at `/ui` (`[console]`; `None`: off). Read at start.
+    pub console: Option<ConsoleConfig>,
 }
 
 /// The protocol modules a configuration is read with and a gateway built
@@ -153,6 +157,7 @@ const OWN_KEYS: &[&str] = &[
     "audit",
     "telemetry",
     "oauth",
+    "console",
 ];
 
 /// `[log]`.
@@ -205,6 +210,7 @@ struct RawConfig {
     telemetry: telemetry::RawTelemetry,
     #[serde(default)]
     oauth: oauth::RawOAuth,
+    console: console::RawConsole,
 }
 
 /// Names the file in every error a section's checks return.
@@ -371,6 +377,9 @@ impl Config {
         let audit = raw.audit.validate(&data_dir, &check)?;
         let telemetry = raw.telemetry.validate(&check)?;
         let oauth = raw.oauth.validate(&tenants, &check)?;
+        let console = raw
+            .console
+            .validate(admin_tokens.len() + admin_certs.len(), &check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
@@ -395,6 +404,7 @@ impl Config {
             audit,
             telemetry,
             oauth,
+            console,
         })
     }
 }

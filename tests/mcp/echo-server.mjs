@@ -5,7 +5,8 @@
 // `cancellations` reports how many `wait` calls were cancelled, `big`
 // answers `bytes` bytes of text, and `shout` writes `bytes` bytes to stderr
 // on one line. With --odd-names it also offers tools whose names dgw must
-// drop. Over HTTP, `request_id` answers the X-Request-Id header its own
+// drop; with --hostile-name, one named `<img src=x onerror=alert(1)>`
+// (the console shows it as text). Over HTTP, `request_id` answers the X-Request-Id header its own
 // call came with.
 // Credentials (tests of what dgw presents upstream):
 //   --require-header NAME FILE  (HTTP) answers 401 unless header NAME is one
@@ -136,6 +137,12 @@ function build() {
         return { content: [{ type: "text", text: "reached" }] };
       });
     }
+  }
+  if (process.argv.includes("--hostile-name")) {
+    // A tool whose name is markup: whoever shows it must show it as text.
+    server.registerTool("<img src=x onerror=alert(1)>", { description: "<script>alert(2)</script>" }, async () => {
+      return { content: [{ type: "text", text: "hostile" }] };
+    });
   }
   server.registerTool("cancellations", { description: "wait calls cancelled so far" }, async () => {
     return { content: [{ type: "text", text: String(cancellations) }] };

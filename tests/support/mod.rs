@@ -514,7 +514,8 @@ pub fn http_request(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, 
 /// An HTTP response's status, headers (names lowercased) and body.
 pub type HttpResponse = (u16, Vec<(String, String)>, Vec<u8>);
 
-/// Sends one request with extra headers on its own connection.
+/// Sends one request with extra headers on its own connection (a
+/// `Content-Type` among them replaces the default, JSON).
 pub fn http_exchange(
     addr: &str,
     method: &str,
@@ -527,8 +528,13 @@ pub fn http_exchange(
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(60)))
         .unwrap();
+    // JSON unless the caller names another type (a form post).
+    let typed = headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{}Content-Length: {}\r\nConnection: close\r\n{}\r\n",
+        if typed { "" } else { "Content-Type: application/json\r\n" },
         body.len(),
         headers
             .iter()

@@ -71,6 +71,21 @@ impl Caller {
         }
     }
 
+    /// An administrator a front recognised itself (the console's session,
+    /// made by signing in with a secret or a listed certificate).
+    pub fn admin(admin: Admin) -> Self {
+        Self {
+            admin: Some(admin),
+            credential: None,
+            scheme: None,
+        }
+    }
+
+    /// How the administrator was recognised (`None`: not one).
+    pub fn admin_kind(&self) -> Option<&Admin> {
+        self.admin.as_ref()
+    }
+
     /// Whether this caller may use the admin methods.
     pub fn is_admin(&self) -> bool {
         self.admin.is_some()

@@ -1,7 +1,12 @@
 //! The HTTP listener: JSON-RPC at `POST /rpc`, `GET /metrics`, `GET /healthz`,
 //! `GET /readyz`, the OAuth protected resource metadata under `[oauth]`,
-//! and the paths protocols serve themselves (`Protocol::http_paths`); body
-//! size and time limits; graceful shutdown.
+//! the paths protocols serve themselves (`Protocol::http_paths`), and the
+//! operator console under `/ui` when one is mounted ([`Ui`]); body size
+//! and time limits; graceful shutdown.
+
+mod ui;
+
+pub use ui::{Ui, UiAnswer, UiRequest, UI_PREFIX};
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -59,6 +64,8 @@ pub struct HttpFront {
     pub oauth: Option<ProtectedResource>,
     /// `[oauth]`'s authorization server: its metadata and token endpoint.
     pub authorization_server: Option<Arc<AuthorizationServer>>,
+    /// The operator console at `/ui` (`[console] enabled`).
+    pub ui: Option<Arc<dyn Ui>>,
 }
 
 /// One body, or an MCP answer's event stream.
@@ -93,6 +100,9 @@ fn text_response(status: StatusCode, text: String, content_type: &'static str) -
 
 impl HttpFront {
     async fn route(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        if let Some(ui) = self.ui.clone().filter(|_| ui::is_ui_path(req.uri().path())) {
+            return Box::pin(self.serve_ui(ui, req)).await;
+        }
         let headers = req.headers();
         let host = headers
             .get(HOST)

@@ -46,6 +46,8 @@ pub struct HttpGuard {
     configured_origins: bool,
     /// `None`: any host.
     hosts: Option<Vec<String>>,
+    /// The listener serves TLS.
+    tls: bool,
 }
 
 impl HttpGuard {
@@ -73,6 +75,7 @@ impl HttpGuard {
                 .collect(),
             configured_origins,
             hosts,
+            tls: false,
         };
         guard.own_origins("http");
         guard
@@ -80,6 +83,7 @@ impl HttpGuard {
 
     /// The listener serves TLS: its own origins are `https://`.
     pub fn over_tls(mut self, tls: bool) -> Self {
+        self.tls = tls;
         self.own_origins(if tls { "https" } else { "http" });
         self
     }
@@ -96,6 +100,11 @@ impl HttpGuard {
             .flatten()
             .map(|h| format!("{scheme}://{h}"))
             .collect();
+    }
+
+    /// Whether the listener serves TLS (its own origins are `https://`).
+    pub fn tls(&self) -> bool {
+        self.tls
     }
 
     /// Checks a request's `Host` and `Origin` values.

@@ -186,6 +186,30 @@ struct RevokeParams {
 }
 
 impl Talos {
+    /// The trusted issuers as the console shows them: DID, then tenant and
+    /// budget in microcents.
+    pub fn issuer_rows(&self) -> Vec<(String, String)> {
+        let trust = self.trust.load();
+        let mut rows: Vec<(String, String)> = trust
+            .settings
+            .values()
+            .map(|i| {
+                (
+                    format!("issuer {}", i.did),
+                    format!(
+                        "tenant {}, budget {} microcents",
+                        i.tenant, i.budget_microcents
+                    ),
+                )
+            })
+            .collect();
+        rows.sort();
+        if rows.is_empty() {
+            rows.push(("issuers".to_owned(), "none trusted".to_owned()));
+        }
+        rows
+    }
+
     /// The protocol over the trusted issuers; loads its revocations.
     pub async fn new(
         issuers: &[TalosIssuer],

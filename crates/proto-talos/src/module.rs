@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dgw_protocol::{section, Document, Module, Running, SectionError, Services, Staged};
+use dgw_protocol::{section, Document, Module, Panel, Running, SectionError, Services, Staged};
 
 use crate::{Talos, TalosIssuer, TalosSection};
 
@@ -61,5 +61,13 @@ impl Running for Built {
         let issuers = read(document)?;
         let talos = self.0.clone();
         Ok(Staged::Apply(Box::new(move || talos.set_issuers(&issuers))))
+    }
+
+    /// Its trusted issuers, each with its tenant and budget.
+    fn panel(&self) -> Option<Panel> {
+        Some(Panel {
+            title: "Talos".to_owned(),
+            rows: self.0.issuer_rows(),
+        })
     }
 }

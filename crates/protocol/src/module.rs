@@ -86,6 +86,21 @@ pub trait Running: Send + Sync {
     /// applying it will do. Nothing changes until every module has staged,
     /// so a refusal here keeps the running configuration whole.
     fn stage(&self, document: &Document<'_>) -> Result<Staged, SectionError>;
+
+    /// Its panel on the operator console's "Upstreams & protocols" page
+    /// (none: it shows nothing there). The console names no protocol: each
+    /// says what an operator should see of it.
+    fn panel(&self) -> Option<Panel> {
+        None
+    }
+}
+
+/// What a protocol shows an operator on the console: a title and rows of
+/// label and value, as words (the console escapes every one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Panel {
+    pub title: String,
+    pub rows: Vec<(String, String)>,
 }
 
 /// What a reloaded section does to a running module.

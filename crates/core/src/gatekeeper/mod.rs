@@ -201,6 +201,18 @@ impl Gatekeeper {
             .clear();
     }
 
+    /// The trusted tenants, by name with their roots (the console's budgets).
+    pub fn tenants(&self) -> Vec<(String, PrincipalId)> {
+        let tenants = self.tenants.load();
+        let mut all: Vec<_> = tenants
+            .names
+            .iter()
+            .map(|(root, name)| (name.clone(), root.clone()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
     /// Whether `root` is a trusted tenant root.
     pub(crate) fn is_tenant_root(&self, root: &PrincipalId) -> bool {
         self.tenants.load().roots.contains(root)
