@@ -9,6 +9,7 @@
 pub mod auth;
 mod call;
 pub mod cancel;
+mod conns;
 pub mod http_link;
 pub mod link;
 pub mod message;
