@@ -24,11 +24,15 @@ use support::*;
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
-/// Allocations per call allowed; measured (debug build, this test) at
-/// issue 36's end, with room for the run-to-run spread.
-const MCP_BUDGET: f64 = 400.0;
-const JSONRPC_BUDGET: f64 = 200.0;
-const GRPC_BUDGET: f64 = 250.0;
+/// Allocations per call allowed. Measured with this test (debug build) at
+/// issue 36's end: MCP 203.6 and 211.6, JSON-RPC 151.7 and 155.3, gRPC
+/// 144.4 and 121.9 in two runs on a loaded machine (fewer calls in a run
+/// share out more of the background threads' work); before issue 36 the
+/// release build made 255 per MCP call and 208 per JSON-RPC authorize
+/// (callgrind, docs/performance.md).
+const MCP_BUDGET: f64 = 235.0;
+const JSONRPC_BUDGET: f64 = 180.0;
+const GRPC_BUDGET: f64 = 175.0;
 
 /// Starts the configured gateway in this process.
 fn start(config: &Path) -> Listening {

@@ -104,7 +104,10 @@ impl Conns {
         loop {
             let (mut sender, fresh) = match self.take().await {
                 Some(s) => (s, false),
-                None => (self.dial().await?, true),
+                // Boxed: dialing (the connector's and the handshake's
+                // futures) is rare and large, and inlined it made every
+                // call's future, copied twice per call, 20 times larger.
+                None => (Box::pin(self.dial()).await?, true),
             };
             match sender.try_send_request(req).await {
                 Ok(resp) => {
