@@ -5,6 +5,10 @@
 //! echo delegate on loopback; dgw on sled, the default, and in memory).
 //!   cargo bench --bench ldp
 
+// A benchmark's setup and helpers: a failure should stop it loudly, and
+// clippy's allow-unwrap-in-tests does not reach outside #[test].
+#![allow(clippy::unwrap_used)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

@@ -4,6 +4,10 @@
 //! authorize + settle through the gateway's pipeline in process.
 //!   cargo bench --bench motebit
 
+// A benchmark's setup and helpers: a failure should stop it loudly, and
+// clippy's allow-unwrap-in-tests does not reach outside #[test].
+#![allow(clippy::unwrap_used)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use delegateos::Keypair;
 use motebit::receipt::{self, KnownKeys, Receipt};

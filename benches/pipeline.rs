@@ -3,6 +3,10 @@
 //!
 //! `cargo bench --bench pipeline`; figures go to docs/performance.md.
 
+// A benchmark's setup and helpers: a failure should stop it loudly, and
+// clippy's allow-unwrap-in-tests does not reach outside #[test].
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

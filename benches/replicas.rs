@@ -5,6 +5,10 @@
 //! includes that call). Prints p50, p99 and the worst.
 //!   cargo bench --bench replicas
 
+// A benchmark's setup and helpers: a failure should stop it loudly, and
+// clippy's allow-unwrap-in-tests does not reach outside #[test].
+#![allow(clippy::unwrap_used)]
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

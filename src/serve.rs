@@ -376,7 +376,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
 /// [`run`] with [`Extensions`].
 pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), ServeError> {
     // Before the state: recovery counts what it charges.
-    let metrics = telemetry::install_metrics();
+    let metrics = telemetry::install_metrics(crate::state::METRICS);
     let descriptors = crate::connections::raise_descriptor_limit();
     let listeners = 1 + usize::from(config.server.grpc.is_some());
     let max_connections = connections_within(config.server.max_connections, listeners, descriptors);

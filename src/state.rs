@@ -23,6 +23,12 @@ pub enum Backend<'a> {
     },
 }
 
+/// Every backend's own metrics, for `telemetry::install_metrics`: all are
+/// described whichever backend is chosen (a metric is exported only once
+/// it is recorded).
+pub const METRICS: &[&[dgw_core::telemetry::Metric]] =
+    &[dgw_state_sled::METRICS, dgw_state_redis::METRICS];
+
 /// Opens every store of `backend`, recovered.
 pub fn open(backend: Backend<'_>, budget: BudgetSettings) -> Result<Stores, StorageError> {
     match backend {

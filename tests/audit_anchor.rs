@@ -5,6 +5,10 @@
 //! Redis); a gateway killed with SIGKILL and restarted seals what it left
 //! with a recovery seal and verifies.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use serde_json::json;

@@ -1,6 +1,10 @@
 //! `dgw contract`, `dgw check` and `dgw attestation`, as a user drives them,
 //! with contracts and attestations signed by the Node peer too.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::path::{Path, PathBuf};

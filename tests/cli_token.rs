@@ -1,6 +1,10 @@
 //! `dgw keygen` and `dgw token …`, driven as a user would: the real binary,
 //! real key files, exit codes and output checked.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::os::unix::fs::PermissionsExt;

@@ -2,6 +2,10 @@
 //! can: no container registry is reachable here, so the Containerfile is
 //! read, not built.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::path::Path;

@@ -1,6 +1,10 @@
 //! `dgw serve` end to end: the real binary on a free port with a temp data
 //! dir, spoken to over HTTP.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

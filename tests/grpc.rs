@@ -2,6 +2,10 @@
 //! health and reflection, a decision stream fed by the JSON-RPC front, and a
 //! parity run of one scenario through both fronts.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -4,6 +4,10 @@
 //! the delegate. Every task is authorized and reserved with the router's
 //! DCT, charged when its result comes back, and attested.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use ldp_protocol::types::messages::{LdpEnvelope, LdpMessageBody};

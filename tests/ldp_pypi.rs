@@ -10,6 +10,10 @@
 //! SESSION_PROPOSE to the URL it posts to, and its delegate names its own
 //! session ID on SESSION_ACCEPT (docs/adapters/ldp.md, "The PyPI package").
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use ldp_protocol::types::messages::{LdpEnvelope, LdpMessageBody};

@@ -4,6 +4,10 @@
 //! `--serve-upstream`, `--serve-proxy` and `--serve-stdio`
 //! (benches/compare/) MCP calls.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::process::Command;

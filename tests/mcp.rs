@@ -3,6 +3,10 @@
 //! from `tests/package.json`), spoken to by a raw HTTP client, the official
 //! TypeScript SDK client, and a Rust client over `dgw mcp`'s stdio.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::io::{BufRead, BufReader, Write};

@@ -4,6 +4,9 @@
 //! those secrets never come back out of dgw, while the caller's DCT never
 //! goes upstream.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 mod support;

@@ -5,6 +5,9 @@
 //! endpoint is down. Neither the client secret nor a token ever comes back
 //! out of dgw.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 mod support;
@@ -464,4 +467,80 @@ fn a_hostile_token_endpoint_gets_no_token_taken_and_nothing_charged() {
         !contains(&emitted, CLIENT_SECRET),
         "the client secret in dgw's output"
     );
+}
+
+#[test]
+fn a_tool_rules_own_oauth_client_serves_that_tools_granted_calls_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let root = seed(1);
+    let provider_secret = secret_file(d, "provider_secret", CLIENT_SECRET, 0o600);
+    let (_p, prov) = provider(&provider_secret, 3600);
+    let log = d.join("upstream.log");
+    // Only `echo` needs a token.
+    let (_u, port) = echo_server_on_port(&[
+        "--introspect-tool".as_ref(),
+        "echo".as_ref(),
+        format!("http://{prov}/token/introspection").as_ref(),
+        "--header-log".as_ref(),
+        log.as_os_str(),
+    ]);
+    let secret = secret_file(d, "client_secret", &format!("{CLIENT_SECRET}\n"), 0o600);
+    let extra = format!(
+        r#"
+[[upstreams]]
+name = "a"
+url = "http://127.0.0.1:{port}/mcp"
+timeout = "5s"
+[[upstreams.tools]]
+name = "echo"
+capability = "demo:echo"
+resource = "/text"
+oauth = {{ token_url = "http://{prov}/token", client_id = "dgw", client_secret_file = {secret:?}, scope = "mcp:call" }}
+[[upstreams.tools]]
+name = "leak"
+capability = "demo:leak"
+fixed_resource = "leak"
+"#
+    );
+    let config = mcp_gateway_config(d, &[("acme", root.principal_id())], &extra);
+    let gw = Gateway::start(&config);
+    let mut mcp = McpHttp::connect(&gw.addr, None);
+
+    // A caller not granted echo gets no token fetched on its behalf.
+    let narrow = root_token(&root, &seed(2), &["demo:leak:*"], 1000, 3600).encode();
+    let denied = mcp.call("echo", json!({"text": "x"}), Some(&narrow));
+    assert_eq!(denial_type(&denied), "capability_not_granted", "{denied}");
+    let a = mcp.call("leak", json!({"name": "x-other"}), Some(&narrow));
+    assert!(a.get("result").is_some(), "{a}");
+    assert_eq!(issued(&prov), 0);
+
+    let wide = root_token(&root, &seed(3), &["demo:*:*"], 1000, 3600).encode();
+    for i in 0..2 {
+        let a = mcp.call("echo", json!({"text": format!("call {i}")}), Some(&wide));
+        assert_eq!(text_of(&a), format!("call {i}"), "{a}");
+    }
+    let a = mcp.call("leak", json!({"name": "authorization"}), Some(&wide));
+    assert!(a.get("result").is_some(), "{a}");
+    assert_eq!(issued(&prov), 1);
+
+    // The token rode echo's calls and nothing else.
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let carried: Vec<&Value> = lines
+        .iter()
+        .filter(|r| r["headers"]["authorization"].is_string())
+        .collect();
+    assert_eq!(carried.len(), 2, "{lines:?}");
+    assert!(carried
+        .iter()
+        .all(|r| r["body"]["method"] == "tools/call" && r["body"]["params"]["name"] == "echo"));
+    let tokens = tokens_seen(&log);
+    assert_eq!(tokens.len(), 1, "{tokens:?}");
+    let emitted = everything_dgw_emitted(&gw, &d.join("data"));
+    assert!(!contains(&emitted, CLIENT_SECRET));
+    assert!(!contains(&emitted, &tokens[0]));
 }

@@ -7,6 +7,10 @@
 //! re-pins, and a delegate cannot pin or sever anyone else's id; the
 //! JSON-RPC and gRPC methods and the CLI.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::path::PathBuf;

@@ -4,6 +4,10 @@
 //! and gRPC, and both directions against a JavaScript peer written from
 //! the texts (tests/interop/motebit-peer.mjs).
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -2,6 +2,10 @@
 //! path must not make a new identity, a closed pipe must not panic, and two
 //! listeners on one port are named by `config check`.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::io::Read;

@@ -3,6 +3,10 @@
 //! test doubles of the state traits — the seam lets a test stand in for
 //! another writer or a full disk.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::sync::Arc;

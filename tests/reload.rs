@@ -2,6 +2,10 @@
 //! of a running `dgw serve`; what they change, what they refuse, and that
 //! no call fails while they do.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::path::{Path, PathBuf};

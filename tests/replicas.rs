@@ -1,6 +1,10 @@
 //! Several `dgw serve` replicas on one real Redis (`[state] backend =
 //! "redis"`): one budget, one revocation list, one truth for all of them.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 #[path = "ldp/delegate.rs"]

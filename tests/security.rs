@@ -2,6 +2,10 @@
 //! binary and shown refused with nothing changed. docs/security.md names
 //! the threat each test holds.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::os::unix::fs::PermissionsExt;

@@ -3,6 +3,10 @@
 //! its replay is denied and never reaches the upstream, also after a
 //! restart; scope, revocation and budget denials carry their reasons.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use delegateos::KeyFile;

@@ -3,6 +3,10 @@
 //! required under mTLS (none, or one from another CA, is refused), admins
 //! by certificate subject, and an upstream verified against its CA.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,10 @@
 //! and gRPC fronts enforce it without knowing it: the gateway runs in this
 //! process with the toy registered, and is spoken to over real sockets.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::sync::Arc;

@@ -314,49 +314,58 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
 
 /// What each upstream is given, by key and source, values redacted.
 fn upstream_credentials(upstreams: &[crate::mcp::UpstreamSpec]) -> Vec<String> {
-    use crate::mcp::secret::Secret;
-    let shown = |s: &Secret| match s.is_secret() {
-        true => format!("<redacted> from {}", s.source()),
-        false => format!("{:?}", s.expose()),
-    };
     let mut out = Vec::new();
     for u in upstreams {
-        for h in &u.credentials.headers {
-            out.push(format!(
-                "upstream {}: header {} = {}",
-                u.name,
-                h.name,
-                shown(&h.secret)
-            ));
-        }
-        if let Some(o) = &u.credentials.oauth {
-            let c = &o.config;
-            out.push(format!(
-                "upstream {}: oauth client {:?} at {}, secret {}{}{}",
-                u.name,
-                c.client_id,
-                c.token_url,
-                shown(&c.client_secret),
-                c.scope
-                    .as_deref()
-                    .map(|s| format!(", scope {s:?}"))
-                    .unwrap_or_default(),
-                c.audience
-                    .as_deref()
-                    .map(|a| format!(", audience {a:?}"))
-                    .unwrap_or_default(),
-            ));
+        let whom = format!("upstream {}", u.name);
+        describe_credentials(&whom, &u.credentials, &mut out);
+        for rule in &u.rules.0 {
+            if let Some(c) = &rule.credentials {
+                let whom = format!("{whom}, tools {:?}", rule.name.as_str());
+                describe_credentials(&whom, c, &mut out);
+            }
         }
         if let crate::mcp::TransportSpec::Stdio { env, cwd, .. } = &u.transport {
             for (name, s) in env {
-                out.push(format!("upstream {}: env {name} = {}", u.name, shown(s)));
+                out.push(format!("{whom}: env {name} = {}", shown(s)));
             }
             if let Some(cwd) = cwd {
-                out.push(format!("upstream {}: cwd {}", u.name, cwd.display()));
+                out.push(format!("{whom}: cwd {}", cwd.display()));
             }
         }
     }
     out
+}
+
+/// A value as `config check` shows it: a secret by its source only.
+fn shown(s: &crate::mcp::secret::Secret) -> String {
+    match s.is_secret() {
+        true => format!("<redacted> from {}", s.source()),
+        false => format!("{:?}", s.expose()),
+    }
+}
+
+/// One line per header and OAuth client of `c`, for `whom`.
+fn describe_credentials(whom: &str, c: &crate::mcp::auth::HttpCredentials, out: &mut Vec<String>) {
+    for h in &c.headers {
+        out.push(format!("{whom}: header {} = {}", h.name, shown(&h.secret)));
+    }
+    if let Some(o) = &c.oauth {
+        let c = &o.config;
+        out.push(format!(
+            "{whom}: oauth client {:?} at {}, secret {}{}{}",
+            c.client_id,
+            c.token_url,
+            shown(&c.client_secret),
+            c.scope
+                .as_deref()
+                .map(|s| format!(", scope {s:?}"))
+                .unwrap_or_default(),
+            c.audience
+                .as_deref()
+                .map(|a| format!(", audience {a:?}"))
+                .unwrap_or_default(),
+        ));
+    }
 }
 
 /// Reads an argument that may be `-` for standard input, trimmed.

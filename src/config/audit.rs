@@ -84,7 +84,9 @@ impl RawAudit {
             ));
         }
         Ok(Some(Settings {
-            dir: self.dir.unwrap_or_else(|| data_dir.join("audit")),
+            dir: self
+                .dir
+                .map_or_else(|| data_dir.join("audit"), |d| check.file(d)),
             seal_interval: check.duration("audit.seal_interval", &self.seal_interval)?,
             segment_bytes: self.segment_bytes,
             segment_age: check.duration("audit.segment_age", &self.segment_age)?,

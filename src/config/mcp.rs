@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::upstream_credentials::{read_value, RawCredentials, RawNamedValue, RawOAuth, RawValue};
 use super::{Check, ConfigError};
-use crate::mcp::auth::{HeaderCredential, HttpCredentials};
 use crate::mcp::proxy::DATA_METHODS;
-use crate::mcp::secret::{names_a_credential, Secret};
 use crate::mcp::tools::{
     split_capability, NamePattern, ResourceSource, ToolPolicy, ToolRule, ToolRules,
 };
@@ -105,41 +104,6 @@ pub(super) struct RawUpstream {
     pub(super) cwd: Option<PathBuf>,
 }
 
-/// `oauth = { token_url, client_id, client_secret_file, scope?, audience? }`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawOAuth {
-    token_url: String,
-    client_id: String,
-    /// The client secret, from a file only (checked like `value_file`).
-    client_secret_file: PathBuf,
-    #[serde(default)]
-    scope: Option<String>,
-    #[serde(default)]
-    audience: Option<String>,
-}
-
-/// A value given inline, from a file or from dgw's environment.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawValue {
-    #[serde(default)]
-    value: Option<String>,
-    #[serde(default)]
-    value_file: Option<PathBuf>,
-    #[serde(default)]
-    value_env: Option<String>,
-}
-
-/// A named [`RawValue`] (a header, an environment variable).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawNamedValue {
-    name: String,
-    #[serde(flatten)]
-    value: RawValue,
-}
-
 /// One JSON Pointer or several.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -164,6 +128,13 @@ pub(super) struct RawTool {
     pub(super) open: bool,
     #[serde(default)]
     pub(super) resolve_path: bool,
+    /// Presented for this rule's tools instead of the upstream's own.
+    #[serde(default)]
+    pub(super) headers: Vec<RawNamedValue>,
+    #[serde(default)]
+    pub(super) bearer: Option<RawValue>,
+    #[serde(default)]
+    pub(super) oauth: Option<RawOAuth>,
 }
 
 fn default_session_ttl() -> String {
@@ -264,15 +235,14 @@ pub(super) fn parse_upstreams(
             ));
         }
         let is_http = u.url.is_some();
-        if !is_http && (!u.headers.is_empty() || u.bearer.is_some() || u.oauth.is_some()) {
+        let given = RawCredentials {
+            headers: u.headers,
+            bearer: u.bearer,
+            oauth: u.oauth,
+        };
+        if let (false, Some(field)) = (is_http, given.first_key()) {
             return Err(check.invalid(
-                &key(if u.bearer.is_some() {
-                    "bearer"
-                } else if u.oauth.is_some() {
-                    "oauth"
-                } else {
-                    "headers"
-                }),
+                &key(field),
                 "are sent to an HTTP upstream; this upstream runs a `command` (give it `env`)"
                     .into(),
             ));
@@ -283,11 +253,8 @@ pub(super) fn parse_upstreams(
                 "is for a stdio upstream (`command`); this one has a `url`".into(),
             ));
         }
-        let mut credentials = http_credentials(u.headers, u.bearer, &key, check)?;
-        if let Some(o) = u.oauth {
-            let timeout = check.duration(&key("timeout"), &u.timeout)?;
-            credentials.oauth = Some(oauth(o, &credentials, timeout, &key, check)?);
-        }
+        let timeout = check.duration(&key("timeout"), &u.timeout)?;
+        let credentials = given.read(timeout, &key, check)?;
         let transport = match (u.command, u.url) {
             (Some(command), None) => {
                 if command.first().is_none_or(|p| p.is_empty()) {
@@ -317,7 +284,8 @@ pub(super) fn parse_upstreams(
                     let secret = read_value(v.value, &v.name, &k, check)?;
                     env.push((v.name, secret));
                 }
-                if let Some(cwd) = &u.cwd {
+                let cwd = u.cwd.map(|c| check.file(c));
+                if let Some(cwd) = &cwd {
                     if !cwd.is_dir() {
                         return Err(check.invalid(
                             &key("cwd"),
@@ -325,11 +293,7 @@ pub(super) fn parse_upstreams(
                         ));
                     }
                 }
-                TransportSpec::Stdio {
-                    command,
-                    env,
-                    cwd: u.cwd,
-                }
+                TransportSpec::Stdio { command, env, cwd }
             }
             (None, Some(url)) => {
                 let uri: hyper::Uri = url.parse().map_err(|e| {
@@ -344,7 +308,7 @@ pub(super) fn parse_upstreams(
                 }
                 TransportSpec::Http {
                     url,
-                    ca_file: u.ca_file,
+                    ca_file: u.ca_file.map(|f| check.file(f)),
                 }
             }
             _ => {
@@ -354,7 +318,6 @@ pub(super) fn parse_upstreams(
                 ))
             }
         };
-        let timeout = check.duration(&key("timeout"), &u.timeout)?;
         if timeout >= reservation_ttl {
             return Err(check.invalid(
                 &key("timeout"),
@@ -367,6 +330,26 @@ pub(super) fn parse_upstreams(
             if t.name.is_empty() {
                 return Err(check.invalid(&key("name"), "must name a tool or a pattern".into()));
             }
+            let own = RawCredentials {
+                headers: t.headers,
+                bearer: t.bearer,
+                oauth: t.oauth,
+            };
+            if let Some(field) = own.first_key() {
+                if !is_http {
+                    return Err(check.invalid(
+                        &key(field),
+                        "are sent to an HTTP upstream; this upstream runs a `command`".into(),
+                    ));
+                }
+                if t.open {
+                    return Err(check.invalid(
+                        &key(field),
+                        "a rule's own credentials are for tools a DCT must grant; this rule is `open = true`".into(),
+                    ));
+                }
+            }
+            let credentials = own.read_some(timeout, &key, check)?;
             let policy = if t.open {
                 if t.capability.is_some()
                     || t.resource.is_some()
@@ -432,6 +415,7 @@ pub(super) fn parse_upstreams(
             rules.push(ToolRule {
                 name: NamePattern::new(&t.name),
                 policy,
+                credentials,
             });
         }
         out.push(UpstreamSpec {
@@ -443,160 +427,4 @@ pub(super) fn parse_upstreams(
         });
     }
     Ok(out)
-}
-
-/// Headers that carry the protocol itself: dgw sets them, a config may not.
-const RESERVED_HEADERS: [&str; 10] = [
-    "host",
-    "content-type",
-    "content-length",
-    "accept",
-    "connection",
-    "transfer-encoding",
-    "mcp-session-id",
-    "mcp-protocol-version",
-    "x-request-id",
-    "te",
-];
-
-/// An upstream's `headers` and `bearer`, each value read now.
-fn http_credentials(
-    headers: Vec<RawNamedValue>,
-    bearer: Option<RawValue>,
-    key: &dyn Fn(&str) -> String,
-    check: &Check<'_>,
-) -> Result<HttpCredentials, ConfigError> {
-    let mut out = HttpCredentials::default();
-    for (j, h) in headers.into_iter().enumerate() {
-        let k = key(&format!("headers[{j}]"));
-        let name = hyper::header::HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
-            check.invalid(
-                &format!("{k}.name"),
-                format!("{:?} is not a header name", h.name),
-            )
-        })?;
-        if RESERVED_HEADERS.contains(&name.as_str()) {
-            return Err(check.invalid(&format!("{k}.name"), format!("{name} is set by dgw itself")));
-        }
-        if out.headers.iter().any(|x| x.name == name) {
-            return Err(check.invalid(&format!("{k}.name"), format!("{name} is set twice")));
-        }
-        let secret = read_value(h.value, &h.name, &k, check)?;
-        out.headers.push(HeaderCredential {
-            name,
-            scheme: None,
-            secret,
-        });
-    }
-    if let Some(b) = bearer {
-        let k = key("bearer");
-        if out
-            .headers
-            .iter()
-            .any(|x| x.name == hyper::header::AUTHORIZATION)
-        {
-            return Err(check.invalid(&k, "sets Authorization, which `headers` sets too".into()));
-        }
-        let secret = read_value(b, "Authorization", &k, check)?;
-        out.headers.push(HeaderCredential {
-            name: hyper::header::AUTHORIZATION,
-            scheme: Some("Bearer "),
-            secret,
-        });
-    }
-    Ok(out)
-}
-
-/// An upstream's `oauth`: a token URL dgw can reach, a client id, the
-/// secret read from its file now; never beside another Authorization.
-fn oauth(
-    o: RawOAuth,
-    credentials: &HttpCredentials,
-    timeout: Duration,
-    key: &dyn Fn(&str) -> String,
-    check: &Check<'_>,
-) -> Result<crate::mcp::oauth::OAuth, ConfigError> {
-    let k = key("oauth");
-    if credentials
-        .headers
-        .iter()
-        .any(|x| x.name == hyper::header::AUTHORIZATION)
-    {
-        return Err(check.invalid(
-            &k,
-            "sets Authorization, which `bearer` or `headers` sets too: give one".into(),
-        ));
-    }
-    let token_url: hyper::Uri = o
-        .token_url
-        .parse()
-        .ok()
-        .filter(|u: &hyper::Uri| {
-            matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
-        })
-        .ok_or_else(|| {
-            check.invalid(
-                &format!("{k}.token_url"),
-                format!("{:?} is not an http:// or https:// URL", o.token_url),
-            )
-        })?;
-    let printable =
-        |v: &str| !v.is_empty() && v.len() <= 1024 && v.chars().all(|c| !c.is_control());
-    if !printable(&o.client_id) {
-        return Err(check.invalid(
-            &format!("{k}.client_id"),
-            "must be 1-1024 printable characters".into(),
-        ));
-    }
-    for (name, v) in [("scope", &o.scope), ("audience", &o.audience)] {
-        if v.as_deref().is_some_and(|v| !printable(v)) {
-            return Err(check.invalid(
-                &format!("{k}.{name}"),
-                "must be 1-1024 printable characters".into(),
-            ));
-        }
-    }
-    let client_secret = crate::mcp::secret::Secret::from_file(&o.client_secret_file)
-        .map_err(|e| check.invalid(&format!("{k}.client_secret_file"), e.to_string()))?;
-    Ok(crate::mcp::oauth::OAuth::new(
-        crate::mcp::oauth::OAuthConfig {
-            token_url,
-            client_id: o.client_id,
-            client_secret,
-            scope: o.scope,
-            audience: o.audience,
-            timeout,
-        },
-    ))
-}
-
-/// Reads one value: exactly one of `value` (refused for a credential's
-/// `name`), `value_file` or `value_env`. Errors name the file or variable,
-/// never what it holds.
-fn read_value(
-    raw: RawValue,
-    name: &str,
-    key: &str,
-    check: &Check<'_>,
-) -> Result<Secret, ConfigError> {
-    let read = match (raw.value, raw.value_file, raw.value_env) {
-        (Some(v), None, None) => {
-            if names_a_credential(name) {
-                return Err(check.invalid(
-                    &format!("{key}.value"),
-                    format!("{name} carries a credential: give it with value_file or value_env, never in the config"),
-                ));
-            }
-            Secret::inline(&v)
-        }
-        (None, Some(f), None) => Secret::from_file(&f),
-        (None, None, Some(e)) => Secret::from_env(&e),
-        _ => {
-            return Err(check.invalid(
-                key,
-                "give exactly one of value, value_file or value_env".into(),
-            ))
-        }
-    };
-    read.map_err(|e| check.invalid(key, e.to_string()))
 }

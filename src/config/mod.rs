@@ -9,6 +9,7 @@ mod mcp;
 mod server;
 mod state;
 mod tenants;
+mod upstream_credentials;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -46,12 +47,15 @@ pub enum ConfigError {
     },
 }
 
-/// A validated configuration. Relative paths are relative to the directory
-/// the gateway runs in.
+/// A validated configuration. Relative paths in the file are relative to
+/// the file's directory (decision 194).
 #[derive(Debug, Clone)]
 pub struct Config {
     pub server: ServerConfig,
     pub data_dir: PathBuf,
+    /// `data_dir` as the file wrote it (before 0.2 it was relative to the
+    /// current directory: [`Config::load`] refuses a move that strands data).
+    data_dir_as_written: PathBuf,
     pub key_file: PathBuf,
     pub budget: BudgetConfig,
     pub tenants: Vec<Tenant>,
@@ -141,9 +145,27 @@ struct RawConfig {
 /// Names the file in every error a section's checks return.
 pub(crate) struct Check<'a> {
     path: &'a Path,
+    /// The config file's directory: relative paths in it are relative to
+    /// this (decision 194).
+    base: &'a Path,
+}
+
+/// `path` as a config file in `base` means it: relative paths are relative
+/// to the config file's directory (decision 194).
+pub(crate) fn relative_to(base: &Path, path: PathBuf) -> PathBuf {
+    if path.is_absolute() {
+        path
+    } else {
+        base.join(path)
+    }
 }
 
 impl Check<'_> {
+    /// A file or directory the config names, resolved against its directory.
+    fn file(&self, path: PathBuf) -> PathBuf {
+        relative_to(self.base, path)
+    }
+
     /// `key` is refused, for `problem`.
     fn invalid(&self, key: &str, problem: String) -> ConfigError {
         ConfigError::Invalid {
@@ -166,7 +188,9 @@ impl Check<'_> {
 
 impl Config {
     /// Reads and validates a config file. Relative paths in it are relative
-    /// to the directory the gateway runs in, like the config path itself.
+    /// to the file's directory; a `data_dir` that the former rule (relative
+    /// to the current directory) put elsewhere, where data is, while the new
+    /// place has none, is refused naming both (decision 194).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -174,7 +198,40 @@ impl Config {
         })?;
         let mut config = Self::parse(&text, path)?;
         config.source = Some(path.to_owned());
+        if let Some(before) = config.stranded_data_dir() {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                key: "data_dir".into(),
+                problem: format!(
+                    "{:?} is read relative to the config file's directory since this release: {} holds no gateway state, but {} (relative to the current directory, as before) does. Move that directory to {}, or write data_dir as an absolute path",
+                    config.data_dir_as_written,
+                    config.data_dir.display(),
+                    before.display(),
+                    config.data_dir.display(),
+                ),
+            });
+        }
         Ok(config)
+    }
+
+    /// Where the former rule put a relative `data_dir`, when that differs
+    /// from where it is now, holds gateway state, and the new place holds
+    /// none.
+    fn stranded_data_dir(&self) -> Option<PathBuf> {
+        if self.data_dir_as_written.is_absolute() {
+            return None;
+        }
+        let before = std::env::current_dir()
+            .ok()?
+            .join(&self.data_dir_as_written);
+        if crate::data_dir::is_new(&before) || !crate::data_dir::is_new(&self.data_dir) {
+            return None;
+        }
+        let same = match (before.canonicalize(), self.data_dir.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        (!same).then_some(before)
     }
 
     /// Validates config text; `path` names it in errors.
@@ -183,7 +240,8 @@ impl Config {
             path: path.to_owned(),
             message: e.to_string().trim_end().to_owned(),
         })?;
-        let check = Check { path };
+        let base = path.parent().unwrap_or(Path::new(""));
+        let check = Check { path, base };
         let client_ca = raw
             .server
             .tls
@@ -200,7 +258,7 @@ impl Config {
             .map_err(|(key, problem)| check.invalid(&key, problem))?;
         let agenta = raw
             .agenta
-            .map(RawAgenta::validate)
+            .map(|a| a.validate(base))
             .transpose()
             .map_err(|(key, problem)| check.invalid(&key, problem))?;
         if let Some(a) = &agenta {
@@ -225,7 +283,7 @@ impl Config {
         }
         let ldp = raw
             .ldp
-            .map(RawLdp::validate)
+            .map(|l| l.validate(base))
             .transpose()
             .map_err(|(key, problem)| check.invalid(&key, problem))?;
         for (i, d) in ldp.iter().flat_map(|l| l.domains.iter()).enumerate() {
@@ -246,13 +304,16 @@ impl Config {
         }
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
         let state = raw.state.validate(&check)?;
-        let audit = raw.audit.validate(&raw.data_dir, &check)?;
+        let data_dir_as_written = raw.data_dir.clone();
+        let data_dir = check.file(raw.data_dir);
+        let audit = raw.audit.validate(&data_dir, &check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
             server,
-            data_dir: raw.data_dir,
-            key_file: raw.key_file,
+            data_dir_as_written,
+            data_dir,
+            key_file: check.file(raw.key_file),
             budget,
             tenants,
             mcp,

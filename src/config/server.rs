@@ -161,9 +161,9 @@ impl RawServer {
                 .duration("server.header_read_timeout", &raw.header_read_timeout)?,
             idle_timeout: check.duration("server.idle_timeout", &raw.idle_timeout)?,
             tls: raw.tls.map(|t| TlsFiles {
-                cert_file: t.cert_file,
-                key_file: t.key_file,
-                client_ca_file: t.client_ca_file,
+                cert_file: check.file(t.cert_file),
+                key_file: check.file(t.key_file),
+                client_ca_file: t.client_ca_file.map(|f| check.file(f)),
             }),
             max_connections: match raw.max_connections {
                 Some(0) => {

@@ -99,7 +99,7 @@ impl RawState {
                     url,
                     prefix,
                     timeout,
-                    ca_file: self.ca_file,
+                    ca_file: self.ca_file.map(|f| check.file(f)),
                 })
             }
             other => Err(check.invalid(

@@ -77,7 +77,7 @@ pub(super) fn validate(raw: Vec<RawTenant>, check: &Check<'_>) -> Result<Vec<Ten
                 PrincipalId::parse(&id).map_err(|e| check.invalid(&key("root"), e.to_string()))?,
             ),
             (None, Some(path)) => TenantRoot::KeyFile {
-                path,
+                path: check.file(path),
                 create_if_missing: t.create_if_missing,
             },
             _ => {

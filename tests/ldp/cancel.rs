@@ -4,6 +4,10 @@
 //! and withheld from the router. A result reaches a router only if it was
 //! charged (decisions 143-144).
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use super::budget::{kind, why};

@@ -1,6 +1,10 @@
 //! The reference crate's echo delegate behind an HTTP/1.1 listener, for
 //! the LDP tests and the LDP bench.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 
 use ldp_protocol::types::messages::LdpEnvelope;

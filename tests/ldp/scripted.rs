@@ -3,6 +3,10 @@
 //! to answer it (so a TASK_CANCEL or a SESSION_CLOSE can arrive while dgw
 //! waits on the delegate).
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

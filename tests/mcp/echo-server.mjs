@@ -10,10 +10,14 @@
 // Credentials (tests of what dgw presents upstream):
 //   --require-header NAME FILE  (HTTP) answers 401 unless header NAME is one
 //                               of FILE's lines (read again per request)
+//   --require-tool-header TOOL NAME FILE
+//                               (HTTP) answers 401 to a tools/call of TOOL
+//                               unless header NAME is one of FILE's lines
 //   --require-env NAME FILE     (stdio) exits 1 unless $NAME is FILE's text
 //   --introspect URL            (HTTP) answers 401 unless the bearer token is
 //                               active at that RFC 7662 endpoint (asked as
 //                               client `upstream`, secret `upstream-secret`)
+//   --introspect-tool TOOL URL  (HTTP) the same for tools/call of TOOL only
 //   --header-log FILE           (HTTP) appends each request's headers and
 //                               body as a JSON line
 // `env_names` answers the names in its environment, `workdir` its directory,
@@ -38,7 +42,7 @@ let lastRequestId = "";
 let lastHeaders = {};
 const flag = (name) => {
   const i = process.argv.indexOf(name);
-  return i < 0 ? undefined : [process.argv[i + 1], process.argv[i + 2]];
+  return i < 0 ? undefined : process.argv.slice(i + 1, i + 4);
 };
 const requireEnv = flag("--require-env");
 if (requireEnv && process.env[requireEnv[0]] !== readFileSync(requireEnv[1], "utf8").trim()) {
@@ -170,7 +174,19 @@ if (http < 0) {
         return;
       }
     }
-    const introspect = flag("--introspect");
+    const toolRequired = flag("--require-tool-header");
+    if (toolRequired && body?.method === "tools/call" && body.params?.name === toolRequired[0]) {
+      const accepted = readFileSync(toolRequired[2], "utf8").split("\n").filter((l) => l);
+      if (!accepted.includes(req.headers[toolRequired[1].toLowerCase()])) {
+        res.writeHead(401, { "content-type": "text/plain" }).end(`bad ${toolRequired[1]} for ${toolRequired[0]}`);
+        return;
+      }
+    }
+    // --introspect: every request; --introspect-tool TOOL URL: that tool's calls.
+    const forTool = flag("--introspect-tool");
+    const introspect = forTool
+      ? body?.method === "tools/call" && body.params?.name === forTool[0] && [forTool[1]]
+      : flag("--introspect");
     if (introspect) {
       const token = (req.headers.authorization ?? "").replace(/^Bearer /, "");
       const r = await fetch(introspect[0], {

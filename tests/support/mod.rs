@@ -1,5 +1,9 @@
 //! Helpers for the end-to-end tests: the real `dgw` binary, key files in
 //! temp dirs, and the Node DelegateOS peer.
+
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 pub mod audit;
@@ -322,6 +326,14 @@ impl Gateway {
     pub fn start_with_env(config: &Path, env: &[(&str, &str)]) -> Gateway {
         let mut command = dgw();
         command.envs(env.iter().copied());
+        Self::start_as(command, config)
+    }
+
+    /// [`Gateway::start`] run from `cwd` (relative paths in the config still
+    /// resolve in its own directory).
+    pub fn start_in(config: &Path, cwd: &Path) -> Gateway {
+        let mut command = dgw();
+        command.current_dir(cwd);
         Self::start_as(command, config)
     }
 

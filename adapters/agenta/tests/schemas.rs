@@ -3,6 +3,10 @@
 //! one (at the top and nested), breaking a pattern, a format or a constant
 //! fails with `schema_validation_failure` at the right JSON Pointer.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod examples;
 
 use agenta::{FailureMode, MessageType, Schemas};

@@ -1,6 +1,10 @@
 //! Attestations (§7): signing, tampering, §7.3 verification and the
 //! recursive verification of child attestations.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::collections::BTreeMap;

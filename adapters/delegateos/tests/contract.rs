@@ -1,5 +1,9 @@
 //! Task contracts (§5): signing, tampering, binding to tokens; and the §9 messages.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use delegateos::contract::{BindingError, ContractDraft, ContractError, TaskContract};

@@ -1,5 +1,9 @@
 //! VERIFY_DCT (§10.1): every step, every denial type, in order.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::collections::HashSet;

@@ -1,6 +1,10 @@
 //! Delegation records (§8): every chain invariant broken one at a time, and
 //! the status machine.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use delegateos::dct::AttenuateParams;

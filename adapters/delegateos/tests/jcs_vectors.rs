@@ -1,5 +1,9 @@
 //! RFC 8785's own vectors, held against our canonicalizer.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use delegateos::canonical::{canonicalize, parse_strict};
 use serde_json::Value;
 

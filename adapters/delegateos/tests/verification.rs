@@ -1,5 +1,9 @@
 //! Output verification (§6, §10.3): every built-in check and every composite mode.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use delegateos::verification::{
     CheckFunctionRegistry, CheckResult, VerificationPlan, VerificationSpec,
 };

@@ -3,6 +3,10 @@
 //! test, the signature vector holds, and the crate signs every
 //! envelope as this adapter does.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 
 use ldp::identity::IdentityCard;

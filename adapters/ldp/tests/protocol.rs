@@ -4,6 +4,10 @@
 //! only with dgw's payload digest), every (state, sender, type) is legal
 //! exactly where the lifecycle says.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use ldp::message::{Body, Envelope, TYPES};
 use ldp::session::{Session, Side, State};
 use ldp::{signing, Reason};

@@ -4,6 +4,10 @@
 //! Such nulls are dropped; a member of another type with a value, or a
 //! name no type has, is still refused (decision 167).
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use ldp::message::{
     members, Body, DelegationContract, Envelope, LdpError, PolicyEnvelope, Provenance,
     SessionConfig, TYPES,

@@ -4,6 +4,10 @@
 //! those off the schemas (a member missing, of another type, unknown);
 //! where the reference's producer throws, dgw gives no verdict either.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 
 use motebit::verdict;

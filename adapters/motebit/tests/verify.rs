@@ -2,6 +2,10 @@
 //! artifacts minted here (so every signed member can be varied), and the
 //! verdicts the reference's rules give them.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use delegateos::{ContractId, DelegationId, Keypair, Timestamp};
 use motebit::encoding::{self, key_hex};
 use motebit::receipt::{self, KeySource, KnownKeys, Receipt};

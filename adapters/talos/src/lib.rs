@@ -7,8 +7,6 @@
 //! Pure: no I/O, no async, no global state. Time, issuer keys and
 //! revocations come in as arguments.
 
-// Untrusted input never panics the gateway: no unwrap outside tests.
-#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![deny(missing_docs)]
 
 pub mod audit;

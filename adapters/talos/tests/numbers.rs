@@ -4,6 +4,10 @@
 //! SDK, and the contracts library since 2026-04-19) signs `1`. dgw computes
 //! each format's own bytes, chosen by the format of the capability.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

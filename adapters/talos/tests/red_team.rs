@@ -3,6 +3,10 @@
 //! wildcard injection and method escalation in scopes, future dating, empty
 //! names, bad delegation chains, and Unicode look-alikes.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use base64::Engine;
 use delegateos::Keypair;
 use serde_json::{json, Value};

@@ -9,8 +9,8 @@ use dgw_core::state::AuditAnchor;
 use serde_json::Value;
 
 use crate::record::{Record, SealKind, GENESIS};
+use crate::report::{Problem, Report};
 use crate::segments::io;
-use crate::verify::{Problem, Report};
 use crate::AuditError;
 
 /// The last valid seal read.

@@ -1,6 +1,12 @@
 //! Metrics (Prometheus, `dgw_` prefix, base units) and logs (tracing).
 //!
-//! Every metric the gateway exports is named here, once.
+//! Each layer names the metrics it records, once, as a list of [`Metric`]s:
+//! the core's and the fronts' are [`METRICS`] (recorded through this
+//! module's functions); a state backend's are its crate's own (sled's
+//! flushes, journal and leases; Redis's revocation feed), recorded by that
+//! crate. The binary installs the recorder with every layer's list
+//! ([`install_metrics`]), so a metric's help, unit and buckets come with
+//! the layer that records it and the core names no backend.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -9,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge, histogram, Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub use metrics::Unit;
 
 pub const REQUESTS_TOTAL: &str = "dgw_requests_total";
 pub const DENIALS_TOTAL: &str = "dgw_denials_total";
@@ -19,12 +27,6 @@ pub const DELEGATION_SPENT: &str = "dgw_delegation_spent_microcents";
 pub const DELEGATION_BUDGET: &str = "dgw_delegation_budget_microcents";
 pub const RESERVATIONS_OPEN: &str = "dgw_reservations_open";
 pub const REVOCATIONS_TOTAL: &str = "dgw_revocations_total";
-pub const FLUSH_DURATION: &str = "dgw_sled_flush_duration_seconds";
-pub const FLUSH_BATCH: &str = "dgw_sled_flush_batch_size";
-pub const JOURNAL_SYNC_DURATION: &str = "dgw_budget_journal_sync_duration_seconds";
-pub const JOURNAL_SYNC_BATCH: &str = "dgw_budget_journal_sync_batch_size";
-pub const LEASES_TOTAL: &str = "dgw_budget_leases_total";
-pub const LEASE_CHARGED: &str = "dgw_budget_lease_charged_microcents_total";
 pub const STDERR_DROPPED: &str = "dgw_mcp_upstream_stderr_dropped_bytes_total";
 pub const CONNECTIONS_SHED: &str = "dgw_connections_shed_total";
 pub const CONNECTIONS_REFUSED: &str = "dgw_connections_refused_total";
@@ -35,7 +37,6 @@ pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
 pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
 pub const MCP_UPSTREAM_UP: &str = "dgw_mcp_upstream_up";
 pub const REVOCATIONS_CURRENT: &str = "dgw_revocations_current";
-pub const REVOCATION_FEED_LAG: &str = "dgw_revocation_feed_lag_seconds";
 pub const PROTOCOL_EVENTS: &str = "dgw_protocol_events_total";
 pub const PROTOCOL_SETTLED: &str = "dgw_protocol_settled_microcents_total";
 pub const TOKEN_CACHE_LOOKUPS: &str = "dgw_token_cache_lookups_total";
@@ -43,169 +44,219 @@ pub const AUDIT_SEALED_RECORDS: &str = "dgw_audit_sealed_records";
 pub const PROTOCOL_STORED_BYTES: &str = "dgw_protocol_stored_bytes";
 pub const PROTOCOL_STORED_RECORDS: &str = "dgw_protocol_stored_records";
 
+/// Every `_seconds` histogram's buckets (10 µs to 1 s).
 const LATENCY_BUCKETS: &[f64] = &[
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
     0.1, 0.25, 0.5, 1.0,
 ];
-const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+/// What a metric is, as Prometheus types it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric a layer records: its name, type, unit, help text, and for a
+/// histogram that is not in seconds, its buckets (`None`: a `_seconds`
+/// histogram gets [`LATENCY_BUCKETS`], any other is a summary).
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub unit: Option<Unit>,
+    pub help: &'static str,
+    pub buckets: Option<&'static [f64]>,
+}
+
+impl Metric {
+    pub const fn counter(name: &'static str, help: &'static str) -> Self {
+        Self::new(name, Kind::Counter, help)
+    }
+
+    pub const fn gauge(name: &'static str, help: &'static str) -> Self {
+        Self::new(name, Kind::Gauge, help)
+    }
+
+    pub const fn histogram(name: &'static str, help: &'static str) -> Self {
+        Self::new(name, Kind::Histogram, help)
+    }
+
+    const fn new(name: &'static str, kind: Kind, help: &'static str) -> Self {
+        Self {
+            name,
+            kind,
+            unit: None,
+            help,
+            buckets: None,
+        }
+    }
+
+    pub const fn unit(mut self, unit: Unit) -> Self {
+        self.unit = Some(unit);
+        self
+    }
+
+    pub const fn buckets(mut self, buckets: &'static [f64]) -> Self {
+        self.buckets = Some(buckets);
+        self
+    }
+
+    fn describe(&self) {
+        use metrics::{KeyName, SharedString};
+        let (name, help) = (
+            KeyName::from_const_str(self.name),
+            SharedString::const_str(self.help),
+        );
+        metrics::with_recorder(|r| match self.kind {
+            Kind::Counter => r.describe_counter(name, self.unit, help),
+            Kind::Gauge => r.describe_gauge(name, self.unit, help),
+            Kind::Histogram => r.describe_histogram(name, self.unit, help),
+        });
+    }
+}
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
-/// Installs the Prometheus recorder once per process and returns its handle
-/// (`None` if another recorder was installed first).
-pub fn install_metrics() -> Option<PrometheusHandle> {
+/// Installs the Prometheus recorder once per process, describing the
+/// core's [`METRICS`] and each of `layers` (the state backends'), and
+/// returns its handle (`None` if another recorder was installed first).
+/// A described metric is exported once it is first recorded or set.
+pub fn install_metrics(layers: &[&'static [Metric]]) -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
+            let all = || {
+                std::iter::once(METRICS)
+                    .chain(layers.iter().copied())
+                    .flatten()
+            };
             // Gauges are set again before every scrape; one left unset for
             // five minutes (a tenant or upstream removed by a reload) is
             // dropped rather than shown stale for ever.
-            let recorder = PrometheusBuilder::new()
+            let mut builder = PrometheusBuilder::new()
                 .idle_timeout(
                     metrics_util::MetricKindMask::GAUGE,
                     Some(std::time::Duration::from_secs(300)),
                 )
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
-                .and_then(|b| {
-                    b.set_buckets_for_metric(Matcher::Full(FLUSH_BATCH.into()), BATCH_BUCKETS)
-                })
-                .ok()?
-                .build_recorder();
+                .ok()?;
+            for m in all() {
+                if let Some(buckets) = m.buckets {
+                    builder = builder
+                        .set_buckets_for_metric(Matcher::Full(m.name.into()), buckets)
+                        .ok()?;
+                }
+            }
+            let recorder = builder.build_recorder();
             let handle = recorder.handle();
             metrics::set_global_recorder(recorder).ok()?;
-            describe();
+            all().for_each(Metric::describe);
             Some(handle)
         })
         .clone()
 }
 
-fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!(REQUESTS_TOTAL, "Requests by front, method and outcome.");
-    describe_counter!(DENIALS_TOTAL, "Denials by protocol and denial type.");
-    describe_counter!(
+/// The metrics the core and the fronts record (through the functions below).
+pub const METRICS: &[Metric] = &[
+    Metric::counter(REQUESTS_TOTAL, "Requests by front, method and outcome."),
+    Metric::counter(DENIALS_TOTAL, "Denials by protocol and denial type."),
+    Metric::counter(
         PROTOCOL_EVENTS,
-        "Protocol events by protocol and event (an Agenta receipt, a request ended)."
-    );
-    describe_counter!(
+        "Protocol events by protocol and event (an Agenta receipt, a request ended).",
+    ),
+    Metric::counter(
         PROTOCOL_SETTLED,
-        Unit::Count,
-        "Microcents settled for work a protocol brokered (Agenta purchases)."
-    );
-    describe_gauge!(
+        "Microcents settled for work a protocol brokered (Agenta purchases).",
+    )
+    .unit(Unit::Count),
+    Metric::gauge(
         PROTOCOL_STORED_BYTES,
-        Unit::Bytes,
-        "Bytes a protocol's stored records take (keys and values as the state backend stores them), by protocol and record kind; set by the protocol's sweep."
-    );
-    describe_gauge!(
+        "Bytes a protocol's stored records take (keys and values as the state backend stores them), by protocol and record kind; set by the protocol's sweep.",
+    )
+    .unit(Unit::Bytes),
+    Metric::gauge(
         PROTOCOL_STORED_RECORDS,
-        "Records a protocol keeps in the state, by protocol and record kind; set by the protocol's sweep."
-    );
-    describe_histogram!(
+        "Records a protocol keeps in the state, by protocol and record kind; set by the protocol's sweep.",
+    ),
+    Metric::histogram(
         AUTHORIZE_DURATION,
-        Unit::Seconds,
-        "Time to decide an authorization, reservation included."
-    );
-    describe_gauge!(
+        "Time to decide an authorization, reservation included.",
+    )
+    .unit(Unit::Seconds),
+    Metric::gauge(
         BUDGET_SPENT,
-        "Microcents spent, over each tenant's top-level budgets."
-    );
-    describe_gauge!(
+        "Microcents spent, over each tenant's top-level budgets.",
+    ),
+    Metric::gauge(
         BUDGET_REMAINING,
-        "Microcents neither spent nor reserved, over each tenant's top-level budgets."
-    );
-    describe_gauge!(
+        "Microcents neither spent nor reserved, over each tenant's top-level budgets.",
+    ),
+    Metric::gauge(
         RESERVATIONS_OPEN,
-        "Budget reservations not yet settled or released."
-    );
-    describe_counter!(REVOCATIONS_TOTAL, "Revocation entries recorded.");
-    describe_counter!(
+        "Budget reservations not yet settled or released.",
+    ),
+    Metric::counter(REVOCATIONS_TOTAL, "Revocation entries recorded."),
+    Metric::counter(
         TOKEN_CACHE_LOOKUPS,
-        "DCTs looked up among those verified before, by result: hit (no signature checked) or miss (decoded and its chain verified)."
-    );
-    describe_histogram!(
-        FLUSH_DURATION,
-        Unit::Seconds,
-        "Time of one sled flush (group commit)."
-    );
-    describe_histogram!(FLUSH_BATCH, "Writers made durable by one sled flush.");
-    describe_histogram!(
-        JOURNAL_SYNC_DURATION,
-        Unit::Seconds,
-        "Time to write and fdatasync one batch of budget journal frames."
-    );
-    describe_histogram!(
-        JOURNAL_SYNC_BATCH,
-        "Budget changes made durable by one journal sync (group commit)."
-    );
-    describe_counter!(
+        "DCTs looked up among those verified before, by result: hit (no signature checked) or miss (decoded and its chain verified).",
+    ),
+    Metric::counter(
         MCP_CALLS_TOTAL,
-        "MCP tools/call by protocol (a registered protocol's name, or open), upstream, tool and outcome (forwarded, denied, invalid, upstream_failed)."
-    );
-    describe_histogram!(
+        "MCP tools/call by protocol (a registered protocol's name, or open), upstream, tool and outcome (forwarded, denied, invalid, upstream_failed).",
+    ),
+    Metric::histogram(
         MCP_UPSTREAM_DURATION,
-        Unit::Seconds,
-        "Time an upstream MCP server took to answer a tools/call."
-    );
-    describe_histogram!(
+        "Time an upstream MCP server took to answer a tools/call.",
+    )
+    .unit(Unit::Seconds),
+    Metric::histogram(
         MCP_GATEWAY_DURATION,
-        Unit::Seconds,
-        "Time dgw itself added to a tools/call: everything but the upstream's answer."
-    );
-    describe_counter!(
-        LEASES_TOTAL,
-        "Budget leases taken: durable ceilings that let later tool-call reservations skip a disk sync."
-    );
-    describe_counter!(
-        LEASE_CHARGED,
-        "Leased budget (microcents) charged at start-up because an unclean stop may have used it."
-    );
-    describe_counter!(
+        "Time dgw itself added to a tools/call: everything but the upstream's answer.",
+    )
+    .unit(Unit::Seconds),
+    Metric::counter(
         STDERR_DROPPED,
-        Unit::Bytes,
-        "Bytes of an upstream's stderr not logged because a line was over 4 KiB."
-    );
-    describe_gauge!(
+        "Bytes of an upstream's stderr not logged because a line was over 4 KiB.",
+    )
+    .unit(Unit::Bytes),
+    Metric::gauge(
         STATE_WRITABLE,
-        "1 while the budget state can be written; 0 once the journal failed (every reservation is then refused until a restart)."
-    );
-    describe_counter!(
+        "1 while the budget state can be written; 0 once the journal failed (every reservation is then refused until a restart).",
+    ),
+    Metric::counter(
         RESERVATIONS_EXPIRED,
-        "Reservations nobody settled or released before their deadline, ended by the sweeper."
-    );
-    describe_counter!(
+        "Reservations nobody settled or released before their deadline, ended by the sweeper.",
+    ),
+    Metric::counter(
         CONNECTIONS_REFUSED,
-        "Connections closed on arrival: max_connections were open and every one had a request in flight."
-    );
-    describe_counter!(
+        "Connections closed on arrival: max_connections were open and every one had a request in flight.",
+    ),
+    Metric::counter(
         CONNECTIONS_SHED,
-        "Idle connections closed to make room (max_connections reached, or descriptors ran out)."
-    );
-    describe_gauge!(
+        "Idle connections closed to make room (max_connections reached, or descriptors ran out).",
+    ),
+    Metric::gauge(
         MCP_UPSTREAM_UP,
-        "1 when an upstream MCP server is initialized and serving, else 0."
-    );
-    describe_gauge!(
+        "1 when an upstream MCP server is initialized and serving, else 0.",
+    ),
+    Metric::gauge(
         DELEGATION_SPENT,
-        "Microcents spent under a top-level delegation, for the ten that spent most (others are not exported)."
-    );
-    describe_gauge!(
+        "Microcents spent under a top-level delegation, for the ten that spent most (others are not exported).",
+    ),
+    Metric::gauge(
         DELEGATION_BUDGET,
-        "The budget of a top-level delegation, for the ten that spent most."
-    );
-    describe_gauge!(
+        "The budget of a top-level delegation, for the ten that spent most.",
+    ),
+    Metric::gauge(
         REVOCATIONS_CURRENT,
-        "1 while this replica's revocation index holds every recorded revocation; 0 while the shared feed is lost (every decision is then refused)."
-    );
-    describe_gauge!(
+        "1 while this replica's revocation index holds every recorded revocation; 0 while the shared feed is lost (every decision is then refused).",
+    ),
+    Metric::gauge(
         AUDIT_SEALED_RECORDS,
-        "Records of the audit log up to and including the seal the state store keeps as its anchor (the anchor's seq + 1)."
-    );
-    describe_histogram!(
-        REVOCATION_FEED_LAG,
-        Unit::Seconds,
-        "From a revocation's recording on the shared feed (the Redis stream entry's time) to this replica applying it."
-    );
-}
+        "Records of the audit log up to and including the seal the state store keeps as its anchor (the anchor's seq + 1).",
+    ),
+];
 
 /// Metric handles resolved once per label set: a call finds its counter
 /// by the label values it borrows, instead of building owned labels and
@@ -431,32 +482,6 @@ pub fn record_authorize(elapsed: Duration) {
     once(&H, || histogram!(AUTHORIZE_DURATION)).record(elapsed.as_secs_f64());
 }
 
-/// One group-commit flush.
-pub fn record_flush(elapsed: Duration, writers: usize) {
-    static D: OnceLock<Histogram> = OnceLock::new();
-    static B: OnceLock<Histogram> = OnceLock::new();
-    once(&D, || histogram!(FLUSH_DURATION)).record(elapsed.as_secs_f64());
-    once(&B, || histogram!(FLUSH_BATCH)).record(writers as f64);
-}
-
-/// One group-committed budget journal sync.
-pub fn record_journal_sync(elapsed: Duration, writers: usize) {
-    static D: OnceLock<Histogram> = OnceLock::new();
-    static B: OnceLock<Histogram> = OnceLock::new();
-    once(&D, || histogram!(JOURNAL_SYNC_DURATION)).record(elapsed.as_secs_f64());
-    once(&B, || histogram!(JOURNAL_SYNC_BATCH)).record(writers as f64);
-}
-
-/// A budget lease taken.
-pub fn record_lease() {
-    counter!(LEASES_TOTAL).increment(1);
-}
-
-/// Leased budget charged in recovery.
-pub fn record_lease_charged(microcents: u64) {
-    counter!(LEASE_CHARGED).increment(microcents);
-}
-
 /// Bytes of an upstream's stderr dropped because a line was too long.
 pub fn record_stderr_dropped(upstream: &str, bytes: u64) {
     counter!(STDERR_DROPPED, "upstream" => upstream.to_owned()).increment(bytes);
@@ -490,11 +515,6 @@ pub fn set_audit_sealed_records(records: u64) {
 /// Whether the revocation index is current (the shared feed followed).
 pub fn set_revocations_current(current: bool) {
     gauge!(REVOCATIONS_CURRENT).set(if current { 1.0 } else { 0.0 });
-}
-
-/// How long a revocation took from the shared feed to this replica.
-pub fn record_revocation_feed_lag(lag: Duration) {
-    histogram!(REVOCATION_FEED_LAG).record(lag.as_secs_f64());
 }
 
 /// A revocation recorded.

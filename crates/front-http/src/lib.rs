@@ -2,9 +2,6 @@
 //! `GET /readyz`, and the paths protocols serve themselves
 //! (`Protocol::http_paths`); body size and time limits; graceful shutdown.
 
-// Untrusted input never panics the gateway: no unwrap outside tests.
-#![cfg_attr(not(test), deny(clippy::unwrap_used))]
-
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
+use super::auth::HttpCredentials;
 use super::cancel::Cancel;
 use super::message::{Id, Reply};
 use super::proxy::{
@@ -116,6 +117,9 @@ struct Routed {
     action: Option<String>,
     requests: Vec<delegateos::CapabilityRequest>,
     cost: u64,
+    /// The rule's own credentials for the upstream, taken with its policy
+    /// (so a reload between check and call cannot swap them).
+    presenting: Option<Arc<HttpCredentials>>,
 }
 
 impl Routed {
@@ -350,7 +354,7 @@ impl McpProxy {
         let upstream = tool.upstream.clone();
         labels.target = Target::Tool(tool.clone());
         let rules = upstream.rules();
-        let Some(policy) = rules.policy_for(&tool.original) else {
+        let Some(rule) = rules.rule_for(&tool.original) else {
             let detail = format!("tool {name:?} is not mapped to a capability, so it is denied");
             if let Some(d) = self
                 .refused_early(found, &name, caller, EarlyRefusal::UnmappedTool, &detail)
@@ -360,6 +364,7 @@ impl McpProxy {
             }
             return Err(call_denied("tool_not_mapped", detail));
         };
+        let policy = &rule.policy;
         if let (
             ToolPolicy::Enforced {
                 resource,
@@ -392,6 +397,7 @@ impl McpProxy {
         };
         Ok(Routed {
             cost: policy.cost_microcents(),
+            presenting: rule.credentials.clone(),
             tool,
             upstream,
             action,
@@ -422,9 +428,12 @@ impl McpProxy {
         let (id, cancel, session) = (id.clone(), cancel.clone(), session.to_owned());
         let (tool, action) = (routed.tool.exposed.clone(), routed.action.clone());
         let (requests, cost) = (routed.requests.clone(), routed.cost);
+        let presenting = routed.presenting.clone();
         let forwarded = run_to_end(carried(async move {
             let started = Instant::now();
-            let mut reply = upstream.request("tools/call", Some(params), &cancel).await;
+            let mut reply = upstream
+                .request("tools/call", Some(params), &cancel, presenting)
+                .await;
             let took = started.elapsed();
             let call = Call {
                 tool: &tool,

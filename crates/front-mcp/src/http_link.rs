@@ -12,6 +12,7 @@ use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Request, StatusCode, Uri};
 use serde_json::Value;
 
+use super::auth::HttpCredentials;
 use super::conns::{Conns, Lease, SendError};
 use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
@@ -84,12 +85,14 @@ impl HttpLink {
         }
     }
 
-    /// One POST; with OAuth, also the token it carried (to forget on a
-    /// 401); and its connection, to hand back once the answer is read.
+    /// One POST presenting `presented`; with OAuth, also the token it
+    /// carried (to forget on a 401); and its connection, to hand back once
+    /// the answer is read.
     async fn post(
         &self,
         up: &dyn Host,
         message: &Message,
+        presented: &HttpCredentials,
     ) -> Result<
         (
             StatusCode,
@@ -115,7 +118,6 @@ impl HttpLink {
                 upstream: up.name().to_owned(),
                 detail: e.clone(),
             })?;
-        let credentials = up.credentials();
         let mut req = Request::post(self.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
@@ -125,9 +127,9 @@ impl HttpLink {
                 detail: e.to_string(),
             })?;
         // dgw's own credential for this upstream; nothing of the caller's.
-        credentials.apply(req.headers_mut());
+        presented.apply(req.headers_mut());
         let mut used = None;
-        if let Some(oauth) = &credentials.oauth {
+        if let Some(oauth) = &presented.oauth {
             let token = oauth
                 .token(client)
                 .await
@@ -184,20 +186,26 @@ impl HttpLink {
         Ok((parts.status, parts.headers, body, used, lease))
     }
 
-    async fn answer(&self, up: &dyn Host, message: &Message) -> Result<Answer, UpstreamError> {
+    async fn answer(
+        &self,
+        up: &dyn Host,
+        message: &Message,
+        presented: &HttpCredentials,
+    ) -> Result<Answer, UpstreamError> {
         let is_initialize = message.is_initialize();
         let had_session = self
             .session
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .is_some();
-        let (mut status, mut headers, mut body, used, mut lease) = self.post(up, message).await?;
+        let (mut status, mut headers, mut body, used, mut lease) =
+            self.post(up, message, presented).await?;
         // A refused OAuth token: fetch a new one and try this call once more.
         if status == StatusCode::UNAUTHORIZED {
-            if let (Some(used), Some(oauth)) = (used, up.credentials().oauth.clone()) {
+            if let (Some(used), Some(oauth)) = (used, &presented.oauth) {
                 let _ = read_limited(body).await;
                 oauth.refused(&used).await;
-                (status, headers, body, _, lease) = self.post(up, message).await?;
+                (status, headers, body, _, lease) = self.post(up, message, presented).await?;
             }
         }
         let no_answer = |detail: String| UpstreamError::NoAnswer {
@@ -234,19 +242,22 @@ impl HttpLink {
         }
     }
 
+    /// Sends request `id` presenting `presented` and waits up to `timeout`
+    /// for its answer.
     pub async fn request(
         &self,
         up: &dyn Host,
         id: u64,
         message: &Message,
         timeout: Duration,
+        presented: &HttpCredentials,
     ) -> Result<Reply, UpstreamError> {
         let no_answer = |detail: String| UpstreamError::NoAnswer {
             upstream: up.name().to_owned(),
             detail,
         };
         let exchange = async {
-            match self.answer(up, message).await? {
+            match self.answer(up, message, presented).await? {
                 Answer::Json(bytes) => {
                     let value: Value = serde_json::from_slice(&bytes)
                         .map_err(|e| no_answer(format!("the answer is not JSON: {e}")))?;
@@ -303,7 +314,7 @@ impl HttpLink {
     }
 
     pub async fn send(&self, up: &dyn Host, message: &Message) -> Result<(), UpstreamError> {
-        let (status, _, body, _, lease) = self.post(up, message).await?;
+        let (status, _, body, _, lease) = self.post(up, message, &up.credentials()).await?;
         if read_limited(body).await.is_ok() {
             lease.done();
         }

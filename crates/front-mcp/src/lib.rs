@@ -3,9 +3,6 @@
 //! HTTP endpoints; clients reach the proxy at `/mcp` or over stdio with
 //! `dgw mcp`. Every `tools/call` passes the gatekeeper.
 
-// Untrusted input never panics the gateway: no unwrap outside tests.
-#![cfg_attr(not(test), deny(clippy::unwrap_used))]
-
 pub mod auth;
 mod call;
 pub mod cancel;

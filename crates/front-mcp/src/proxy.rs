@@ -750,7 +750,7 @@ impl McpProxy {
             let _ = self.take_credential(p).await;
         }
         upstream
-            .request(method, params, cancel)
+            .request(method, params, cancel, None)
             .await
             .map_err(|e| upstream_error(&e))
     }

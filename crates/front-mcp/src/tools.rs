@@ -3,8 +3,12 @@
 //! tool no rule names cannot be called, and a rule that names a resource
 //! argument the call lacks denies the call.
 
+use std::sync::Arc;
+
 use delegateos::CapabilityRequest;
 use serde_json::{Map, Value};
+
+use super::auth::HttpCredentials;
 
 /// Most resources one call may name (an array argument such as `paths`).
 pub const MAX_RESOURCES_PER_CALL: usize = 256;
@@ -79,6 +83,10 @@ pub enum ToolPolicy {
 pub struct ToolRule {
     pub name: NamePattern,
     pub policy: ToolPolicy,
+    /// What dgw presents to the upstream for these tools' calls instead of
+    /// the upstream's own credentials (a tool that needs a stronger one);
+    /// only on an enforced rule of an HTTP upstream.
+    pub credentials: Option<Arc<HttpCredentials>>,
 }
 
 /// An upstream's rules, first match wins.
@@ -97,12 +105,19 @@ pub enum ResourceError {
 }
 
 impl ToolRules {
+    /// The first rule naming `tool`; `None` means denied.
+    pub fn rule_for(&self, tool: &str) -> Option<&ToolRule> {
+        self.0.iter().find(|r| r.name.matches(tool))
+    }
+
     /// The policy of the first rule naming `tool`; `None` means denied.
     pub fn policy_for(&self, tool: &str) -> Option<&ToolPolicy> {
-        self.0
-            .iter()
-            .find(|r| r.name.matches(tool))
-            .map(|r| &r.policy)
+        self.rule_for(tool).map(|r| &r.policy)
+    }
+
+    /// Every credential the rules hold.
+    pub fn credentials(&self) -> impl Iterator<Item = &HttpCredentials> {
+        self.0.iter().filter_map(|r| r.credentials.as_deref())
     }
 }
 
@@ -394,10 +409,12 @@ mod tests {
             ToolRule {
                 name: NamePattern::new("read_media_file"),
                 policy: ToolPolicy::Open,
+                credentials: None,
             },
             ToolRule {
                 name: NamePattern::new("read_*"),
                 policy: enforced("read"),
+                credentials: None,
             },
         ]);
         assert_eq!(rules.policy_for("read_media_file"), Some(&ToolPolicy::Open));

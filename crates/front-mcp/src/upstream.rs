@@ -59,9 +59,10 @@ pub struct UpstreamSpec {
 }
 
 impl UpstreamSpec {
-    /// Every secret dgw hands this upstream.
+    /// Every secret dgw hands this upstream, its tool rules' included.
     pub fn secrets(&self) -> Vec<&Secret> {
         let mut all: Vec<&Secret> = self.credentials.secrets().collect();
+        all.extend(self.rules.credentials().flat_map(HttpCredentials::secrets));
         if let TransportSpec::Stdio { env, .. } = &self.transport {
             all.extend(env.iter().map(|(_, s)| s));
         }
@@ -195,19 +196,22 @@ impl Upstream {
         self.redactor().text(text)
     }
 
-    /// The redactor of the secrets, plus the OAuth tokens handed out.
+    /// The redactor of the secrets, plus the OAuth tokens handed out (the
+    /// upstream's and its tool rules').
     fn redactor(&self) -> Arc<Redactor> {
         let terms = self.terms.load();
-        match &terms.credentials.oauth {
-            Some(oauth) => {
-                let mut r = Redactor::clone(&terms.redactor);
-                for t in oauth.issued() {
-                    r.add(t);
-                }
-                Arc::new(r)
-            }
-            None => terms.redactor.clone(),
+        let mut oauths = std::iter::once(&*terms.credentials)
+            .chain(terms.rules.credentials())
+            .filter_map(|c| c.oauth.as_ref())
+            .peekable();
+        if oauths.peek().is_none() {
+            return terms.redactor.clone();
         }
+        let mut r = Redactor::clone(&terms.redactor);
+        for t in oauths.flat_map(|o| o.issued()) {
+            r.add(t);
+        }
+        Arc::new(r)
     }
 
     fn redact_reply(&self, reply: Reply) -> Reply {
@@ -306,13 +310,17 @@ impl Upstream {
     }
 
     /// Sends a request once initialized and waits for its answer, until
-    /// `cancel` fires; renews an expired HTTP session once.
+    /// `cancel` fires; renews an expired HTTP session once. An HTTP
+    /// upstream is presented `presenting` (a tool rule's credentials) or,
+    /// when `None`, its own.
     pub async fn request(
         &self,
         method: &str,
         params: Option<Map<String, Value>>,
         cancel: &Cancel,
+        presenting: Option<Arc<HttpCredentials>>,
     ) -> Result<Reply, UpstreamError> {
+        let presented = presenting.unwrap_or_else(|| self.credentials());
         if !self.is_ready() {
             return Err(self.unavailable("not initialized (starting, or restarting)"));
         }
@@ -321,14 +329,14 @@ impl Upstream {
             method: method.to_owned(),
             params,
         };
-        match self.send_request(&mut message, cancel).await {
+        match self.send_request(&mut message, cancel, &presented).await {
             Err(UpstreamError::SessionExpired { .. }) => {
                 tracing::info!(upstream = %self.name, "upstream session expired; initializing again");
                 self.set_ready(false);
                 let renewed = self.handshake().await;
                 self.set_ready(renewed.is_ok());
                 renewed?;
-                match self.send_request(&mut message, cancel).await {
+                match self.send_request(&mut message, cancel, &presented).await {
                     Err(UpstreamError::SessionExpired { .. }) => {
                         Err(self.unavailable("session expired again right after initializing"))
                     }
@@ -345,6 +353,7 @@ impl Upstream {
         &self,
         message: &mut Message,
         cancel: &Cancel,
+        presented: &HttpCredentials,
     ) -> Result<Reply, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         if let Message::Request { id: slot, .. } = message {
@@ -354,7 +363,7 @@ impl Upstream {
         let exchange = async {
             match &self.link {
                 Link::Stdio(s) => s.request(self, id, message, timeout).await,
-                Link::Http(h) => h.request(self, id, message, timeout).await,
+                Link::Http(h) => h.request(self, id, message, timeout, presented).await,
             }
         };
         let sent = tokio::select! {
@@ -393,7 +402,8 @@ impl Upstream {
             method: method.to_owned(),
             params,
         };
-        self.send_request(&mut message, &Cancel::never()).await
+        self.send_request(&mut message, &Cancel::never(), &self.credentials())
+            .await
     }
 
     /// Sends a notification or a response.

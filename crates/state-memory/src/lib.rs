@@ -1,9 +1,6 @@
 //! The in-memory backend: every store in this process's memory, nothing on
 //! disk. For tests and `dgw serve --ephemeral`; a restart forgets all.
 
-// Untrusted input never panics the gateway: no unwrap outside tests.
-#![cfg_attr(not(test), deny(clippy::unwrap_used))]
-
 mod ledger;
 
 use std::collections::{BTreeMap, HashMap};
@@ -361,7 +358,7 @@ impl AuditSink for MemoryAudit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dgw_core::state::contract::{self, Backend};
+    use dgw_core::state::contract::Backend;
     use dgw_core::state::BudgetStore;
 
     /// One in-memory backend; nothing survives a restart.
@@ -397,63 +394,5 @@ mod tests {
         }
     }
 
-    #[test]
-    fn records_are_compare_and_swap() {
-        contract::records_are_compare_and_swap(Memory::default());
-    }
-
-    #[test]
-    fn records_are_capped_and_measured() {
-        contract::records_are_capped_and_measured(Memory::default());
-    }
-
-    #[test]
-    fn reservations_keep_their_own_deadline() {
-        contract::reservations_keep_their_own_deadline(Memory::default());
-    }
-
-    #[test]
-    fn budgets_never_overspend() {
-        contract::budgets_never_overspend(Memory::default);
-    }
-
-    #[test]
-    fn concurrent_reservations_never_overspend() {
-        contract::concurrent_reservations_never_overspend(Memory::default());
-    }
-
-    #[test]
-    fn expiry_ends_each_reservation_once() {
-        contract::expiry_ends_each_reservation_once(Memory::default());
-    }
-
-    #[test]
-    fn budget_bookkeeping() {
-        contract::budget_bookkeeping(Memory::default());
-    }
-
-    #[test]
-    fn revocation_subscribers_see_every_entry() {
-        contract::revocation_subscribers_see_every_entry(Memory::default());
-    }
-
-    #[test]
-    fn replay_is_insert_if_absent() {
-        contract::replay_is_insert_if_absent(Memory::default());
-    }
-
-    #[test]
-    fn audit_keeps_order() {
-        contract::audit_keeps_order(Memory::default());
-    }
-
-    #[test]
-    fn delegations_are_compare_and_swap() {
-        contract::delegations_are_compare_and_swap(Memory::default());
-    }
-
-    #[test]
-    fn audit_anchors_only_move_forward() {
-        contract::audit_anchors_only_move_forward(Memory::default());
-    }
+    dgw_core::contract_suite!(Memory::default);
 }

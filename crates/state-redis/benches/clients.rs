@@ -5,6 +5,10 @@
 //! scripts are called). Alternating rounds; prints calls per second.
 //!   cargo bench -p dgw-state-redis --bench clients
 
+// A benchmark's setup and helpers: a failure should stop it loudly, and
+// clippy's allow-unwrap-in-tests does not reach outside #[test].
+#![allow(clippy::unwrap_used)]
+
 // The tests' server helper; the bench needs only part of it.
 #[allow(dead_code)]
 #[path = "../../../tests/support/redis.rs"]

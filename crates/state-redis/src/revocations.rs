@@ -116,7 +116,7 @@ fn record_lag(id: &str, started_ms: u64) {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(recorded_ms);
-    dgw_core::telemetry::record_revocation_feed_lag(std::time::Duration::from_millis(
+    crate::telemetry::record_revocation_feed_lag(std::time::Duration::from_millis(
         now_ms.saturating_sub(recorded_ms),
     ));
 }

@@ -2,6 +2,10 @@
 //! on a free port; `.ci/run` installs it). Each backend instance has keys
 //! of its own under a fresh prefix, so one server serves every case.
 
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +41,7 @@ fn at_url(url: String) -> Redis {
 }
 
 /// One backend: a prefix of its own on a server.
+#[derive(Clone)]
 struct Redis {
     settings: RedisSettings,
 }
@@ -86,77 +91,10 @@ impl Backend for Redis {
     }
 }
 
-#[test]
-fn records_are_compare_and_swap() {
+dgw_core::contract_suite!({
     let server = RedisServer::start();
-    contract::records_are_compare_and_swap(backend(&server));
-}
-
-#[test]
-fn records_are_capped_and_measured() {
-    let server = RedisServer::start();
-    contract::records_are_capped_and_measured(backend(&server));
-}
-
-#[test]
-fn reservations_keep_their_own_deadline() {
-    let server = RedisServer::start();
-    contract::reservations_keep_their_own_deadline(backend(&server));
-}
-
-#[test]
-fn budgets_never_overspend() {
-    let server = RedisServer::start();
-    contract::budgets_never_overspend(|| backend(&server));
-}
-
-#[test]
-fn concurrent_reservations_never_overspend() {
-    let server = RedisServer::start();
-    contract::concurrent_reservations_never_overspend(backend(&server));
-}
-
-#[test]
-fn expiry_ends_each_reservation_once() {
-    let server = RedisServer::start();
-    contract::expiry_ends_each_reservation_once(backend(&server));
-}
-
-#[test]
-fn budget_bookkeeping() {
-    let server = RedisServer::start();
-    contract::budget_bookkeeping(backend(&server));
-}
-
-#[test]
-fn revocation_subscribers_see_every_entry() {
-    let server = RedisServer::start();
-    contract::revocation_subscribers_see_every_entry(backend(&server));
-}
-
-#[test]
-fn replay_is_insert_if_absent() {
-    let server = RedisServer::start();
-    contract::replay_is_insert_if_absent(backend(&server));
-}
-
-#[test]
-fn audit_keeps_order() {
-    let server = RedisServer::start();
-    contract::audit_keeps_order(backend(&server));
-}
-
-#[test]
-fn delegations_are_compare_and_swap() {
-    let server = RedisServer::start();
-    contract::delegations_are_compare_and_swap(backend(&server));
-}
-
-#[test]
-fn audit_anchors_only_move_forward() {
-    let server = RedisServer::start();
-    contract::audit_anchors_only_move_forward(backend(&server));
-}
+    move || backend(&server)
+});
 
 /// With `appendfsync always` (what `deploy/` ships), a settlement Redis
 /// acknowledged survives Redis killed with SIGKILL; so does a reservation,
@@ -199,25 +137,14 @@ fn an_acknowledged_settlement_survives_a_redis_crash() {
     });
 }
 
-/// The whole suite on a Redis Cluster of three masters: every script
-/// touches one slot (a tree's hash tag), every pipeline stays in one.
-#[test]
-fn the_suite_passes_on_redis_cluster() {
-    let cluster = RedisCluster::start();
-    let on = || at_url(cluster.url());
-    contract::records_are_compare_and_swap(on());
-    contract::records_are_capped_and_measured(on());
-    contract::reservations_keep_their_own_deadline(on());
-    contract::budgets_never_overspend(on);
-    contract::concurrent_reservations_never_overspend(on());
-    contract::expiry_ends_each_reservation_once(on());
-    contract::budget_bookkeeping(on());
-    contract::revocation_subscribers_see_every_entry(on());
-    contract::replay_is_insert_if_absent(on());
-    contract::audit_keeps_order(on());
-    contract::delegations_are_compare_and_swap(on());
-    contract::audit_anchors_only_move_forward(on());
-}
+dgw_core::contract_suite!(
+    /// The whole suite on a Redis Cluster of three masters: every script
+    /// touches one slot (a tree's hash tag), every pipeline stays in one.
+    one test the_suite_passes_on_redis_cluster: {
+        let cluster = RedisCluster::start();
+        move || at_url(cluster.url())
+    }
+);
 
 /// `rediss://`: TLS to Redis, its certificate checked against the CA given
 /// (and refused without it: the system's roots do not know that CA).
@@ -227,7 +154,7 @@ fn tls_to_redis_checks_its_certificate() {
     let url = format!("rediss://127.0.0.1:{}", server.port);
     let mut trusting = at_url(url.clone());
     trusting.settings.ca_pem = Some(server.ca_pem.as_bytes().to_vec());
-    contract::records_are_compare_and_swap(trusting);
+    contract::records_are_compare_and_swap(|| trusting.clone());
     let stranger = at_url(url);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let refused = rt.block_on(stranger.any().records.get("suite_docs", "a"));

@@ -466,7 +466,7 @@ fn flush_loop(dir: &Path, shared: &(Mutex<Pending>, Condvar), durable: &AtomicU6
             Ok(())
         })()
         .map_err(io);
-        dgw_core::telemetry::record_journal_sync(started.elapsed(), waiters.len());
+        crate::telemetry::record_journal_sync(started.elapsed(), waiters.len());
         match &result {
             Ok(()) => {
                 durable.fetch_add(records, Ordering::Release);

@@ -124,7 +124,7 @@ impl Ledger {
                 charged_microcents = lease_charged,
                 "unclean stop: charged leased budget that may have been used"
             );
-            dgw_core::telemetry::record_lease_charged(lease_charged);
+            crate::telemetry::record_lease_charged(lease_charged);
             // Makes the charge durable and voids the leases it settled.
             ledger.snapshot()?;
         }
@@ -326,7 +326,7 @@ impl Ledger {
             return covered;
         }
         self.commit_lazily(book, |seq| Entry::Lease { seq, levels: raise });
-        dgw_core::telemetry::record_lease();
+        crate::telemetry::record_lease();
         false
     }
 

@@ -2,9 +2,6 @@
 //! value encoding, and group-committed durability; the budgets journaled
 //! beside it (`ledger.rs`). Layout: `docs/storage.md`.
 
-// Untrusted input never panics the gateway: no unwrap outside tests.
-#![cfg_attr(not(test), deny(clippy::unwrap_used))]
-
 mod audit;
 mod compact;
 mod delegations;
@@ -13,6 +10,7 @@ mod ledger;
 mod records;
 mod replay;
 mod revocations;
+mod telemetry;
 
 pub use audit::SledAudit;
 pub use delegations::SledDelegations;
@@ -20,6 +18,7 @@ pub use ledger::Ledger;
 pub use records::SledRecords;
 pub use replay::SledReplay;
 pub use revocations::SledRevocations;
+pub use telemetry::METRICS;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -293,7 +292,7 @@ impl Durability {
                     waiters.extend(rx.try_iter());
                     let started = Instant::now();
                     let result = db.flush().map(|_| ()).db();
-                    dgw_core::telemetry::record_flush(started.elapsed(), waiters.len());
+                    crate::telemetry::record_flush(started.elapsed(), waiters.len());
                     if let Err(e) = &result {
                         tracing::error!(error = %e, "sled flush failed");
                     }
@@ -346,7 +345,7 @@ mod contract_suite {
     use std::sync::Mutex;
 
     use super::*;
-    use dgw_core::state::contract::{self, Backend};
+    use dgw_core::state::contract::Backend;
     use dgw_core::state::{
         AuditSink, BudgetStore, DelegationStore, RecordStore, ReplayStore, RevocationStore,
     };
@@ -424,65 +423,7 @@ mod contract_suite {
         }
     }
 
-    #[test]
-    fn records_are_compare_and_swap() {
-        contract::records_are_compare_and_swap(Sled::new());
-    }
-
-    #[test]
-    fn records_are_capped_and_measured() {
-        contract::records_are_capped_and_measured(Sled::new());
-    }
-
-    #[test]
-    fn reservations_keep_their_own_deadline() {
-        contract::reservations_keep_their_own_deadline(Sled::new());
-    }
-
-    #[test]
-    fn budgets_never_overspend() {
-        contract::budgets_never_overspend(Sled::new);
-    }
-
-    #[test]
-    fn concurrent_reservations_never_overspend() {
-        contract::concurrent_reservations_never_overspend(Sled::new());
-    }
-
-    #[test]
-    fn expiry_ends_each_reservation_once() {
-        contract::expiry_ends_each_reservation_once(Sled::new());
-    }
-
-    #[test]
-    fn budget_bookkeeping() {
-        contract::budget_bookkeeping(Sled::new());
-    }
-
-    #[test]
-    fn revocation_subscribers_see_every_entry() {
-        contract::revocation_subscribers_see_every_entry(Sled::new());
-    }
-
-    #[test]
-    fn replay_is_insert_if_absent() {
-        contract::replay_is_insert_if_absent(Sled::new());
-    }
-
-    #[test]
-    fn audit_keeps_order() {
-        contract::audit_keeps_order(Sled::new());
-    }
-
-    #[test]
-    fn delegations_are_compare_and_swap() {
-        contract::delegations_are_compare_and_swap(Sled::new());
-    }
-
-    #[test]
-    fn audit_anchors_only_move_forward() {
-        contract::audit_anchors_only_move_forward(Sled::new());
-    }
+    dgw_core::contract_suite!(Sled::new);
 }
 
 #[cfg(test)]

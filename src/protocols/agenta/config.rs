@@ -4,7 +4,7 @@
 //! stored, and for how long after they end.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -84,7 +84,8 @@ const LEAST_STRING_BYTES: usize = 64;
 
 impl RawAgenta {
     /// The section, validated; an error names the key and the problem.
-    pub fn validate(self) -> Result<AgentaConfig, (String, String)> {
+    /// Offer files are relative to `base`, the config file's directory.
+    pub fn validate(self, base: &Path) -> Result<AgentaConfig, (String, String)> {
         if self.tenant.is_empty() {
             return Err(("agenta.tenant".into(), "must name a tenant".into()));
         }
@@ -186,7 +187,11 @@ impl RawAgenta {
             currencies: self.currencies,
             public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
             seller_timeout,
-            offers: self.offers.into_iter().map(|o| o.file).collect(),
+            offers: self
+                .offers
+                .into_iter()
+                .map(|o| crate::config::relative_to(base, o.file))
+                .collect(),
             buyer_callback_origins,
             limits,
             max_stored_requests: self.max_stored_requests,

@@ -2,7 +2,7 @@
 //! secrets and trust domains, whose DCTs pay, and what a task costs.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -148,15 +148,18 @@ impl std::fmt::Debug for Router {
 fn read_secret(
     secret: Option<String>,
     file: Option<PathBuf>,
+    base: &Path,
     key: &dyn Fn(&str) -> String,
 ) -> Result<Vec<u8>, (String, String)> {
     let secret = match (secret, file) {
         (Some(s), None) => s.into_bytes(),
-        (None, Some(path)) => std::fs::read_to_string(&path)
-            .map_err(|e| (key("secret_file"), format!("{}: {e}", path.display())))?
-            .trim_end()
-            .as_bytes()
-            .to_vec(),
+        (None, Some(path)) => {
+            std::fs::read_to_string(crate::config::relative_to(base, path.clone()))
+                .map_err(|e| (key("secret_file"), format!("{}: {e}", path.display())))?
+                .trim_end()
+                .as_bytes()
+                .to_vec()
+        }
         _ => {
             return Err((
                 key("secret"),
@@ -260,8 +263,9 @@ pub struct LdpConfig {
 }
 
 impl RawLdp {
-    /// Validated (secret files read); an error names the key.
-    pub fn validate(self) -> Result<LdpConfig, (String, String)> {
+    /// Validated (secret files read, relative to `base`, the config file's
+    /// directory); an error names the key.
+    pub fn validate(self, base: &Path) -> Result<LdpConfig, (String, String)> {
         let delegate_timeout = humantime::parse_duration(&self.delegate_timeout)
             .map_err(|e| ("ldp.delegate_timeout".to_owned(), e.to_string()))?;
         if !(1..=3600).contains(&self.freshness_secs) {
@@ -284,7 +288,7 @@ impl RawLdp {
             if !(d.url.starts_with("http://") || d.url.starts_with("https://")) {
                 return Err((key("url"), "must be an http(s) URL".into()));
             }
-            let secret = read_secret(d.secret, d.secret_file, &key)?;
+            let secret = read_secret(d.secret, d.secret_file, base, &key)?;
             let mut routers: Vec<Router> = Vec::new();
             for (j, r) in d.routers.into_iter().enumerate() {
                 let key = |field: &str| format!("ldp.delegates[{i}].routers[{j}].{field}");
@@ -297,7 +301,7 @@ impl RawLdp {
                         "must be an ldp:delegate:<name> ID, listed once".into(),
                     ));
                 }
-                let own = read_secret(r.secret, r.secret_file, &key)?;
+                let own = read_secret(r.secret, r.secret_file, base, &key)?;
                 if own == secret || routers.iter().any(|x| x.secret == own) {
                     return Err((
                         key("secret"),

@@ -1,4 +1,8 @@
 //! Keys, times and token builders shared by the adapter's integration tests.
+
+// Test helpers outside #[test] functions: a failure should stop the test
+// loudly, and clippy's allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 use delegateos::canonical::canonicalize;

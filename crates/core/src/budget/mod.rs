@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use crate::random;
-use crate::state::error::StorageError;
+use crate::storage::StorageError;
 
 /// A budget node: `ROOT/del_…/del_…`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

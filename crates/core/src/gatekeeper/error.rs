@@ -1,6 +1,6 @@
 //! What the pipeline reports besides an authorization denial.
 
-use crate::state::error::StorageError;
+use crate::state::StorageError;
 use crate::telemetry::Outcome;
 
 /// Failures that are not authorization denials.

@@ -1,12 +1,16 @@
 //! The backend contract suite: one set of tests, generic over [`Backend`],
-//! that every state backend runs (`state::sled`, `state::memory`, and next
-//! Redis). A backend passes all of it or does not ship.
+//! that every state backend runs (sled, memory, Redis), each test given a
+//! way to make a fresh backend. A backend passes all of it or does not
+//! ship: its tests instantiate the whole suite with one
+//! [`contract_suite!`](crate::contract_suite) line, and a test added to
+//! the suite's list runs on every backend.
 //!
 //! The budget test is model-based: random sequences of reserve, settle,
 //! release, charge, sweep, checkpoint, clean restart and crash, checked
 //! after every step against a simple model of what each level must hold.
 
-// Test code, compiled outside `cfg(test)` for the backends' tests.
+// Test code, compiled outside `cfg(test)` for the backends' tests, so
+// clippy's allow-unwrap-in-tests does not cover it.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -40,6 +44,70 @@ pub trait Backend {
     /// A handle on the record store (each call a new handle over the same
     /// state, as another process would open it).
     fn records(&self) -> Arc<dyn RecordStore>;
+}
+
+/// Instantiates the whole suite for a backend: `$make` is a function that
+/// makes a fresh backend (`Sled::new`), or a block that sets up what they
+/// share and returns one (`{ let server = RedisServer::start(); move ||
+/// at(&server) }`, evaluated by each test). By default, one `#[test]` per
+/// contract test, named as it is; `one test NAME: $make` runs them all in
+/// one test over one setup (an expensive one: a Redis Cluster).
+#[macro_export]
+macro_rules! contract_suite {
+    ($(#[$attr:meta])* one test $test:ident: $make:expr $(,)?) => {
+        $(#[$attr])*
+        #[test]
+        fn $test() {
+            let make = $make;
+            $crate::__contract_suite_tests!(__contract_suite_calls! [make]);
+        }
+    };
+    ($make:expr $(,)?) => {
+        $crate::__contract_suite_tests!(__contract_suite_each! [$make]);
+    };
+}
+
+/// The suite's tests, the one list of them: hands their names to `$then`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_suite_tests {
+    ($then:ident! [$($args:tt)*]) => {
+        $crate::$then!([$($args)*]
+            records_are_compare_and_swap
+            records_are_capped_and_measured
+            reservations_keep_their_own_deadline
+            budgets_never_overspend
+            concurrent_reservations_never_overspend
+            expiry_ends_each_reservation_once
+            budget_bookkeeping
+            revocation_subscribers_see_every_entry
+            replay_is_insert_if_absent
+            audit_keeps_order
+            delegations_are_compare_and_swap
+            audit_anchors_only_move_forward
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_suite_each {
+    ([$make:expr] $($name:ident)*) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::state::contract::$name($make);
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_suite_calls {
+    ([$make:ident] $($name:ident)*) => {
+        $( $crate::state::contract::$name(&$make); )*
+    };
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -294,7 +362,8 @@ async fn run_ops<B: Backend>(b: &B, ops: Vec<Op>, lease: f64) -> Result<(), Test
 /// Many tasks reserving at once on two threads: exactly as many succeed as
 /// fit, never one more; then settling and releasing concurrently leaves
 /// exactly what was settled spent.
-pub fn concurrent_reservations_never_overspend<B: Backend>(b: B) {
+pub fn concurrent_reservations_never_overspend<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     runtime().block_on(async {
         let store = b.budgets(settings(Duration::from_secs(60), 0.5));
         let chain = chains()[1].clone(); // a (100) / a/b (60): 60 fit
@@ -349,7 +418,8 @@ pub fn concurrent_reservations_never_overspend<B: Backend>(b: B) {
 /// Expiry ends each reservation exactly once, however many sweeps race:
 /// released ones give their budget back, charged ones are charged in full,
 /// and neither can be settled afterwards.
-pub fn expiry_ends_each_reservation_once<B: Backend>(b: B) {
+pub fn expiry_ends_each_reservation_once<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     runtime().block_on(async {
         let store = b.budgets(settings(Duration::from_millis(1000), 0.0));
         let chain = chains()[2].clone(); // a (100) / a/c (70)
@@ -404,7 +474,8 @@ pub fn expiry_ends_each_reservation_once<B: Backend>(b: B) {
 
 /// The rest of the budget contract: holders, reports by delegation, tenant
 /// totals, the cap on open reservations, settle checks.
-pub fn budget_bookkeeping<B: Backend>(b: B) {
+pub fn budget_bookkeeping<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     runtime().block_on(async {
         let mut s = settings(Duration::from_secs(60), 0.0);
         s.max_open = 3;
@@ -462,7 +533,8 @@ pub fn budget_bookkeeping<B: Backend>(b: B) {
 
 /// Revocations: insert-once, contains, all by kind, and a subscription that
 /// sees every entry added, each once, however many writers race.
-pub fn revocation_subscribers_see_every_entry<B: Backend>(b: B) {
+pub fn revocation_subscribers_see_every_entry<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     runtime().block_on(async {
         let store = b.revocations();
         let mut sub = store.subscribe();
@@ -518,7 +590,8 @@ pub fn revocation_subscribers_see_every_entry<B: Backend>(b: B) {
 
 /// Replay: a key is new once while valid, in its namespace only, new again
 /// after its validity, and swept once past it.
-pub fn replay_is_insert_if_absent<B: Backend>(b: B) {
+pub fn replay_is_insert_if_absent<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     runtime().block_on(async {
         let store = b.replay();
         let tasks: Vec<_> = (0..8)
@@ -557,7 +630,8 @@ pub fn replay_is_insert_if_absent<B: Backend>(b: B) {
 }
 
 /// Audit: events come back in order, the last `limit` of them.
-pub fn audit_keeps_order<B: Backend>(b: B) {
+pub fn audit_keeps_order<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     runtime().block_on(async {
         let sink = b.audit();
         for n in 0..10 {
@@ -574,7 +648,8 @@ pub fn audit_keeps_order<B: Backend>(b: B) {
 
 /// Audit anchors: one per log name, kept across handles, moved only
 /// forward (a stale or concurrent writer never moves one back).
-pub fn audit_anchors_only_move_forward<B: Backend>(b: B) {
+pub fn audit_anchors_only_move_forward<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     use super::AuditAnchor;
     let anchor = |seq: u64, tag: &str| AuditAnchor {
         seq,
@@ -635,7 +710,8 @@ pub fn audit_anchors_only_move_forward<B: Backend>(b: B) {
 /// Delegations: insert-once, compare-and-swap replace, the block index,
 /// contracts (same one again is unchanged, a different one conflicts),
 /// attestations (first wins).
-pub fn delegations_are_compare_and_swap<B: Backend>(b: B) {
+pub fn delegations_are_compare_and_swap<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     use delegateos::dct::CreateParams;
     use delegateos::{
         ContractId, Dct, Delegation, DelegationId, DelegationStatus, Keypair, Timestamp,
@@ -749,7 +825,8 @@ pub fn delegations_are_compare_and_swap<B: Backend>(b: B) {
 
 /// Records: insert-once and compare-and-swap under races (8 writers, one
 /// wins each), reads through another handle, scans in key order, removal.
-pub fn records_are_compare_and_swap<B: Backend>(b: B) {
+pub fn records_are_compare_and_swap<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     runtime().block_on(async {
         let store = b.records();
         assert_eq!(store.get("suite_docs", "a").await.unwrap(), None);
@@ -821,7 +898,8 @@ pub fn records_are_compare_and_swap<B: Backend>(b: B) {
 /// 5; a taken key is `Taken` even at the cap; plain inserts count; a removal
 /// frees a place; usage counts documents and bytes, and is exact again
 /// after removals.
-pub fn records_are_capped_and_measured<B: Backend>(b: B) {
+pub fn records_are_capped_and_measured<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     runtime().block_on(async {
         let store = b.records();
         assert_eq!(store.usage("suite_capped").await.unwrap().records, 0);
@@ -912,7 +990,8 @@ pub fn records_are_capped_and_measured<B: Backend>(b: B) {
 
 /// A reservation made with its own deadline lives until then, whatever the
 /// TTL, and ends then.
-pub fn reservations_keep_their_own_deadline<B: Backend>(b: B) {
+pub fn reservations_keep_their_own_deadline<B: Backend>(backend: impl Fn() -> B) {
+    let b = backend();
     runtime().block_on(async {
         let store = b.budgets(settings(Duration::from_millis(10), 0.0));
         assert_eq!(store.reservation_ttl(), Duration::from_millis(10));

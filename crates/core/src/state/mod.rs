@@ -4,7 +4,8 @@
 //!
 //! - `dgw-state-sled`: the embedded default (a data directory; journal,
 //!   snapshots and leases for the budgets);
-//! - `dgw-state-memory`: nothing on disk (tests, `dgw serve --ephemeral`).
+//! - `dgw-state-memory`: nothing on disk (tests, `dgw serve --ephemeral`);
+//! - `dgw-state-redis`: one Redis (or Redis Cluster) several replicas share.
 //!
 //! Every backend passes one contract suite (`contract.rs`): concurrent
 //! reserve/settle/release never overspends, a crash loses nothing
@@ -26,9 +27,8 @@ use crate::budget::{
 
 #[cfg(any(test, feature = "contract-suite"))]
 pub mod contract;
-pub mod error;
 
-pub use error::StorageError;
+pub use crate::storage::StorageError;
 
 /// Hierarchical budgets with two-phase reservations (see [`crate::budget`]).
 ///

@@ -1,4 +1,7 @@
-//! The one error every state backend reports.
+//! The one failure every store reports: the state traits' (`state`) and
+//! the budget stores' (`budget::LedgerError::Storage`) alike. A leaf of its
+//! own, so `budget` (the vocabulary) and `state` (the traits over it) can
+//! both use it while `state` uses `budget` and never the reverse.
 
 /// A storage failure.
 #[derive(Debug, Clone, thiserror::Error)]
