@@ -53,7 +53,7 @@ fn start(config: &Path) -> Listening {
 
 /// The gateway's count of `metric` (a Prometheus sample without labels).
 fn count(metric: &str) -> u64 {
-    let text = delegate_gateway::telemetry::install_metrics()
+    let text = delegate_gateway::telemetry::install_metrics(&[])
         .expect("the gateway's recorder")
         .render();
     text.lines()
