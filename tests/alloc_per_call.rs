@@ -36,10 +36,10 @@ const GRPC_BUDGET: f64 = 175.0;
 
 /// Starts the configured gateway in this process.
 fn start(config: &Path) -> Listening {
-    let config = delegate_gateway::config::Config::load(config).unwrap();
+    let config = delegate_gateway::config::Config::load(config).expect("the config loads");
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().unwrap();
+        let rt = tokio::runtime::Runtime::new().expect("a runtime");
         let extensions = Extensions {
             protocols: Vec::new(),
             listening: Some(tx),
@@ -58,7 +58,9 @@ fn count(metric: &str) -> u64 {
         .render();
     text.lines()
         .find_map(|l| l.strip_prefix(metric)?.strip_prefix(' '))
-        .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
+        .map_or(0, |v| {
+            v.trim().parse::<f64>().expect("a count is a number") as u64
+        })
 }
 
 /// Runs `dgw-load` against `addr` for `secs` with two clients; every
