@@ -147,6 +147,10 @@ fn pipeline(c: &mut Criterion) {
                 delegations: stores.delegations.clone(),
                 audit: stores.audit.clone(),
                 key: Arc::new(key(42)),
+                issuing: Arc::new(dgw_core::issuing::Issuing::new(
+                    Arc::new(key(42)),
+                    Default::default(),
+                )),
             },
         )
         .await

@@ -85,6 +85,8 @@ pub(crate) async fn open(
     })
     .await
     .map_err(|e| AuditError::Record(format!("opening the log: {e}")))??;
+    // On the first scrape too: 0 before the first seal is anchored.
+    set_sealed_gauge(kept.as_ref());
     let anchoring = tokio::spawn(anchor_seals(store.clone(), name.clone(), kept, told));
     Ok(Audited {
         log: Arc::new(log),
@@ -124,10 +126,13 @@ async fn anchor_seals(
                 }
             }
         }
-        if let Some(a) = &kept {
-            telemetry::set_audit_sealed_records(a.seq.saturating_add(1));
-        }
+        set_sealed_gauge(kept.as_ref());
     }
+}
+
+/// `dgw_audit_sealed_records` for the anchor the store keeps (0: none yet).
+fn set_sealed_gauge(kept: Option<&AuditAnchor>) {
+    telemetry::set_audit_sealed_records(kept.map_or(0, |a| a.seq.saturating_add(1)));
 }
 
 impl Audited {

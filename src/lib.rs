@@ -7,15 +7,17 @@ pub mod cli;
 pub mod config;
 pub mod data_dir;
 pub mod keyfile;
+mod known_series;
 pub mod logs;
 pub mod outbound;
 pub mod protocols;
 pub mod reload;
 pub mod serve;
+pub mod traces;
 
 // The core, re-exported where the gateway's own modules and its tests
 // have always found it.
-pub use dgw_core::{budget, caller, gatekeeper, protocol, random, revocations, telemetry};
+pub use dgw_core::{budget, caller, gatekeeper, protocol, random, revocations, telemetry, units};
 
 // The fronts and their plumbing, re-exported likewise.
 pub use dgw_front_grpc as grpc;

@@ -2,7 +2,8 @@
 
 use std::sync::OnceLock;
 
-use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::{Layer as _, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, EnvFilter, Registry};
 
@@ -26,33 +27,59 @@ pub fn parse_level(directives: &str) -> Result<EnvFilter, LevelError> {
     EnvFilter::try_new(directives).map_err(|e| LevelError(directives.to_owned(), e.to_string()))
 }
 
-/// Sends logs to standard error at `info`, or at what `RUST_LOG` says.
-pub fn init_logs(format: LogFormat) {
+/// Sends logs to standard error at `info`, or at what `RUST_LOG` says;
+/// with `traces`, also the spans under
+/// [`TRACE_TARGET`](dgw_core::telemetry::TRACE_TARGET) to its tracer (each
+/// layer with its own filter: the logs' never enables those spans, the
+/// tracer's sees nothing else). Without, no layer of traces exists.
+pub fn init_logs(format: LogFormat, traces: Option<opentelemetry_sdk::trace::SdkTracer>) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let (filter, handle) = reload::Layer::new(filter);
     use std::io::IsTerminal;
     let ansi = std::io::stderr().is_terminal();
-    let registry = tracing_subscriber::registry().with(filter);
     let installed = match format {
-        LogFormat::Text => registry
+        LogFormat::Text => tracing_subscriber::registry()
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_ansi(ansi)
-                    .with_writer(std::io::stderr),
+                    .with_writer(std::io::stderr)
+                    .with_filter(filter),
             )
+            .with(traced(traces))
             .try_init(),
-        LogFormat::Json => registry
+        LogFormat::Json => tracing_subscriber::registry()
             .with(
                 tracing_subscriber::fmt::layer()
                     .json()
                     .flatten_event(true)
-                    .with_writer(std::io::stderr),
+                    .with_writer(std::io::stderr)
+                    .with_filter(filter),
             )
+            .with(traced(traces))
             .try_init(),
     };
     if installed.is_ok() {
         let _ = FILTER.set(handle);
     }
+}
+
+/// The layer that feeds `tracer` the spans under the trace target only.
+fn traced<S>(
+    tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
+) -> Option<impl tracing_subscriber::Layer<S>>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracer.map(|tracer| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_location(false)
+            .with_threads(false)
+            .with_filter(
+                Targets::new()
+                    .with_target(dgw_core::telemetry::TRACE_TARGET, tracing::Level::TRACE),
+            )
+    })
 }
 
 /// Logs at `directives` (the config's `[log] level`) from now on, unless

@@ -8,12 +8,11 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::Parser;
-use delegate_gateway::cli::{self, Cli};
+use delegate_gateway::cli;
+use delegate_gateway::config::Modules;
 
 fn main() -> ExitCode {
-    let args = Cli::parse();
-    match cli::run(args) {
+    match cli::main(&Modules::shipped()) {
         Ok(code) => code.into(),
         Err(err) => {
             eprintln!("dgw: {err}");

@@ -11,6 +11,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Request, Uri};
 use serde_json::Value;
+use tracing::Instrument;
 
 /// The most an answer may hold.
 const MAX_ANSWER_BYTES: usize = 1 << 20;
@@ -20,7 +21,7 @@ const MAX_ANSWER_BYTES: usize = 1 << 20;
 pub enum OutboundError {
     #[error("the endpoint {0:?} is not an http(s) URL")]
     BadEndpoint(String),
-    #[error("no answer within {0:?}")]
+    #[error("no answer within {}", crate::units::show_duration(*.0))]
     Timeout(Duration),
     #[error("could not be reached: {0}")]
     Unreachable(String),
@@ -75,11 +76,14 @@ impl JsonClient {
     /// a failure is logged: the buyer can always read the state.
     pub fn notify(&self, url: String, message: Value, bearer: Option<String>) {
         let this = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = this.send(&url, &message, bearer.as_deref()).await {
-                tracing::warn!(%url, error = %e, "notifying a buyer's callback");
+        tokio::spawn(
+            async move {
+                if let Err(e) = this.send(&url, &message, bearer.as_deref()).await {
+                    tracing::warn!(%url, error = %e, "notifying a buyer's callback");
+                }
             }
-        });
+            .instrument(tracing::Span::current()),
+        );
     }
 
     /// GETs `endpoint`; the JSON the service answered with.
@@ -122,10 +126,17 @@ impl JsonClient {
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(secret) = bearer {
-            let value = HeaderValue::from_str(&format!("Bearer {secret}"))
+            let mut value = HeaderValue::from_str(&format!("Bearer {secret}"))
                 .map_err(|e| OutboundError::Unreachable(e.to_string()))?;
+            value.set_sensitive(true);
             request.headers_mut().insert(AUTHORIZATION, value);
         }
+        // The call is a stage of the trace it serves; the service's own
+        // spans join it through traceparent.
+        let span = dgw_core::stage_span!("upstream_call");
+        let _in = span.enter();
+        dgw_net::trace_context::inject_headers(request.headers_mut());
+        drop(_in);
         let exchange = async {
             let response = client
                 .request(request)
@@ -141,8 +152,15 @@ impl JsonClient {
                 .map_err(|e| OutboundError::Unreadable(e.to_string()))?
                 .to_bytes())
         };
-        tokio::time::timeout(self.timeout, exchange)
+        let answer = tokio::time::timeout(self.timeout, exchange)
+            .instrument(span.clone())
             .await
-            .map_err(|_| OutboundError::Timeout(self.timeout))?
+            .map_err(|_| OutboundError::Timeout(self.timeout))
+            .and_then(|a| a);
+        span.record(
+            "dgw.decision",
+            if answer.is_ok() { "answered" } else { "failed" },
+        );
+        answer
     }
 }

@@ -22,6 +22,7 @@ use crate::mcp::{McpProxy, UpstreamChanges};
 use crate::protocol::Registry;
 use crate::state::AuditSink;
 use crate::tls::{LiveTls, TlsError};
+use dgw_protocol::{Running, SectionError, Staged};
 
 /// Why a reload was refused; the running configuration is unchanged.
 #[derive(Debug, thiserror::Error)]
@@ -32,10 +33,17 @@ pub enum ReloadError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     KeyFile(#[from] KeyFileError),
+    #[error(transparent)]
+    Issuing(#[from] crate::config::IssuingError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
     #[error("log.level: {0}")]
     LogLevel(#[from] crate::logs::LevelError),
+    #[error("[{section}]: {error}")]
+    Section {
+        section: &'static str,
+        error: SectionError,
+    },
 }
 
 /// What a reload changed.
@@ -57,19 +65,17 @@ pub struct ListenerTls {
     pub grpc: Option<LiveTls>,
 }
 
-/// Applies a protocol's section of a new configuration (its trusted
-/// issuers or delegators).
-pub type ApplySection = Box<dyn Fn(&Config) + Send + Sync>;
-
 /// The running parts that a reload changes.
 pub struct Parts {
     pub gate: Arc<Gatekeeper>,
     pub admins: Admins,
     pub proxy: Arc<McpProxy>,
     pub protocols: Arc<Registry>,
-    /// Each protocol whose trust lives in the config, by section name,
-    /// with what applies its section (the wiring registers them).
-    pub sections: Vec<(&'static str, ApplySection)>,
+    /// The tenants' issuing delegations (`dgw/tokens/issue`).
+    pub issuing: Arc<dgw_core::issuing::Issuing>,
+    /// Each protocol module as built, by section name: it stages its
+    /// section of the new file.
+    pub modules: Vec<(&'static str, Arc<dyn Running>)>,
     pub audit: Arc<dyn AuditSink>,
     pub tls: Option<ListenerTls>,
 }
@@ -136,11 +142,23 @@ impl Reloader {
     async fn reload_inner(&self) -> Result<ReloadReport, ReloadError> {
         let source = self.source.as_deref().ok_or(ReloadError::NoSource)?;
         let mut running = self.running.lock().await;
-        let next = Config::load(source)?;
+        let next = Config::load_with(source, running.modules.clone())?;
         // Everything that can fail is read before anything changes.
         let tenants = next.tenant_roots()?;
+        let issuing = next.issuing_delegations(&tenants, self.parts.issuing.gateway())?;
         crate::logs::parse_level(&next.log_level)?;
-        let restart_needed = restart_only_changes(&running, &next);
+        let mut restart_needed = restart_only_changes(&running, &next);
+        let mut staged = Vec::new();
+        for (section, module) in &self.parts.modules {
+            match module
+                .stage(&next.document())
+                .map_err(|error| ReloadError::Section { section, error })?
+            {
+                Staged::Apply(apply) => staged.push((*section, apply)),
+                Staged::RestartNeeded => restart_needed.push(section),
+                Staged::Unchanged => {}
+            }
+        }
         let tls = match (&self.parts.tls, &next.server.tls) {
             (Some(_), Some(files)) => Some((
                 crate::tls::server_config(files, &[b"http/1.1"])?,
@@ -152,11 +170,12 @@ impl Reloader {
         let p = &self.parts;
         let mut applied = vec!["tenants", "admin"];
         p.gate.set_tenants(tenants);
+        p.issuing.set(issuing);
         p.admins
             .replace(next.admin_tokens.clone(), next.admin_certs.clone());
-        for (name, apply) in &p.sections {
-            apply(&next);
-            applied.push(name);
+        for (section, apply) in staged {
+            apply();
+            applied.push(section);
         }
         // Open MCP sessions check their credential again (gRPC decision
         // streams follow `admins` themselves).
@@ -187,8 +206,8 @@ impl Reloader {
         running.tenants = next.tenants;
         running.admin_tokens = next.admin_tokens;
         running.admin_certs = next.admin_certs;
-        running.talos = next.talos;
-        running.motebit = next.motebit;
+        // Each module keeps what it applied (or still runs): its section
+        // is read from the file again at the next reload.
         running.upstreams = next.upstreams;
         running.log_level = next.log_level;
         if applied.contains(&"server.tls") {
@@ -204,8 +223,9 @@ impl Reloader {
 
 /// The sections of `next` that differ from `running` and that only a
 /// restart applies: listeners and limits, where state lives, budgets,
-/// MCP sessions, Agenta and LDP (whose delegates hold open work), the
-/// audit log.
+/// MCP sessions, the audit log, traces (the exporter and its layer are set
+/// up once). (A protocol module says itself whether its section applies
+/// live: [`Staged::RestartNeeded`].)
 fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
     let (mut a, mut b) = (running.server.clone(), next.server.clone());
     let tls_switched = a.tls.is_some() != b.tls.is_some();
@@ -219,9 +239,8 @@ fn restart_only_changes(running: &Config, next: &Config) -> Vec<&'static str> {
         ("budget", running.budget != next.budget),
         ("mcp", running.mcp != next.mcp),
         ("state", running.state != next.state),
-        ("agenta", running.agenta != next.agenta),
-        ("ldp", running.ldp != next.ldp),
         ("audit", running.audit != next.audit),
+        ("telemetry", running.telemetry != next.telemetry),
     ];
     differs
         .iter()

@@ -19,17 +19,12 @@ use crate::keyfile::{self, KeyFileError};
 use crate::mcp::streamable::{SessionPolicy, Sessions, StreamableHttp};
 use crate::mcp::{McpProxy, Upstream};
 use crate::protocol::Registry;
-use crate::protocols::agenta::Agenta;
-use crate::protocols::delegateos::DelegateOs;
-use crate::protocols::ldp::Ldp;
-use crate::protocols::motebit::Motebit;
-use crate::protocols::talos::Talos;
-use crate::protocols::Services;
 use crate::reload::{ListenerTls, Parts, Reloader};
 use crate::revocations::{Revocations, RevokeError};
 use crate::state::{Backend, BudgetSettings, StorageError, Stores};
 use crate::telemetry;
 use crate::tls::LiveTls;
+use dgw_protocol::{Running, Services};
 
 /// Why the gateway could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +36,8 @@ pub enum ServeError {
     },
     #[error(transparent)]
     KeyFile(#[from] KeyFileError),
+    #[error(transparent)]
+    Issuing(#[from] crate::config::IssuingError),
     #[error("opening the database: {0}")]
     Storage(#[from] StorageError),
     #[error("loading revocations: {0}")]
@@ -73,12 +70,11 @@ struct State {
     audit: Arc<dyn crate::state::AuditSink>,
     stores: Stores,
     gateway_key: Arc<Keypair>,
-    /// Told where the HTTP listener is (sellers call back there).
-    agenta: Option<Arc<Agenta>>,
-    ldp: Option<Arc<Ldp>>,
-    /// Their trusted issuers change on reload.
-    talos: Arc<Talos>,
-    motebit: Arc<Motebit>,
+    /// Each protocol module as built, by section: told where the HTTP
+    /// listener is, and handed reloaded sections.
+    modules: Vec<(&'static str, Arc<dyn Running>)>,
+    /// Its tenants' issuing delegations change on reload.
+    issuing: Arc<dgw_core::issuing::Issuing>,
     /// Sealed with the shutdown seal, synced and anchored at exit.
     audit_log: Option<crate::audit_log::Audited>,
     /// Holds the data directory for this process while it runs.
@@ -88,10 +84,7 @@ struct State {
 /// Opens the data directory, the keys and every store (the embedded backend
 /// in the data directory, or memory with `--ephemeral`); releases the reservations that
 /// expired while the gateway was down.
-async fn open_state(
-    config: &Config,
-    extra_protocols: Vec<Arc<dyn crate::protocol::Protocol>>,
-) -> Result<State, ServeError> {
+async fn open_state(config: &Config) -> Result<State, ServeError> {
     let first_start = crate::data_dir::is_new(&config.data_dir);
     crate::data_dir::prepare(&config.data_dir).map_err(|source| ServeError::DataDir {
         path: config.data_dir.display().to_string(),
@@ -117,6 +110,10 @@ async fn open_state(
         &config.data_dir,
     )?);
     let tenants = config.tenant_roots()?;
+    let issuing = Arc::new(dgw_core::issuing::Issuing::new(
+        gateway_key.clone(),
+        config.issuing_delegations(&tenants, gateway_key.principal_id())?,
+    ));
 
     let budget = BudgetSettings {
         reservation_ttl: config.budget.reservation_ttl,
@@ -193,23 +190,7 @@ async fn open_state(
         }
         None => stores.audit.clone(),
     };
-    // The protocols this gateway speaks: one registration each.
-    let mut protocols = Registry::default();
-    protocols
-        .register(Arc::new(DelegateOs::new(gate.clone())))
-        .map_err(ServeError::Protocol)?;
-    let talos = Talos::new(
-        &config.talos,
-        revocations.clone(),
-        stores.replay.clone(),
-        audit.clone(),
-        gateway_key.clone(),
-    )
-    .await?;
-    let talos = Arc::new(talos);
-    protocols
-        .register(talos.clone())
-        .map_err(ServeError::Protocol)?;
+    // The protocols this gateway speaks: each module of the list, built.
     let services = Services {
         gate: gate.clone(),
         revocations: revocations.clone(),
@@ -218,36 +199,19 @@ async fn open_state(
         delegations: stores.delegations.clone(),
         audit: audit.clone(),
         key: gateway_key.clone(),
+        issuing: issuing.clone(),
     };
-    let motebit = Arc::new(Motebit::new(config.motebit.clone(), services.clone()).await?);
-    protocols
-        .register(motebit.clone())
-        .map_err(ServeError::Protocol)?;
-    let agenta = match &config.agenta {
-        Some(section) => {
-            let agenta = Arc::new(
-                Agenta::new(section.clone(), services.clone())
-                    .await
-                    .map_err(ServeError::Protocol)?,
-            );
-            protocols
-                .register(agenta.clone())
-                .map_err(ServeError::Protocol)?;
-            Some(agenta)
+    let mut protocols = Registry::default();
+    let mut modules = Vec::new();
+    for module in config.modules.iter() {
+        let built = module
+            .build(&config.document(), &services)
+            .await
+            .map_err(|e| ServeError::Protocol(format!("{}: {e}", module.section())))?;
+        if let Some(p) = built.protocol() {
+            protocols.register(p).map_err(ServeError::Protocol)?;
         }
-        None => None,
-    };
-    let ldp = config
-        .ldp
-        .clone()
-        .map(|section| Arc::new(Ldp::new(section, services.clone())));
-    if let Some(ldp) = &ldp {
-        protocols
-            .register(ldp.clone())
-            .map_err(ServeError::Protocol)?;
-    }
-    for p in extra_protocols {
-        protocols.register(p).map_err(ServeError::Protocol)?;
+        modules.push((module.section(), built));
     }
     for p in protocols.all() {
         for (root, tenant) in p.budget_roots() {
@@ -262,10 +226,8 @@ async fn open_state(
         audit,
         stores,
         gateway_key,
-        agenta,
-        ldp,
-        talos,
-        motebit,
+        modules,
+        issuing,
         audit_log,
         _data_lock: data_lock,
     })
@@ -285,7 +247,7 @@ async fn start_mcp(config: &Config, state: &State) -> Arc<McpProxy> {
         let limit = config.mcp.ready_timeout;
         async move {
             if !u.wait_ready(limit).await {
-                tracing::error!(upstream = %u.name, ?limit, "upstream not ready in time; serving without it until it is");
+                tracing::error!(upstream = %u.name, limit = %crate::units::show_duration(limit), "upstream not ready in time; serving without it until it is");
             }
         }
     });
@@ -351,12 +313,11 @@ async fn close_state(state: &State) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// What a program embedding dgw adds to the configured gateway.
+/// What a program embedding dgw asks of the configured gateway (its
+/// protocols are the config's [`crate::config::Modules`]: the shipped list,
+/// or the list plus its own, `Modules::with`).
 #[derive(Default)]
 pub struct Extensions {
-    /// Protocols registered after the built-in ones (one line each; see
-    /// `docs/architecture.md`, "Adding a protocol").
-    pub protocols: Vec<Arc<dyn crate::protocol::Protocol>>,
     /// Told where the gateway listens once it accepts connections.
     pub listening: Option<tokio::sync::oneshot::Sender<Listening>>,
 }
@@ -397,7 +358,9 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             );
         }
     }
-    let state = open_state(&config, extensions.protocols).await?;
+    let state = open_state(&config).await?;
+    let upstreams: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    crate::known_series::export(&state.protocols, config.server.grpc.is_some(), &upstreams);
     let gate = state.gate.clone();
     // Certificates are read before anything listens: a bad file stops the
     // start with its name.
@@ -423,11 +386,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         addr: config.server.http,
         source,
     })?;
-    if let Some(ldp) = &state.ldp {
-        ldp.listening_at(http_addr, http_tls.is_some());
-    }
-    if let Some(agenta) = &state.agenta {
-        agenta.listening_at(http_addr, http_tls.is_some());
+    for (_, module) in &state.modules {
+        module.listening_at(http_addr, http_tls.is_some());
     }
     let proxy = start_mcp(&config, &state).await;
     let reloader = Arc::new(Reloader::new(
@@ -437,19 +397,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             admins: admins.clone(),
             proxy: proxy.clone(),
             protocols: state.protocols.clone(),
-            sections: {
-                let (talos, motebit) = (state.talos.clone(), state.motebit.clone());
-                vec![
-                    (
-                        "talos",
-                        Box::new(move |c: &Config| talos.set_issuers(&c.talos)),
-                    ),
-                    (
-                        "motebit",
-                        Box::new(move |c: &Config| motebit.set_config(c.motebit.clone())),
-                    ),
-                ]
-            },
+            issuing: state.issuing.clone(),
+            modules: state.modules.clone(),
             audit: state.audit.clone(),
             tls: http_tls.clone().map(|http| ListenerTls {
                 http,
@@ -514,7 +463,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             http_addr,
             config.server.allowed_origins.clone(),
             config.server.allowed_hosts.clone(),
-        ),
+        )
+        .over_tls(http_tls.is_some()),
         protocols: state.protocols.clone(),
     });
     let grpc_listener = match config.server.grpc {
@@ -638,7 +588,7 @@ fn spawn_reload_on_hangup(reloader: Arc<Reloader>) -> tokio::task::JoinHandle<()
 /// `dct`: the DCT every call of the session runs under (`--dct-file`,
 /// `DGW_DCT`), refused here when it could never authorize anything.
 pub async fn run_stdio(config: Config, dct: Option<String>) -> Result<(), ServeError> {
-    let state = open_state(&config, Vec::new()).await?;
+    let state = open_state(&config).await?;
     let proxy = start_mcp(&config, &state).await;
     let pinned = match dct {
         None => None,

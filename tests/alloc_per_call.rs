@@ -41,7 +41,6 @@ fn start(config: &Path) -> Listening {
     std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().expect("a runtime");
         let extensions = Extensions {
-            protocols: Vec::new(),
             listening: Some(tx),
         };
         if let Err(e) = rt.block_on(delegate_gateway::serve::run_with(config, extensions)) {

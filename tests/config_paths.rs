@@ -52,13 +52,7 @@ fn relative_paths_are_read_from_the_config_files_directory_wherever_dgw_runs() {
     std::fs::create_dir_all(&elsewhere).unwrap();
     let config = write_config(&conf);
 
-    let check = dgw()
-        .current_dir(&elsewhere)
-        .args(["config", "check", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let said = format!("{}{}", stdout(&check), stderr(&check));
-    assert!(check.status.success(), "{said}");
+    let said = config_check_passes(dgw().current_dir(&elsewhere), &config);
     assert!(
         said.contains(&format!(
             "header x-api-key = <redacted> from file {}",

@@ -110,7 +110,14 @@ fn the_alert_rules_pass_promtool() {
 #[test]
 fn the_alert_rules_name_only_metrics_dgw_exports() {
     let rules = read("deploy/prometheus/rules.yml");
-    let telemetry = read("crates/core/src/telemetry.rs");
+    // The core's metrics and each state backend's own.
+    let telemetry = [
+        "crates/core/src/telemetry.rs",
+        "crates/state-sled/src/telemetry.rs",
+        "crates/state-redis/src/telemetry.rs",
+    ]
+    .map(read)
+    .concat();
     let mut names: Vec<&str> = rules
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| w.starts_with("dgw_"))
@@ -122,7 +129,7 @@ fn the_alert_rules_name_only_metrics_dgw_exports() {
     for name in names {
         assert!(
             telemetry.contains(&format!("\"{name}\"")),
-            "{name} is not a metric crates/core/src/telemetry.rs defines"
+            "{name} is not a metric the core or a state backend defines"
         );
     }
 }
@@ -143,15 +150,241 @@ fn dashboard_queries() -> Vec<String> {
     exprs
 }
 
+/// A dashboard query with its variables as Grafana fills them: every
+/// job and instance, budgets aggregated by `aggregation`.
+fn filled(expr: &str, aggregation: &str) -> String {
+    expr.replace("$job", ".+")
+        .replace("$instance", ".+")
+        .replace("$budget_aggregation", aggregation)
+}
+
+/// The `dgw_` metric names in PromQL or prose (a histogram's `_bucket`
+/// series named by its own name).
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("dgw_"))
+        .map(|w| w.strip_suffix("_bucket").unwrap_or(w).to_owned())
+        .collect()
+}
+
+/// The metric families on a `/metrics` page, by their `# TYPE` lines.
+fn families(metrics: &str) -> std::collections::BTreeSet<String> {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Series labelled by what only an event names, which no gateway can
+/// export at zero before it: an upstream's tools (known once it answers,
+/// and changing), the top delegations (by spend), a protocol's own events
+/// and what its sweep measures.
+const EVENT_LABELLED: &[&str] = &[
+    "dgw_mcp_tool_calls_total",
+    "dgw_delegation_spent_microcents",
+    "dgw_delegation_budget_microcents",
+    "dgw_protocol_events_total",
+    "dgw_protocol_stored_bytes",
+    "dgw_protocol_stored_records",
+];
+
+/// A gateway as a first day starts it, with gRPC and an upstream, scraped
+/// at once: `(its /metrics, the gateway)`.
+fn first_scrape(dir: &Path) -> (String, Gateway) {
+    let echo = tests_dir().join("mcp/echo-server.mjs");
+    let extra = format!(
+        "grpc = \"127.0.0.1:0\"\n[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\n[[upstreams.tools]]\nname = \"echo\"\ncapability = \"demo:echo\"\nfixed_resource = \"/echo\"\n"
+    );
+    let config = gateway_config(dir, &[("acme", seed(1).principal_id())], &extra);
+    let gw = Gateway::start(&config);
+    (gw.metrics(), gw)
+}
+
+/// A fresh gateway's first scrape has every series the dashboard and the
+/// alert rules read, but those labelled by an event; the labelled counters
+/// at zero for every value known at start (every denial type of every
+/// protocol, every front's methods and outcomes); and its revocation gauge
+/// says the index is complete, not that something is revoked. Counting
+/// then starts from those zeros.
+#[test]
+fn a_fresh_gateway_exports_every_series_the_dashboard_and_alerts_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (metrics, gw) = first_scrape(dir.path());
+    let exported = families(&metrics);
+    let mut read = metric_names(&read("deploy/prometheus/rules.yml"));
+    read.extend(dashboard_queries().iter().flat_map(|e| metric_names(e)));
+    assert!(read.len() >= 15, "{read:?}");
+    for name in &read {
+        assert!(
+            exported.contains(name) || EVENT_LABELLED.contains(&name.as_str()),
+            "{name} is read by the dashboard or an alert but not on a fresh gateway's /metrics:\n{metrics}"
+        );
+    }
+    let zero = |series: &str| {
+        assert!(
+            metrics.lines().any(|l| l == format!("{series} 0")),
+            "no `{series} 0` on the first scrape:\n{metrics}"
+        )
+    };
+    for name in [
+        "dgw_revocations_total",
+        "dgw_connections_shed_total",
+        "dgw_connections_refused_total",
+        "dgw_reservations_expired_total",
+        "dgw_budget_leases_total",
+        "dgw_sled_flush_duration_seconds_count",
+        "dgw_sled_flush_batch_size_count",
+        "dgw_revocation_feed_lag_seconds_count",
+        "dgw_authorize_duration_seconds_count",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "no {name}:\n{metrics}"
+        );
+    }
+    zero("dgw_revocations_total");
+    zero("dgw_connections_shed_total");
+    for protocol in ["delegateos", "talos", "motebit"] {
+        for t in delegateos::DenialType::EVERY {
+            zero(&format!(
+                "dgw_denials_total{{protocol=\"{protocol}\",type=\"{}\"}}",
+                t.as_str()
+            ));
+        }
+        zero(&format!(
+            "dgw_denials_total{{protocol=\"{protocol}\",type=\"invalid_params\"}}"
+        ));
+    }
+    for outcome in ["ok", "denied", "error", "cancelled"] {
+        zero(&format!("dgw_requests_total{{front=\"jsonrpc\",method=\"delegateos/authorize\",outcome=\"{outcome}\"}}"));
+        zero(&format!(
+            "dgw_requests_total{{front=\"grpc\",method=\"Authorize\",outcome=\"{outcome}\"}}"
+        ));
+        zero(&format!(
+            "dgw_requests_total{{front=\"mcp\",method=\"tools/call\",outcome=\"{outcome}\"}}"
+        ));
+    }
+    zero("dgw_token_cache_lookups_total{result=\"hit\"}");
+    zero("dgw_mcp_upstream_stderr_dropped_bytes_total{upstream=\"local\"}");
+    assert!(metrics.contains("dgw_mcp_upstream_duration_seconds_count{upstream=\"local\"} 0"));
+    // Nothing revoked, and the gauge says so in its name.
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "dgw_revocation_index_complete 1"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("dgw_revocations_current"), "{metrics}");
+
+    // Counting starts from the zeros.
+    let e = gw.err(
+        "delegateos/authorize",
+        json!({"dct": "AAAA", "namespace": "docs", "action": "read", "resource": "/a"}),
+    );
+    assert_eq!(e["data"]["type"], "malformed_token", "{e}");
+    let after = gw.metrics();
+    assert!(
+        after
+            .lines()
+            .any(|l| l == "dgw_denials_total{protocol=\"delegateos\",type=\"malformed_token\"} 1"),
+        "{after}"
+    );
+    assert!(after.lines().any(|l| l == "dgw_requests_total{front=\"jsonrpc\",method=\"delegateos/authorize\",outcome=\"denied\"} 1"), "{after}");
+}
+
+/// README.md's list of metrics is what a fresh gateway exports: every name
+/// on its first `/metrics` is in the list, and every name in the list is
+/// on it or labelled by an event.
+#[test]
+fn the_readmes_metric_list_is_a_fresh_gateways() {
+    let readme = read("README.md");
+    let start = readme
+        .find("\nMetrics (")
+        .expect("the README's metric list");
+    let end = start + readme[start..].find("Storage layout").expect("its end");
+    let listed = metric_names(&readme[start..end]);
+    let dir = tempfile::tempdir().unwrap();
+    let (metrics, _gw) = first_scrape(dir.path());
+    let exported = families(&metrics);
+    let unlisted: Vec<_> = exported.difference(&listed).collect();
+    assert!(
+        unlisted.is_empty(),
+        "on /metrics, not in README.md: {unlisted:?}"
+    );
+    let missing: Vec<_> = listed
+        .iter()
+        .filter(|n| !exported.contains(*n) && !EVENT_LABELLED.contains(&n.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "in README.md, not on a fresh /metrics: {missing:?}"
+    );
+    for name in EVENT_LABELLED {
+        assert!(listed.contains(*name), "{name} is not in README.md");
+    }
+}
+
+/// Every panel can be narrowed to some gateways (`job`, `instance`), and
+/// the per-tenant budget panels say, and let the operator choose, how
+/// replicas' figures add up: summed for gateways on their own state, one
+/// value per tenant for replicas sharing Redis.
+#[test]
+fn the_dashboard_narrows_by_job_and_instance_and_adds_budgets_by_state() {
+    let dashboard: Value = serde_json::from_str(&read("deploy/grafana/dgw.json")).unwrap();
+    let vars = dashboard["templating"]["list"].as_array().unwrap();
+    let var = |name: &str| {
+        vars.iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no ${name} variable"))
+    };
+    assert!(var("job")["query"]["query"]
+        .as_str()
+        .unwrap()
+        .contains("label_values("));
+    assert!(var("instance")["query"]["query"]
+        .as_str()
+        .unwrap()
+        .contains("job=~\"$job\""));
+    let values: Vec<&str> = var("budget_aggregation")["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, ["sum", "max"]);
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for name in metric_names(expr) {
+                let scoped = expr.match_indices(&name).all(|(i, _)| {
+                    let rest = &expr[i + name.len()..];
+                    let rest = rest.strip_prefix("_bucket").unwrap_or(rest);
+                    rest.starts_with("{job=~\"$job\",instance=~\"$instance\"")
+                });
+                assert!(scoped, "{}: {expr}", panel["title"]);
+            }
+            if expr.contains("dgw_budget_") || expr.contains("dgw_delegation_") {
+                assert!(expr.contains("$budget_aggregation by (tenant"), "{expr}");
+                let said = panel["description"].as_str().unwrap_or_default();
+                assert!(said.contains("sled") && said.contains("Redis"), "{said}");
+            }
+        }
+    }
+}
+
 /// The dashboard loads: valid JSON, every panel's PromQL parses (promtool
-/// checks it as recording rules), and every metric it names is on
-/// `/metrics` of a running dgw that saw the events behind them.
+/// checks it as recording rules, with each budget aggregation), and every
+/// metric it names is on `/metrics` of a running dgw that saw the events
+/// behind them.
 #[test]
 fn the_dashboard_parses_and_names_only_metrics_a_running_dgw_exports() {
     let exprs = dashboard_queries();
     let dir = tempfile::tempdir().unwrap();
-    let rules: String = exprs
+    let rules: String = ["sum", "max"]
         .iter()
+        .flat_map(|a| exprs.iter().map(move |e| filled(e, a)))
         .enumerate()
         .map(|(i, e)| {
             format!(

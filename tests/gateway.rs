@@ -66,6 +66,8 @@ fn authorize_settle_release_and_budgets() {
     let rid = a["reservationId"].as_str().unwrap().to_owned();
 
     let budget = gw.ok("delegateos/budget", json!({"delegationId": del(2)}));
+    // The pipeline's own name answers the same (issue 32).
+    assert_eq!(gw.ok("dgw/budget", json!({"delegationId": del(2)})), budget);
     let chain = &budget["chains"][0];
     assert_eq!(chain[0]["delegationId"], json!(del(1)));
     assert_eq!(chain[0]["reservedMicrocents"], 30);
@@ -782,8 +784,19 @@ fn metrics_move() {
     ] {
         assert!(m.lines().any(|l| l == line), "missing {line:?} in:\n{m}");
     }
-    assert!(m.contains("dgw_budget_journal_sync_duration_seconds_bucket"));
-    assert!(m.contains("dgw_budget_journal_sync_batch_size_count"));
+    // Exported at zero from the start: synced means counted above it.
+    let count = |name: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in:\n{m}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        count("dgw_budget_journal_sync_duration_seconds_count") > 0,
+        "{m}"
+    );
+    assert!(count("dgw_budget_journal_sync_batch_size_count") > 0, "{m}");
     assert!(m.contains("# TYPE dgw_requests_total counter"));
 }
 

@@ -166,9 +166,16 @@ fn the_filesystem_server_behind_dgw_allows_exactly_what_the_dct_grants() {
         m.contains(r#"dgw_mcp_tool_calls_total{protocol="open",upstream="files",tool="list_allowed_directories",outcome="forwarded"} 1"#),
         "{m}"
     );
-    assert!(m.contains("dgw_mcp_gateway_duration_seconds_bucket"), "{m}");
     assert!(
-        m.contains(r#"dgw_mcp_upstream_duration_seconds_count{upstream="files"}"#),
+        m.lines().any(|l| l
+            .strip_prefix("dgw_mcp_gateway_duration_seconds_count ")
+            .is_some_and(|n| n != "0")),
+        "the call's own time is recorded: {m}"
+    );
+    assert!(
+        m.lines().any(|l| l
+            .strip_prefix(r#"dgw_mcp_upstream_duration_seconds_count{upstream="files"} "#)
+            .is_some_and(|n| n != "0")),
         "{m}"
     );
 }

@@ -105,12 +105,7 @@ fn tokens_from_a_real_authorization_server_are_cached_refetched_on_401_and_never
     let (_u, url) = introspecting_echo(&prov, &log);
     let config = config(d, &root, &prov, &url);
 
-    let check = dgw()
-        .args(["config", "check", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let said = format!("{}{}", stdout(&check), stderr(&check));
-    assert!(check.status.success(), "{said}");
+    let said = config_check_passes(&mut dgw(), &config);
     assert!(
         said.contains(&format!(
             "upstream a: oauth client \"dgw\" at http://{prov}/token, secret <redacted> from file {}",

@@ -84,12 +84,7 @@ headers = [{{ name = "X-Api-Key", value_file = {strong_file:?} }}]
     let config = mcp_gateway_config(d, &[("acme", root.principal_id())], &extra);
 
     // `config check` names the rule's credential and its source only.
-    let check = dgw()
-        .args(["config", "check", config.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let said = format!("{}{}", stdout(&check), stderr(&check));
-    assert!(check.status.success(), "{said}");
+    let said = config_check_passes(&mut dgw(), &config);
     assert!(
         said.contains(&format!(
             "upstream a, tools \"count\": header x-api-key = <redacted> from file {}",

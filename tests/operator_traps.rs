@@ -80,6 +80,25 @@ fn a_missing_tenant_root_key_is_an_error_not_a_new_root() {
     assert!(!dir.path().join("data/acme-rot.key").exists());
 }
 
+/// A tenant's `issuing_delegation_file` that cannot be read is a finding
+/// of `config check`, named by its key, not a surprise at start.
+#[test]
+fn an_unreadable_issuing_delegation_file_is_named_by_config_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "data_dir = \"data\"\nkey_file = \"data/gateway.key\"\n{LISTENER}\
+         [[tenants]]\nname = \"acme\"\nroot = \"{}\"\nissuing_delegation_file = \"issuing/acme.dct\"\n",
+        seed(1).principal_id()
+    );
+    let (code, _, err) = check_in(dir.path(), &toml);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("`tenants[0].issuing_delegation_file`: cannot read")
+            && err.contains("issuing/acme.dct"),
+        "{err}"
+    );
+}
+
 /// `create_if_missing = true` (the demo config's setting) makes the root
 /// once and reads it afterwards; the key file is private.
 #[test]

@@ -159,7 +159,7 @@ fn a_revocation_on_one_replica_reaches_every_replica() {
             counter(&m, "dgw_revocation_feed_lag_seconds_count") >= 1,
             "{m}"
         );
-        assert!(m.contains("dgw_revocations_current 1"), "{m}");
+        assert!(m.contains("dgw_revocation_index_complete 1"), "{m}");
     }
     // Peers that are not dgw poll any replica's revocationEndpoint.
     let list = |g: &Gateway, query: &str| {
@@ -239,7 +239,7 @@ fn without_redis_every_replica_fails_closed_and_recovers() {
         assert!(String::from_utf8_lossy(&body).contains("state unavailable"));
         assert!(g.metrics().contains("dgw_state_writable 0"));
         eventually("the feed reported lost", || {
-            g.metrics().contains("dgw_revocations_current 0")
+            g.metrics().contains("dgw_revocation_index_complete 0")
         });
     }
 
@@ -257,7 +257,7 @@ fn without_redis_every_replica_fails_closed_and_recovers() {
     assert!(r.gateways[0].metrics().contains("dgw_state_writable 1"));
     assert!(r.gateways[0]
         .metrics()
-        .contains("dgw_revocations_current 1"));
+        .contains("dgw_revocation_index_complete 1"));
 }
 
 /// The value of an unlabelled counter in a metrics page (0 when absent).

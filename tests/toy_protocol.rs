@@ -1,8 +1,12 @@
-//! The protocol seam, proven from outside: a toy protocol (a shared secret
-//! under `Authorization: Toy …` that grants one capability under a small
-//! budget) is one type and one registration line, and the MCP, JSON-RPC
-//! and gRPC fronts enforce it without knowing it: the gateway runs in this
-//! process with the toy registered, and is spoken to over real sockets.
+//! Adding a protocol, proven from outside: a toy protocol in its own crate
+//! (`tests/fixtures/toy-protocol`: a shared secret under `Authorization:
+//! Toy …` that grants one capability under a budget) exports one
+//! registration value, and a gateway built from the binary's list plus that
+//! entry gives it, with no other edit, a config section (a bad key refused
+//! by name), a reload, an HTTP route, state through the state traits, and
+//! its credential enforced by the MCP, JSON-RPC and gRPC fronts, charged
+//! and audited. The gateway runs in this process and is spoken to over real
+//! sockets.
 
 // Test helpers outside #[test] functions: a failure should stop the test
 // loudly, and clippy's allow-unwrap-in-tests does not reach them.
@@ -10,111 +14,69 @@
 
 mod support;
 
+use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use delegate_gateway::budget::BudgetKey;
-use delegate_gateway::gatekeeper::GateError;
+use delegate_gateway::config::{Config, Modules};
 use delegate_gateway::grpc::pb;
 use delegate_gateway::grpc::pb::delegation_gateway_client::DelegationGatewayClient;
-use delegate_gateway::protocol::capabilities::Capabilities;
-use delegate_gateway::protocol::{
-    Call, Credential, Decision, Denial, Grant, Protocol, ProtocolId, ProtocolInfo, Translation,
-};
+use delegate_gateway::protocol::{Protocol, Translation};
 use delegate_gateway::serve::{Extensions, Listening};
-use delegateos::attestation::{Attestation, AttestationDraft};
+use delegateos::attestation::Attestation;
 use serde_json::{json, Value};
 use support::mcp::tests_dir;
 use support::*;
 use tonic::Code;
 use tonic_types::StatusExt;
 
-const TOY: ProtocolId = ProtocolId::new(&ProtocolInfo {
-    name: "toy",
-    title: "Toy",
-    denial_message: None,
-});
-
-/// The one secret the toy knows.
+/// The secret `[toy]` names first, and the one a reload brings.
 const SECRET: &str = "open-sesame";
+const ROTATED: &str = "sesame-rotated";
+/// The administrator who reloads.
+const ADMIN: &str = "ops-secret-0123456789";
 
-/// The toy adapter: the whole of what adding a protocol takes.
-struct Toy;
-
-#[async_trait]
-impl Protocol for Toy {
-    fn id(&self) -> ProtocolId {
-        TOY
-    }
-
-    fn scheme(&self) -> Option<&'static str> {
-        Some("Toy")
-    }
-
-    fn read_header(&self, credentials: &str) -> Result<Credential, Denial> {
-        Ok(Credential::new(credentials, ()))
-    }
-
-    /// A toy receipt, `{"contract", "delegation", "ok", "answer", "cost",
-    /// "ms"}`, as a DelegateOS completion attestation.
-    fn to_attestation(&self, receipt: &Value) -> Result<AttestationDraft, Translation> {
-        let invalid = |detail: &str| Translation::Invalid {
-            reason: "BAD_RECEIPT",
-            detail: detail.to_owned(),
-        };
-        let field = |k: &str| receipt.get(k).ok_or_else(|| invalid(k));
-        serde_json::from_value(json!({
-            "contractId": field("contract")?, "delegationId": field("delegation")?,
-            "type": "completion",
-            "result": {"success": field("ok")?, "output": field("answer")?,
-                       "costMicrocents": field("cost")?, "durationMs": field("ms")?},
-        }))
-        .map_err(|e| invalid(&e.to_string()))
-    }
-
-    /// And back.
-    fn receipt_of(&self, a: &Attestation) -> Result<Value, Translation> {
-        Ok(
-            json!({"contract": a.contract_id, "delegation": a.delegation_id,
-                  "ok": a.result.success, "answer": a.result.output,
-                  "cost": a.result.cost_microcents, "ms": a.result.duration_ms}),
-        )
-    }
-
-    async fn grant(
-        &self,
-        credential: &Credential,
-        _call: &Call<'_>,
-    ) -> Result<Decision<Grant>, GateError> {
-        if credential.presented() != SECRET {
-            return Ok(Decision::Denied(Denial::protocol(
-                TOY,
-                "UNKNOWN_SECRET",
-                "not a toy secret",
-            )));
-        }
-        Ok(Decision::Allowed(Grant {
-            protocol: TOY,
-            tenant: "toys".into(),
-            levels: BudgetKey::for_path("toy:root", &["secret".to_owned()], 1_000),
-            chain: Vec::new(),
-            authority: Box::new(Capabilities(vec!["demo:echo:*".parse().unwrap()])),
-            requests: None,
-            scope: None,
-            context: Box::new(()),
-            within: None,
-        }))
-    }
+/// The binary's list plus the toy: the toy never ships in the real list.
+fn modules() -> Modules {
+    Modules::with(&[&toy_protocol::MODULE])
 }
 
-/// Starts the configured gateway in this process with the toy registered.
-fn start(config: &std::path::Path) -> Listening {
-    let config = delegate_gateway::config::Config::load(config).unwrap();
+/// `[toy]` with `secret`, and an administrator to reload.
+fn toy_section(secret: &str) -> String {
+    let digest: String = delegate_gateway::caller::AdminToken::digest(ADMIN)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!(
+        "[toy]\nsecret = {secret:?}\ntenant = \"toys\"\nbudget_microcents = 1000\n\
+         [[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n"
+    )
+}
+
+/// A gateway config with an echo upstream, gRPC and `[toy]` (`toy`).
+fn config_with(dir: &Path, toy: &str) -> std::path::PathBuf {
+    let echo = tests_dir().join("mcp/echo-server.mjs");
+    let extra = format!(
+        "grpc = \"127.0.0.1:0\"\n[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\n\
+         [[upstreams.tools]]\nname = \"echo\"\ncapability = \"demo:echo\"\nresource = \"/text\"\ncost_microcents = 10\n{toy}"
+    );
+    gateway_config(
+        dir,
+        &[
+            ("acme", seed(1).principal_id()),
+            ("toys", seed(2).principal_id()),
+        ],
+        &extra,
+    )
+}
+
+/// Starts the configured gateway in this process, built from [`modules`].
+fn start(config: &Path) -> Listening {
+    let config = Config::load_with(config, modules()).unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let extensions = Extensions {
-            protocols: vec![Arc::new(Toy)],
             listening: Some(tx),
         };
         if let Err(e) = rt.block_on(delegate_gateway::serve::run_with(config, extensions)) {
@@ -140,15 +102,39 @@ fn post(
     (status, h, value)
 }
 
+/// `[toy]` is the toy's own: its keys are checked by it and refused by
+/// name; a gateway without the toy in its list refuses the section.
+#[test]
+fn the_toy_section_is_read_and_checked_by_the_toy() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |toy: &str, modules: Modules| {
+        let config = config_with(dir.path(), toy);
+        Config::load_with(&config, modules).unwrap_err().to_string()
+    };
+    let good = toy_section(SECRET);
+    assert!(Config::load_with(&config_with(dir.path(), &good), modules()).is_ok());
+    for (from, to, key) in [
+        ("budget_microcents", "budget_microcent", "budget_microcent"),
+        ("tenant = \"toys\"", "tenant = \"nobody\"", "`toy.tenant`"),
+        (SECRET, "short", "`toy.secret`"),
+        (
+            "budget_microcents = 1000",
+            "budget_microcents = -1",
+            "budget_microcents",
+        ),
+    ] {
+        let e = refused(&good.replace(from, to), modules());
+        assert!(e.contains(key), "{key}: {e}");
+    }
+    // The shipped list has no toy: its section is nobody's.
+    let e = refused(&good, Modules::shipped());
+    assert!(e.contains("`toy`"), "{e}");
+}
+
 #[test]
 fn a_toy_protocol_registered_in_one_line_is_enforced_by_every_front() {
     let dir = tempfile::tempdir().unwrap();
-    let echo = tests_dir().join("mcp/echo-server.mjs");
-    let extra = format!(
-        "grpc = \"127.0.0.1:0\"\n[[upstreams]]\nname = \"local\"\ncommand = [\"node\", {echo:?}]\n\
-         [[upstreams.tools]]\nname = \"echo\"\ncapability = \"demo:echo\"\nresource = \"/text\"\ncost_microcents = 10\n"
-    );
-    let config = gateway_config(dir.path(), &[("acme", seed(1).principal_id())], &extra);
+    let config = config_with(dir.path(), &toy_section(SECRET));
     let at = start(&config);
     let http = at.http.to_string();
     let toy = format!("Toy {SECRET}");
@@ -221,7 +207,7 @@ fn a_toy_protocol_registered_in_one_line_is_enforced_by_every_front() {
     // gRPC: Authorize with the toy credential in the metadata.
     let grpc = at.grpc.expect("gRPC listens");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
+    let grpc_reservation = rt.block_on(async {
         let mut client = DelegationGatewayClient::connect(format!("http://{grpc}"))
             .await
             .unwrap();
@@ -260,7 +246,22 @@ fn a_toy_protocol_registered_in_one_line_is_enforced_by_every_front() {
         );
         let exhausted = client.authorize(request(&toy, 1_000)).await.unwrap_err();
         assert_eq!(exhausted.code(), Code::ResourceExhausted);
+        allowed.reservation_id
     });
+    // The pipeline's own settle and release under their neutral names.
+    let r = rpc(
+        &toy,
+        "dgw/release",
+        json!({"reservationId": grpc_reservation}),
+    );
+    assert_eq!(r["result"]["released"], true, "{r}");
+    assert_eq!(r["result"]["releasedMicrocents"], 100, "{r}");
+    let r = rpc(
+        &toy,
+        "dgw/release",
+        json!({"reservationId": grpc_reservation}),
+    );
+    assert!(r["error"].is_object(), "released once only: {r}");
 
     // Metrics count the toy's decisions under its own name.
     let (_, _, metrics) = http_exchange(&http, "GET", "/metrics", &[], b"");
@@ -271,6 +272,79 @@ fn a_toy_protocol_registered_in_one_line_is_enforced_by_every_front() {
             .any(|l| l.contains("protocol=\"toy\"") && l.contains("UNKNOWN_SECRET")),
         "{metrics}"
     );
+
+    // State through the state traits, served on the toy's own HTTP route:
+    // it counted its three grants (MCP, JSON-RPC, gRPC) in the record store.
+    let status = || {
+        let (code, _, body) = http_exchange(&http, "GET", "/toy/status", &[], b"");
+        assert_eq!(code, 200);
+        serde_json::from_slice::<Value>(&body).unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status()["grants"] != 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(status(), json!({"grants": 3}));
+    let (code, _, _) = http_exchange(&http, "GET", "/toy/nothing", &[], b"");
+    assert_eq!(code, 404);
+
+    // Audited: each grant is a toy event in the audit sink.
+    let admin = format!("Bearer {ADMIN}");
+    let r = rpc(&admin, "dgw/audit", json!({"limit": 1000}));
+    let granted = r["result"]["events"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .filter(|e| e["protocol"] == "toy" && e["event"] == "granted")
+        .count();
+    assert_eq!(granted, 3, "{r}");
+
+    // A reload: the toy applies its section (a new secret); the old one
+    // is refused from then on.
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace(SECRET, ROTATED),
+    )
+    .unwrap();
+    let r = rpc(&admin, "dgw/reload", json!({}));
+    assert!(
+        r["result"]["applied"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .contains(&json!("toy")),
+        "{r}"
+    );
+    let r = rpc(&toy, "dgw/authorize", ask("/a", 1));
+    assert_eq!(r["error"]["data"]["type"], "UNKNOWN_SECRET", "{r}");
+    let r = rpc(&format!("Toy {ROTATED}"), "dgw/authorize", ask("/a", 1));
+    assert_eq!(r["result"]["allowed"], true, "{r}");
+    let r = rpc(
+        &format!("Toy {ROTATED}"),
+        "dgw/settle",
+        json!({"reservationId": r["result"]["reservationId"], "actualMicrocents": 1}),
+    );
+    assert_eq!(r["result"]["settled"], true, "{r}");
+    assert_eq!(r["result"]["chargedMicrocents"], 1, "{r}");
+    // A section the toy refuses refuses the reload whole.
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace(ROTATED, "short"),
+    )
+    .unwrap();
+    let r = rpc(&admin, "dgw/reload", json!({}));
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("toy.secret"))
+            || r.to_string().contains("toy.secret"),
+        "{r}"
+    );
+    let r = rpc(&format!("Toy {ROTATED}"), "dgw/authorize", ask("/a", 1));
+    assert_eq!(r["result"]["allowed"], true, "{r}");
 }
 
 /// The seam's other roles: a protocol's receipt becomes a DelegateOS
@@ -280,7 +354,7 @@ fn a_toy_protocol_registered_in_one_line_is_enforced_by_every_front() {
 fn a_toy_receipt_becomes_a_signed_delegateos_attestation_and_back() {
     let receipt = json!({"contract": ct(1), "delegation": del(1), "ok": true,
                          "answer": {"words": 3}, "cost": 40, "ms": 12});
-    let draft = Toy.to_attestation(&receipt).unwrap();
+    let draft = toy_protocol::receipt_to_attestation(&receipt).unwrap();
     let gateway = seed(7);
     let signed = draft
         .sign(
@@ -292,8 +366,8 @@ fn a_toy_receipt_becomes_a_signed_delegateos_attestation_and_back() {
     assert_eq!(&signed.principal, gateway.principal_id());
     let reparsed = Attestation::parse(&serde_json::to_vec(&signed).unwrap()).unwrap();
     assert_eq!(reparsed, signed, "a valid DelegateOS attestation");
-    assert_eq!(Toy.receipt_of(&signed).unwrap(), receipt);
-    match Toy.to_attestation(&json!({"ok": true})) {
+    assert_eq!(toy_protocol::attestation_to_receipt(&signed), receipt);
+    match toy_protocol::receipt_to_attestation(&json!({"ok": true})) {
         Err(Translation::Invalid { reason, .. }) => assert_eq!(reason, "BAD_RECEIPT"),
         other => panic!("{other:?}"),
     }

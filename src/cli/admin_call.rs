@@ -1,21 +1,61 @@
-//! One JSON-RPC call to a running gateway as an administrator, the secret
-//! read from the environment (never an argument: it would show in `ps`).
+//! One JSON-RPC call to a running gateway as an administrator. Every admin
+//! command takes its secret the same way: `--admin-token-file FILE` (0600,
+//! 0400 or 0440), else the `DGW_ADMIN_TOKEN` environment variable; never
+//! an argument, which would show in `ps`. Without either the call goes
+//! without a secret (a loopback listener with no admin tokens configured
+//! may still answer the methods that read).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::Args;
 use serde_json::{json, Value};
 
-use super::CliError;
+use super::{print_json, CliError, Outcome};
 
 /// The environment variable an admin command reads its secret from.
 pub const ADMIN_TOKEN_ENV: &str = "DGW_ADMIN_TOKEN";
 
+/// Where an admin command finds its secret.
+#[derive(Debug, Args)]
+pub(crate) struct AdminAuth {
+    /// A file holding the admin secret (0600, 0400 or 0440); default: the
+    /// DGW_ADMIN_TOKEN environment variable.
+    #[arg(long = "admin-token-file", value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
+}
+
+impl AdminAuth {
+    /// The secret, from the file or the environment.
+    fn secret(&self) -> Result<Option<String>, CliError> {
+        if let Some(path) = &self.admin_token_file {
+            let secret = crate::mcp::secret::Secret::from_file(path)
+                .map_err(|e| CliError::Usage(format!("--admin-token-file: {e}")))?;
+            let text = secret.expose().trim().to_owned();
+            if text.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "--admin-token-file: {} is empty",
+                    path.display()
+                )));
+            }
+            return Ok(Some(text));
+        }
+        Ok(std::env::var(ADMIN_TOKEN_ENV)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty()))
+    }
+}
+
 /// Calls `method` at `gateway` (a `/rpc` URL) and returns the whole
 /// JSON-RPC answer; an unreachable gateway is a usage error.
-pub(super) fn call(gateway: &str, method: &str, params: Value) -> Result<Value, CliError> {
-    let secret = std::env::var(ADMIN_TOKEN_ENV)
-        .ok()
-        .filter(|s| !s.is_empty());
+pub(crate) fn call(
+    auth: &AdminAuth,
+    gateway: &str,
+    method: &str,
+    params: Value,
+) -> Result<Value, CliError> {
+    let secret = auth.secret()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -24,13 +64,58 @@ pub(super) fn call(gateway: &str, method: &str, params: Value) -> Result<Value, 
     let client = crate::outbound::JsonClient::new(Duration::from_secs(10));
     runtime
         .block_on(client.post(gateway, &request, secret.as_deref()))
-        .map_err(|e| CliError::Usage(format!("the gateway at {gateway}: {e}")))
+        .map_err(|e| match e {
+            crate::outbound::OutboundError::Status(401) => CliError::Usage(format!(
+                "the gateway at {gateway} refused the admin secret (401): its [[admin.tokens]] does not list it; `dgw admin-token new` prints a secret and its entry for the config, which a reload applies"
+            )),
+            e => CliError::Usage(format!("the gateway at {gateway}: {e}")),
+        })
 }
 
-/// An error answer's message, for the operator.
-pub(super) fn message(error: &Value) -> &str {
-    error
+/// An error answer's message, for the operator: its message, and its
+/// `data.type` and `data.detail` when it has them.
+pub(crate) fn message(error: &Value) -> String {
+    let text = error
         .get("message")
         .and_then(Value::as_str)
-        .unwrap_or("(no message)")
+        .unwrap_or("(no message)");
+    let data = error.get("data");
+    let kind = data.and_then(|d| d.get("type")).and_then(Value::as_str);
+    let detail = data.and_then(|d| d.get("detail")).and_then(Value::as_str);
+    let said = match (kind, detail) {
+        (Some(k), Some(d)) if d != text => format!("{text} ({k}: {d})"),
+        (Some(k), _) => format!("{text} ({k})"),
+        _ => text.to_owned(),
+    };
+    match kind {
+        Some("admin_required") => {
+            format!("{said}; give an admin secret with --admin-token-file or {ADMIN_TOKEN_ENV}")
+        }
+        _ => said,
+    }
+}
+
+/// One admin call whose result is printed (exit 0), or whose error is
+/// printed on stdout and said on stderr (exit 1; unreachable: 2).
+pub(crate) fn run(
+    auth: &AdminAuth,
+    gateway: &str,
+    method: &str,
+    params: Value,
+) -> Result<Outcome, CliError> {
+    let answer = call(auth, gateway, method, params)?;
+    match (answer.get("result"), answer.get("error")) {
+        (Some(result), _) => {
+            print_json(result);
+            Ok(Outcome::Success)
+        }
+        (None, Some(error)) => {
+            eprintln!("dgw: {method} refused: {}", message(error));
+            print_json(error);
+            Ok(Outcome::Negative)
+        }
+        _ => Err(CliError::Usage(format!(
+            "the gateway at {gateway} answered no JSON-RPC result"
+        ))),
+    }
 }

@@ -30,10 +30,12 @@ pub(super) enum AuditCommand {
         #[arg(long, value_name = "SEQ:HASH", conflicts_with = "gateway_url")]
         expect_head: Option<String>,
         /// A running gateway's JSON-RPC URL: its anchor is asked for with
-        /// `dgw/audit/head` (the admin secret read from DGW_ADMIN_TOKEN)
-        /// and checked as `--expect-head` does; its store is not opened.
+        /// `dgw/audit/head` (as an administrator) and checked as
+        /// `--expect-head` does; its store is not opened.
         #[arg(long, value_name = "URL")]
         gateway_url: Option<String>,
+        #[command(flatten)]
+        auth: super::admin_call::AdminAuth,
     },
     /// Print the records of a period as JSON lines, for a SIEM.
     Export {
@@ -90,8 +92,8 @@ fn parse_anchor(text: &str) -> Result<AuditAnchor, CliError> {
 }
 
 /// The anchor a running gateway holds (`dgw/audit/head`, as an admin).
-fn anchor_of(url: &str) -> Result<AuditAnchor, CliError> {
-    let answer = super::admin_call::call(url, "dgw/audit/head", json!({}))?;
+fn anchor_of(auth: &super::admin_call::AdminAuth, url: &str) -> Result<AuditAnchor, CliError> {
+    let answer = super::admin_call::call(auth, url, "dgw/audit/head", json!({}))?;
     if let Some(error) = answer.get("error") {
         return Err(CliError::Usage(format!(
             "the gateway at {url} refused dgw/audit/head: {}",
@@ -117,12 +119,13 @@ pub(super) fn run(cmd: AuditCommand) -> Result<Outcome, CliError> {
             gateway,
             expect_head,
             gateway_url,
+            auth,
         } => {
             let gateway = PrincipalId::parse(&gateway)
                 .map_err(|e| CliError::Usage(format!("--gateway: {e}")))?;
             let expect = match (expect_head, gateway_url) {
                 (Some(text), _) => Expect::Anchor(parse_anchor(&text)?),
-                (None, Some(url)) => Expect::Anchor(anchor_of(&url)?),
+                (None, Some(url)) => Expect::Anchor(anchor_of(&auth, &url)?),
                 (None, None) => Expect::Closed,
             };
             let report = dgw_audit_log::verify(&dir, &gateway, &expect)

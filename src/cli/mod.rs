@@ -1,11 +1,12 @@
 //! The `dgw` command line: one module per command group.
 
-mod admin_call;
+pub(crate) mod admin_call;
 mod attestation;
 mod audit;
+mod config;
 mod contract;
-mod motebit;
 mod output;
+mod revoke;
 mod token;
 
 use std::io::Read;
@@ -15,6 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use delegateos::Timestamp;
 
+use crate::config::Modules;
 use crate::keyfile::{self, KeyFileError};
 use output::say;
 
@@ -83,29 +85,18 @@ enum Command {
     /// Sign and verify attestations.
     #[command(subcommand)]
     Attestation(attestation::AttestationCommand),
-    /// Verify Motebit receipts, tokens and chains; print VerificationVerdicts;
-    /// pin and unpin Motebit keys on a running gateway.
-    #[command(subcommand)]
-    Motebit(motebit::MotebitCommand),
     /// Verify and export the tamper-evident audit log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Hand a signed revocation entry to a running gateway, or, as an
+    /// administrator, revoke a token's block without its signer's key.
+    Revoke(revoke::SubmitArgs),
     /// Create admin tokens for `[[admin.tokens]]`.
     #[command(name = "admin-token", subcommand)]
     AdminToken(AdminTokenCommand),
-    /// Check configuration files.
+    /// Check configuration files; print the configuration's JSON Schema.
     #[command(subcommand)]
-    Config(ConfigCommand),
-}
-
-#[derive(Debug, Subcommand)]
-enum ConfigCommand {
-    /// Validate a config file without starting anything: exit 0 and a
-    /// summary when it is valid, 2 and the key at fault when it is not.
-    Check {
-        /// The configuration file.
-        file: PathBuf,
-    },
+    Config(config::ConfigCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,11 +119,40 @@ fn run_gateway(
     ephemeral: bool,
     new_audit_log: bool,
 ) -> Result<Outcome, CliError> {
-    crate::logs::init_logs(log_format);
     // Before any secret is read: a core would hold them all.
     let cores = no_core_dumps();
     let mut config =
         crate::config::Config::load(config).map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.server.workers {
+        runtime.worker_threads(n);
+    }
+    let runtime = runtime
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
+    // Traces only when configured: otherwise no layer exists at all.
+    let traces = config
+        .telemetry
+        .as_ref()
+        .map(|t| crate::traces::Traces::start(t, runtime.handle().clone()))
+        .transpose()
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    crate::logs::init_logs(
+        log_format,
+        traces.as_ref().map(crate::traces::Traces::tracer),
+    );
+    if let Some(t) = &config.telemetry {
+        dgw_net::trace_context::enable();
+        tracing::info!(endpoint = %t.endpoint, sampling_ratio = t.sampling_ratio, "exporting traces");
+    }
+    let cores = match cores {
+        Ok(limit) => Some(limit),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot turn core dumps off");
+            None
+        }
+    };
     if config.server.core_dumps {
         if let Some(limit) = cores {
             let _ = rustix::process::setrlimit(rustix::process::Resource::Core, limit);
@@ -142,23 +162,18 @@ fn run_gateway(
     config.new_audit_log = new_audit_log;
     // Checked when the file was read.
     let _ = crate::logs::set_level(&config.log_level);
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = config.server.workers {
-        runtime.worker_threads(n);
-    }
-    let runtime = runtime
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
     let run = async {
         match stdio {
             Some(dct) => crate::serve::run_stdio(config, dct).await,
             None => crate::serve::run(config).await,
         }
     };
-    runtime
-        .block_on(run)
-        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let ran = runtime.block_on(run);
+    // Off the runtime's threads, while it still runs the last exports.
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
+    ran.map_err(|e| CliError::Usage(e.to_string()))?;
     Ok(Outcome::Success)
 }
 
@@ -177,20 +192,14 @@ fn session_dct(file: Option<&std::path::Path>) -> Result<Option<String>, CliErro
 
 /// Sets the soft core-size limit to 0; returns the limit it replaced (the
 /// hard limit is left, so `[server] core_dumps = true` can restore it).
-fn no_core_dumps() -> Option<rustix::process::Rlimit> {
+fn no_core_dumps() -> Result<rustix::process::Rlimit, rustix::io::Errno> {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let before = getrlimit(Resource::Core);
     let off = Rlimit {
         current: Some(0),
         maximum: before.maximum,
     };
-    match setrlimit(Resource::Core, off) {
-        Ok(()) => Some(before),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot turn core dumps off");
-            None
-        }
-    }
+    setrlimit(Resource::Core, off).map(|()| before)
 }
 
 /// A command's outcome that is not success.
@@ -234,6 +243,36 @@ impl From<Outcome> for ExitCode {
     }
 }
 
+/// The whole command line: the gateway's own commands, and each protocol
+/// module's `dgw <section> …` group.
+pub fn command(modules: &Modules) -> clap::Command {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    for group in modules.iter().filter_map(|m| m.command()) {
+        command = command.subcommand(group);
+    }
+    command
+}
+
+/// Parses the process's arguments with [`command`] and runs them: a
+/// protocol's group is run by its module.
+pub fn main(modules: &Modules) -> Result<Outcome, CliError> {
+    use clap::FromArgMatches;
+    let matches = command(modules).get_matches();
+    if let Some((name, sub)) = matches.subcommand() {
+        if let Some(module) = modules
+            .iter()
+            .find(|m| m.section() == name && m.command().is_some())
+        {
+            return match module.run_command(sub) {
+                Ok(dgw_protocol::Exit::Success) => Ok(Outcome::Success),
+                Ok(dgw_protocol::Exit::Negative) => Ok(Outcome::Negative),
+                Err(e) => Err(CliError::Usage(e.0)),
+            };
+        }
+    }
+    run(Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
+}
+
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<Outcome, CliError> {
     match cli.command {
@@ -262,36 +301,9 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Contract(cmd) => contract::run(cmd),
         Command::Check(args) => contract::check(args),
         Command::Attestation(cmd) => attestation::run(cmd),
-        Command::Motebit(cmd) => motebit::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
-        Command::Config(ConfigCommand::Check { file }) => {
-            let c =
-                crate::config::Config::load(&file).map_err(|e| CliError::Usage(e.to_string()))?;
-            if let Some(tls) = &c.server.tls {
-                crate::tls::server_config(tls, &[b"http/1.1"])
-                    .map_err(|e| CliError::Usage(format!("config {}: TLS: {e}", file.display())))?;
-            }
-            let notes = c
-                .check_key_files()
-                .map_err(|e| CliError::Usage(format!("config {}: {e}", file.display())))?;
-            for note in notes {
-                eprintln!("{note}");
-            }
-            for line in upstream_credentials(&c.upstreams) {
-                say!("{line}");
-            }
-            say!(
-                "{}: valid (http {}, grpc {}, {} tenant(s), {} upstream(s), {} admin token(s), TLS {})",
-                file.display(),
-                c.server.http,
-                c.server.grpc.map_or("off".to_owned(), |g| g.to_string()),
-                c.tenants.len(),
-                c.upstreams.len(),
-                c.admin_tokens.len(),
-                if c.server.tls.is_some() { "on" } else { "off" },
-            );
-            Ok(Outcome::Success)
-        }
+        Command::Revoke(args) => revoke::submit(args),
+        Command::Config(cmd) => config::run(cmd),
         Command::AdminToken(AdminTokenCommand::New { name }) => {
             if name.is_empty() || name.contains(['"', '\\', '\n']) {
                 return Err(CliError::Usage(
@@ -312,62 +324,6 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
     }
 }
 
-/// What each upstream is given, by key and source, values redacted.
-fn upstream_credentials(upstreams: &[crate::mcp::UpstreamSpec]) -> Vec<String> {
-    let mut out = Vec::new();
-    for u in upstreams {
-        let whom = format!("upstream {}", u.name);
-        describe_credentials(&whom, &u.credentials, &mut out);
-        for rule in &u.rules.0 {
-            if let Some(c) = &rule.credentials {
-                let whom = format!("{whom}, tools {:?}", rule.name.as_str());
-                describe_credentials(&whom, c, &mut out);
-            }
-        }
-        if let crate::mcp::TransportSpec::Stdio { env, cwd, .. } = &u.transport {
-            for (name, s) in env {
-                out.push(format!("{whom}: env {name} = {}", shown(s)));
-            }
-            if let Some(cwd) = cwd {
-                out.push(format!("{whom}: cwd {}", cwd.display()));
-            }
-        }
-    }
-    out
-}
-
-/// A value as `config check` shows it: a secret by its source only.
-fn shown(s: &crate::mcp::secret::Secret) -> String {
-    match s.is_secret() {
-        true => format!("<redacted> from {}", s.source()),
-        false => format!("{:?}", s.expose()),
-    }
-}
-
-/// One line per header and OAuth client of `c`, for `whom`.
-fn describe_credentials(whom: &str, c: &crate::mcp::auth::HttpCredentials, out: &mut Vec<String>) {
-    for h in &c.headers {
-        out.push(format!("{whom}: header {} = {}", h.name, shown(&h.secret)));
-    }
-    if let Some(o) = &c.oauth {
-        let c = &o.config;
-        out.push(format!(
-            "{whom}: oauth client {:?} at {}, secret {}{}{}",
-            c.client_id,
-            c.token_url,
-            shown(&c.client_secret),
-            c.scope
-                .as_deref()
-                .map(|s| format!(", scope {s:?}"))
-                .unwrap_or_default(),
-            c.audience
-                .as_deref()
-                .map(|a| format!(", audience {a:?}"))
-                .unwrap_or_default(),
-        ));
-    }
-}
-
 /// Reads an argument that may be `-` for standard input, trimmed.
 fn arg_or_stdin(arg: &str, what: &str) -> Result<String, CliError> {
     if arg != "-" {
@@ -385,7 +341,7 @@ fn arg_or_stdin(arg: &str, what: &str) -> Result<String, CliError> {
 const MAX_INPUT_BYTES: u64 = 16 << 20;
 
 /// Reads a file, or standard input for `-`.
-fn read_file(path: &str, what: &str) -> Result<Vec<u8>, CliError> {
+pub(crate) fn read_file(path: &str, what: &str) -> Result<Vec<u8>, CliError> {
     let mut bytes = Vec::new();
     let result = if path == "-" {
         std::io::stdin()
@@ -414,7 +370,7 @@ fn timestamp_after(start: &Timestamp, duration: &str) -> Result<Timestamp, CliEr
 }
 
 /// Prints a value as pretty JSON on stdout.
-fn print_json(value: &impl serde::Serialize) {
+pub(crate) fn print_json(value: &impl serde::Serialize) {
     say!(
         "{}",
         serde_json::to_string_pretty(value).expect("CLI output always serializes")

@@ -17,7 +17,9 @@ use crate::keyfile;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum TokenCommand {
-    /// Issue a root token signed by a tenant's root key.
+    /// Issue a token: offline, signed by a tenant's root key (--key); or
+    /// online (--via), attenuated by a running gateway from the tenant's
+    /// issuing delegation, as an administrator.
     Issue(IssueArgs),
     /// Narrow a token and hand it to someone else.
     Attenuate(AttenuateArgs),
@@ -31,34 +33,48 @@ pub(super) enum TokenCommand {
     },
     /// Verify a token for one request, exactly as the gateway does (§10.1).
     Verify(VerifyArgs),
+    /// Sign a revocation entry (§4.1) for one block of a token with the key
+    /// that signed it; prints the entry for `dgw revoke`.
+    Revoke(super::revoke::SignArgs),
 }
 
 #[derive(Debug, Args)]
 pub(super) struct IssueArgs {
-    /// The issuer's key file.
-    #[arg(long)]
-    key: PathBuf,
+    /// The issuer's key file (a tenant root's): offline issuance.
+    #[arg(long, required_unless_present = "via", conflicts_with = "via")]
+    key: Option<PathBuf>,
+    /// A running gateway's JSON-RPC URL: online issuance from the tenant's
+    /// issuing delegation (`dgw/tokens/issue`), as an administrator.
+    #[arg(long, value_name = "URL")]
+    via: Option<String>,
+    /// With --via: the tenant whose issuing delegation is attenuated.
+    #[arg(long, requires = "via")]
+    tenant: Option<String>,
+    #[command(flatten)]
+    auth: super::admin_call::AdminAuth,
     /// The delegatee's principal ID.
     #[arg(long, allow_hyphen_values = true)]
     to: String,
     /// A granted capability, NAMESPACE:ACTION:RESOURCE (repeatable).
     #[arg(long = "cap", required = true)]
     caps: Vec<String>,
-    /// The contract ID (ct_ + 12 hex).
-    #[arg(long)]
-    contract: String,
-    /// The delegation ID (del_ + 12 hex).
-    #[arg(long)]
-    delegation: String,
+    /// The contract ID (ct_ + 12 hex; with --via, default: the issuing
+    /// delegation's).
+    #[arg(long, required_unless_present = "via")]
+    contract: Option<String>,
+    /// The delegation ID (del_ + 12 hex; with --via, default: a fresh one).
+    #[arg(long, required_unless_present = "via")]
+    delegation: Option<String>,
     /// The parent delegation ID.
-    #[arg(long, default_value = "del_000000000000")]
+    #[arg(long, default_value = "del_000000000000", conflicts_with = "via")]
     parent: String,
     /// The budget in microcents.
     #[arg(long)]
     budget: u64,
-    /// How many further delegations are allowed.
-    #[arg(long = "max-depth")]
-    max_depth: u32,
+    /// How many further delegations are allowed (with --via, default: the
+    /// issuing delegation's).
+    #[arg(long = "max-depth", required_unless_present = "via")]
+    max_depth: Option<u32>,
     /// Lifetime, such as 1h or 30m (the spec's default is 1h, at most 24h recommended).
     #[arg(long, default_value = "1h")]
     ttl: String,
@@ -139,6 +155,7 @@ pub(super) fn run(cmd: TokenCommand) -> Result<Outcome, CliError> {
         TokenCommand::Attenuate(args) => attenuate(args),
         TokenCommand::Inspect { token, json } => inspect(&token, json),
         TokenCommand::Verify(args) => verify(args),
+        TokenCommand::Revoke(args) => super::revoke::sign(args),
     }
 }
 
@@ -217,17 +234,27 @@ fn report_denial(reason: &DenialReason, json_out: bool) -> Outcome {
 }
 
 fn issue(a: IssueArgs) -> Result<Outcome, CliError> {
-    let key = keyfile::read(&a.key)?;
+    let Some(key) = &a.key else {
+        return issue_via(a);
+    };
+    let (Some(contract), Some(delegation), Some(max_depth)) =
+        (&a.contract, &a.delegation, a.max_depth)
+    else {
+        return Err(CliError::Usage(
+            "--key needs --contract, --delegation and --max-depth".into(),
+        ));
+    };
+    let key = keyfile::read(key)?;
     let issued_at = now();
     let params = CreateParams {
         delegatee: principal(&a.to, "--to")?,
         capabilities: capabilities(&a.caps)?,
-        contract_id: contract_id(&a.contract)?,
-        delegation_id: delegation_id(&a.delegation)?,
+        contract_id: contract_id(contract)?,
+        delegation_id: delegation_id(delegation)?,
         parent_delegation_id: DelegationId::parse(&a.parent)
             .map_err(|e| usage("--parent")(e.to_string()))?,
         chain_depth: 0,
-        max_chain_depth: a.max_depth,
+        max_chain_depth: max_depth,
         max_budget_microcents: a.budget,
         expires_at: timestamp_after(&issued_at, &a.ttl)?,
         issued_at,
@@ -235,15 +262,71 @@ fn issue(a: IssueArgs) -> Result<Outcome, CliError> {
     let expires = params.expires_at.clone();
     let token = Dct::create(&key, params).map_err(|r| CliError::Usage(r.detail))?;
     let summary = format!(
-        "issued {} → {}: {} capabilities, {} microcents, depth ≤ {}, expires {expires}",
-        a.delegation,
+        "issued {delegation} → {}: {} capabilities, {} microcents, depth ≤ {max_depth}, expires {expires}",
         a.to,
         a.caps.len(),
         a.budget,
-        a.max_depth
     );
     print_token(&token, a.json, summary);
     Ok(Outcome::Success)
+}
+
+/// `dgw token issue --via URL`: `dgw/tokens/issue` at a running gateway.
+fn issue_via(a: IssueArgs) -> Result<Outcome, CliError> {
+    let url = a.via.as_deref().unwrap_or_default();
+    let Some(tenant) = &a.tenant else {
+        return Err(CliError::Usage("--via needs --tenant".into()));
+    };
+    // Checked here too, so a typo is a usage error before any call.
+    principal(&a.to, "--to")?;
+    capabilities(&a.caps)?;
+    let mut params = json!({
+        "tenant": tenant,
+        "to": a.to,
+        "capabilities": a.caps,
+        "budgetMicrocents": a.budget,
+        "expiresAt": timestamp_after(&now(), &a.ttl)?,
+    });
+    if let Some(c) = &a.contract {
+        params["contractId"] = json!(contract_id(c)?);
+    }
+    if let Some(d) = &a.delegation {
+        params["delegationId"] = json!(delegation_id(d)?);
+    }
+    if let Some(m) = a.max_depth {
+        params["maxChainDepth"] = json!(m);
+    }
+    let answer = super::admin_call::call(&a.auth, url, dgw_core::issuing::METHOD, params)?;
+    match (answer.get("result"), answer.get("error")) {
+        (Some(result), _) => {
+            if a.json {
+                print_json(result);
+            } else {
+                let token = result["token"].as_str().unwrap_or_default();
+                say!("{token}");
+                eprintln!(
+                    "issued {} → {} by {url} (tenant {tenant}): {} microcents, expires {}",
+                    result["delegationId"].as_str().unwrap_or_default(),
+                    a.to,
+                    a.budget,
+                    result["expiresAt"].as_str().unwrap_or_default()
+                );
+            }
+            Ok(Outcome::Success)
+        }
+        (None, Some(error)) => {
+            eprintln!(
+                "dgw: {} refused: {}",
+                dgw_core::issuing::METHOD,
+                super::admin_call::message(error)
+            );
+            print_json(error);
+            Ok(Outcome::Negative)
+        }
+        _ => Err(CliError::Usage(format!(
+            "the gateway at {url} answered no JSON-RPC result"
+        ))),
+    }
 }
 
 fn attenuate(a: AttenuateArgs) -> Result<Outcome, CliError> {

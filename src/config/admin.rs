@@ -5,7 +5,7 @@ use serde::Deserialize;
 use super::{Check, ConfigError};
 use crate::caller::AdminToken;
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, schemars::JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAdmin {
     #[serde(default)]
@@ -15,14 +15,14 @@ pub(super) struct RawAdmin {
 }
 
 /// `[[admin.certs]]`: a client certificate subject that is an admin.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAdminCert {
     pub(super) subject: String,
 }
 
 /// `[[admin.tokens]]`: `dgw admin-token new --name NAME` prints one.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAdminToken {
     pub(super) name: String,

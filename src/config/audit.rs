@@ -2,12 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
+use dgw_core::units::Size;
 use serde::Deserialize;
 
 use super::{Check, ConfigError};
 use dgw_audit_log::Settings;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAudit {
     #[serde(default = "yes")]
@@ -17,11 +18,11 @@ pub(super) struct RawAudit {
     #[serde(default = "default_seal_interval")]
     seal_interval: String,
     #[serde(default = "default_segment_bytes")]
-    segment_bytes: u64,
+    segment_bytes: Size,
     #[serde(default = "default_segment_age")]
     segment_age: String,
     #[serde(default = "default_max_bytes")]
-    max_bytes: u64,
+    max_bytes: Size,
     #[serde(default = "default_max_age")]
     max_age: String,
 }
@@ -48,16 +49,16 @@ fn default_seal_interval() -> String {
     "1s".into()
 }
 
-fn default_segment_bytes() -> u64 {
-    64 << 20
+fn default_segment_bytes() -> Size {
+    Size::of(64 << 20)
 }
 
 fn default_segment_age() -> String {
     "1d".into()
 }
 
-fn default_max_bytes() -> u64 {
-    1 << 30
+fn default_max_bytes() -> Size {
+    Size::of(1 << 30)
 }
 
 fn default_max_age() -> String {
@@ -74,10 +75,9 @@ impl RawAudit {
         if !self.enabled {
             return Ok(None);
         }
-        if self.segment_bytes < 4096 {
-            return Err(check.invalid("audit.segment_bytes", "must be at least 4096".into()));
-        }
-        if self.max_bytes < self.segment_bytes {
+        let segment_bytes = check.size("audit.segment_bytes", &self.segment_bytes, 4096)?;
+        let max_bytes = check.size("audit.max_bytes", &self.max_bytes, 0)?;
+        if max_bytes < segment_bytes {
             return Err(check.invalid(
                 "audit.max_bytes",
                 "must be at least audit.segment_bytes".into(),
@@ -88,9 +88,9 @@ impl RawAudit {
                 .dir
                 .map_or_else(|| data_dir.join("audit"), |d| check.file(d)),
             seal_interval: check.duration("audit.seal_interval", &self.seal_interval)?,
-            segment_bytes: self.segment_bytes,
+            segment_bytes,
             segment_age: check.duration("audit.segment_age", &self.segment_age)?,
-            max_bytes: self.max_bytes,
+            max_bytes,
             max_age: check.duration("audit.max_age", &self.max_age)?,
         }))
     }

@@ -23,7 +23,7 @@ pub struct BudgetConfig {
     pub max_open_reservations: usize,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBudget {
     #[serde(default = "default_reservation_ttl")]

@@ -37,7 +37,7 @@ pub struct McpConfig {
     pub strict_tool_names: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMcp {
     #[serde(default = "default_session_ttl")]
@@ -73,7 +73,7 @@ impl Default for RawMcp {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawUpstream {
     pub(super) name: String,
@@ -104,15 +104,89 @@ pub(super) struct RawUpstream {
     pub(super) cwd: Option<PathBuf>,
 }
 
+impl RawUpstream {
+    /// The files and program `upstreams[i]` names, for `dgw config check`.
+    pub(super) fn named_files(&self, i: usize, out: &mut Vec<super::files::Named>) {
+        use super::files::{Named, Use};
+        let key = |field: &str| format!("upstreams[{i}].{field}");
+        if let Some(program) = self.command.as_ref().and_then(|c| c.first()) {
+            out.push(Named {
+                key: key("command"),
+                path: program.into(),
+                what: Use::Command {
+                    cwd: self.cwd.clone(),
+                },
+            });
+        }
+        if let Some(path) = &self.ca_file {
+            out.push(Named {
+                key: key("ca_file"),
+                path: path.clone(),
+                what: Use::Readable,
+            });
+        }
+        secret_files(
+            &key(""),
+            &self.headers,
+            self.bearer.as_ref(),
+            self.oauth.as_ref(),
+            out,
+        );
+        for (j, t) in self.tools.iter().enumerate() {
+            let at = key(&format!("tools[{j}]."));
+            secret_files(&at, &t.headers, t.bearer.as_ref(), t.oauth.as_ref(), out);
+        }
+        for (j, e) in self.env.iter().enumerate() {
+            if let Some(path) = e.value_file() {
+                out.push(Named {
+                    key: key(&format!("env[{j}].value_file")),
+                    path: path.clone(),
+                    what: Use::Secret,
+                });
+            }
+        }
+    }
+}
+
+/// The secret files of one entry's `headers`, `bearer` and `oauth`, keyed
+/// under `at` (`upstreams[0].`, `upstreams[0].tools[1].`).
+fn secret_files(
+    at: &str,
+    headers: &[RawNamedValue],
+    bearer: Option<&RawValue>,
+    oauth: Option<&RawOAuth>,
+    out: &mut Vec<super::files::Named>,
+) {
+    use super::files::{Named, Use};
+    let files = headers
+        .iter()
+        .enumerate()
+        .filter_map(|(k, h)| Some((format!("{at}headers[{k}].value_file"), h.value_file()?)))
+        .chain(bearer.and_then(|b| Some((format!("{at}bearer.value_file"), b.value_file()?))))
+        .chain(oauth.map(|o| {
+            (
+                format!("{at}oauth.client_secret_file"),
+                o.client_secret_file(),
+            )
+        }));
+    for (key, path) in files {
+        out.push(Named {
+            key,
+            path: path.clone(),
+            what: Use::Secret,
+        });
+    }
+}
+
 /// One JSON Pointer or several.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub(super) enum Pointers {
     One(String),
     Many(Vec<String>),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTool {
     pub(super) name: String,
@@ -174,7 +248,8 @@ impl RawMcp {
                 return Err(check.invalid(
                     "mcp.unchecked_methods",
                     format!(
-                        "{m:?} is not one of {DATA_METHODS:?} (other methods pass through already)"
+                        "{m:?} is not one of {} (other methods pass through already)",
+                        DATA_METHODS.join(", ")
                     ),
                 ));
             }
@@ -321,7 +396,7 @@ pub(super) fn parse_upstreams(
         if timeout >= reservation_ttl {
             return Err(check.invalid(
                 &key("timeout"),
-                format!("must be shorter than budget.reservation_ttl ({reservation_ttl:?}), or a reservation could expire while its call runs"),
+                format!("must be shorter than budget.reservation_ttl ({}), or a reservation could expire while its call runs", crate::units::show_duration(reservation_ttl)),
             ));
         }
         let mut rules = Vec::new();

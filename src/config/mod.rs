@@ -5,28 +5,34 @@
 mod admin;
 mod audit;
 mod budget;
+pub mod files;
+mod issuing;
 mod mcp;
+pub mod schema;
 mod server;
 mod state;
+mod telemetry;
 mod tenants;
 mod upstream_credentials;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use dgw_core::units::Size;
 use serde::Deserialize;
+
+use dgw_protocol::{Document, Module, SectionError};
 
 use crate::caller::AdminToken;
 use crate::mcp::UpstreamSpec;
-use crate::protocols::agenta::{AgentaConfig, RawAgenta};
-use crate::protocols::ldp::{LdpConfig, RawLdp};
-use crate::protocols::motebit::{MotebitConfig, RawMotebit};
-use crate::protocols::talos::{TalosIssuer, TalosSection};
 
 pub use budget::BudgetConfig;
+pub use issuing::IssuingError;
 pub use mcp::McpConfig;
 pub use server::ServerConfig;
 pub use state::StateConfig;
+pub use telemetry::TelemetryConfig;
 pub use tenants::{Tenant, TenantRoot};
 
 /// Why a configuration was refused.
@@ -62,14 +68,14 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Upstream MCP servers, in config order.
     pub upstreams: Vec<UpstreamSpec>,
-    /// Trusted Talos capability issuers.
-    pub talos: Vec<TalosIssuer>,
-    /// Agenta, when `[agenta]` is present.
-    pub agenta: Option<AgentaConfig>,
-    /// Motebit's trusted delegators and audience (`[motebit]`).
-    pub motebit: MotebitConfig,
-    /// LDP, when `[ldp]` is present.
-    pub ldp: Option<LdpConfig>,
+    /// The protocols it was read with: each checked its own section.
+    pub modules: Modules,
+    /// The file's text, from which each protocol reads its section when
+    /// it is built or reloaded ([`Config::document`]).
+    pub document: Arc<str>,
+    /// The file's directory, which relative paths in a protocol's section
+    /// are relative to.
+    pub dir: PathBuf,
     /// Administrators' tokens (`[[admin.tokens]]`); none: callers on a
     /// loopback listener may use the admin methods that read.
     pub admin_tokens: Vec<AdminToken>,
@@ -90,10 +96,61 @@ pub struct Config {
     pub source: Option<PathBuf>,
     /// The tamper-evident audit log (`[audit]`; `None`: disabled).
     pub audit: Option<dgw_audit_log::Settings>,
+    /// OpenTelemetry traces (`[telemetry]`; `None`: off). Read at start.
+    pub telemetry: Option<TelemetryConfig>,
 }
 
+/// The protocol modules a configuration is read with and a gateway built
+/// from: [`crate::protocols::MODULES`], or those plus a program's own.
+#[derive(Clone)]
+pub struct Modules(pub Vec<&'static dyn Module>);
+
+impl Modules {
+    /// The protocols the gateway ships.
+    pub fn shipped() -> Self {
+        Self(crate::protocols::MODULES.to_vec())
+    }
+
+    /// The shipped protocols and `more`, registered after them.
+    pub fn with(more: &[&'static dyn Module]) -> Self {
+        let mut all = Self::shipped();
+        all.0.extend_from_slice(more);
+        all
+    }
+
+    /// Each module, in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &'static dyn Module> + '_ {
+        self.0.iter().copied()
+    }
+}
+
+impl std::fmt::Debug for Modules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|m| m.section()))
+            .finish()
+    }
+}
+
+/// The top-level keys the gateway itself reads (each field of
+/// [`RawConfig`]); any other must be a protocol's section.
+const OWN_KEYS: &[&str] = &[
+    "server",
+    "data_dir",
+    "key_file",
+    "budget",
+    "tenants",
+    "mcp",
+    "upstreams",
+    "admin",
+    "state",
+    "log",
+    "audit",
+    "telemetry",
+];
+
 /// `[log]`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawLog {
     #[serde(default = "default_log_level")]
@@ -112,8 +169,12 @@ fn default_log_level() -> String {
     "info".into()
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The gateway's own keys; unknown top-level keys are refused by
+/// [`Config::parse_with`] (a protocol's section is read by its module, and
+/// its schema comes from it: [`schema::text`]). Relative paths are relative
+/// to the config file's directory.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[schemars(title = "dgw configuration")]
 struct RawConfig {
     server: server::RawServer,
     data_dir: PathBuf,
@@ -127,12 +188,6 @@ struct RawConfig {
     #[serde(default)]
     upstreams: Vec<mcp::RawUpstream>,
     #[serde(default)]
-    talos: TalosSection,
-    agenta: Option<RawAgenta>,
-    #[serde(default)]
-    motebit: RawMotebit,
-    ldp: Option<RawLdp>,
-    #[serde(default)]
     admin: admin::RawAdmin,
     #[serde(default)]
     state: state::RawState,
@@ -140,6 +195,8 @@ struct RawConfig {
     log: RawLog,
     #[serde(default)]
     audit: audit::RawAudit,
+    #[serde(default)]
+    telemetry: telemetry::RawTelemetry,
 }
 
 /// Names the file in every error a section's checks return.
@@ -175,14 +232,19 @@ impl Check<'_> {
         }
     }
 
-    /// A duration longer than zero, written as `humantime` reads it (`30s`).
+    /// A duration longer than zero (`30s`; `dgw_core::units`).
     fn duration(&self, key: &str, text: &str) -> Result<Duration, ConfigError> {
-        let d = humantime::parse_duration(text)
-            .map_err(|e| self.invalid(key, format!("{text:?} is not a duration: {e}")))?;
-        if d.is_zero() {
-            return Err(self.invalid(key, "must be longer than zero".into()));
+        dgw_core::units::duration(text).map_err(|problem| self.invalid(key, problem))
+    }
+
+    /// A size in bytes, at least `least` (`"1MB"`, `"64KiB"`, `1048576`;
+    /// `dgw_core::units`).
+    fn size(&self, key: &str, size: &Size, least: u64) -> Result<u64, ConfigError> {
+        let n = size.bytes().map_err(|problem| self.invalid(key, problem))?;
+        if n < least {
+            return Err(self.invalid(key, format!("{n} bytes is below the least, {least}")));
         }
-        Ok(d)
+        Ok(n)
     }
 }
 
@@ -192,11 +254,16 @@ impl Config {
     /// to the current directory) put elsewhere, where data is, while the new
     /// place has none, is refused naming both (decision 194).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_with(path, Modules::shipped())
+    }
+
+    /// [`Config::load`] with these protocol modules.
+    pub fn load_with(path: &Path, modules: Modules) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        let mut config = Self::parse(&text, path)?;
+        let mut config = Self::parse_with(&text, path, modules)?;
         config.source = Some(path.to_owned());
         if let Some(before) = config.stranded_data_dir() {
             return Err(ConfigError::Invalid {
@@ -234,14 +301,39 @@ impl Config {
         (!same).then_some(before)
     }
 
+    /// The file as protocol modules read their sections from it.
+    pub fn document(&self) -> Document<'_> {
+        Document {
+            text: &self.document,
+            dir: &self.dir,
+        }
+    }
+
     /// Validates config text; `path` names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        Self::parse_with(text, path, Modules::shipped())
+    }
+
+    /// [`Config::parse`] with these protocol modules: each checks its own
+    /// section; a top-level key neither the gateway's nor a module's is
+    /// refused by name.
+    pub fn parse_with(text: &str, path: &Path, modules: Modules) -> Result<Self, ConfigError> {
+        let parse_error = |e: toml::de::Error| ConfigError::Parse {
             path: path.to_owned(),
             message: e.to_string().trim_end().to_owned(),
-        })?;
+        };
+        let keys: toml::Table = toml::from_str(text).map_err(parse_error)?;
         let base = path.parent().unwrap_or(Path::new(""));
         let check = Check { path, base };
+        if let Some(unknown) = keys.keys().find(|k| {
+            !OWN_KEYS.contains(&k.as_str()) && !modules.iter().any(|m| m.section() == k.as_str())
+        }) {
+            return Err(check.invalid(
+                unknown,
+                "is not a section dgw or any of its protocols reads".into(),
+            ));
+        }
+        let raw: RawConfig = toml::from_str(text).map_err(parse_error)?;
         let client_ca = raw
             .server
             .tls
@@ -252,61 +344,24 @@ impl Config {
         let budget = raw.budget.validate(&check)?;
         let upstreams = mcp::parse_upstreams(raw.upstreams, budget.reservation_ttl, &check)?;
         let mcp = raw.mcp.validate(&check)?;
-        let talos = raw
-            .talos
-            .issuers()
-            .map_err(|(key, problem)| check.invalid(&key, problem))?;
-        let agenta = raw
-            .agenta
-            .map(|a| a.validate(base))
-            .transpose()
-            .map_err(|(key, problem)| check.invalid(&key, problem))?;
-        if let Some(a) = &agenta {
-            if !tenants.iter().any(|t| t.name == a.tenant) {
-                return Err(check.invalid(
-                    "agenta.tenant",
-                    format!("{:?} is not a configured tenant", a.tenant),
-                ));
-            }
-        }
-        let motebit = raw
-            .motebit
-            .validate()
-            .map_err(|(key, problem)| check.invalid(&key, problem))?;
-        for (i, d) in motebit.delegators.iter().enumerate() {
-            if !tenants.iter().any(|t| t.name == d.tenant) {
-                return Err(check.invalid(
-                    &format!("motebit.delegators[{i}].tenant"),
-                    format!("{:?} is not a configured tenant", d.tenant),
-                ));
-            }
-        }
-        let ldp = raw
-            .ldp
-            .map(|l| l.validate(base))
-            .transpose()
-            .map_err(|(key, problem)| check.invalid(&key, problem))?;
-        for (i, d) in ldp.iter().flat_map(|l| l.domains.iter()).enumerate() {
-            if !tenants.iter().any(|t| t.name == d.tenant) {
-                return Err(check.invalid(
-                    &format!("ldp.domains[{i}].tenant"),
-                    format!("{:?} is not a configured tenant", d.tenant),
-                ));
-            }
-        }
-        for (i, d) in ldp.iter().flat_map(|l| l.delegates.iter()).enumerate() {
-            if !tenants.iter().any(|t| t.name == d.tenant) {
-                return Err(check.invalid(
-                    &format!("ldp.delegates[{i}].tenant"),
-                    format!("{:?} is not a configured tenant", d.tenant),
-                ));
-            }
+        let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
+        for module in modules.iter() {
+            module
+                .check(&Document { text, dir: base }, &names)
+                .map_err(|e| match e {
+                    SectionError::Parse(message) => ConfigError::Parse {
+                        path: path.to_owned(),
+                        message,
+                    },
+                    SectionError::Invalid { key, problem } => check.invalid(&key, problem),
+                })?;
         }
         let (admin_tokens, admin_certs) = raw.admin.validate(client_ca, &check)?;
         let state = raw.state.validate(&check)?;
         let data_dir_as_written = raw.data_dir.clone();
         let data_dir = check.file(raw.data_dir);
         let audit = raw.audit.validate(&data_dir, &check)?;
+        let telemetry = raw.telemetry.validate(&check)?;
         crate::logs::parse_level(&raw.log.level)
             .map_err(|e| check.invalid("log.level", e.to_string()))?;
         Ok(Config {
@@ -318,10 +373,9 @@ impl Config {
             tenants,
             mcp,
             upstreams,
-            talos,
-            agenta,
-            motebit,
-            ldp,
+            modules,
+            document: text.into(),
+            dir: base.to_owned(),
             admin_tokens,
             admin_certs,
             state,
@@ -330,6 +384,7 @@ impl Config {
             log_level: raw.log.level,
             source: None,
             audit,
+            telemetry,
         })
     }
 }
@@ -354,6 +409,17 @@ name = "demo"
 root_key_file = "data/demo-root.key"
 create_if_missing = true
 "#;
+
+    // Each protocol's section, as its module reads it from the file.
+    fn ldp_of(c: &Config) -> Option<crate::protocols::ldp::LdpConfig> {
+        crate::protocols::ldp::module::read(&c.document()).unwrap()
+    }
+    fn agenta_of(c: &Config) -> Option<crate::protocols::agenta::AgentaConfig> {
+        crate::protocols::agenta::module::read(&c.document()).unwrap()
+    }
+    fn motebit_of(c: &Config) -> crate::protocols::motebit::MotebitConfig {
+        crate::protocols::motebit::module::read(&c.document()).unwrap()
+    }
 
     fn err(text: &str) -> String {
         Config::parse(text, Path::new("t.toml"))
@@ -416,21 +482,19 @@ create_if_missing = true
                    secret = \"0123456789abcdef0123\"\ntrust_domain = \"r\"\ntenant = \"acme\"\n\
                    cost_microcents = 7\n[ldp.delegates.skill_costs]\nreasoning = 9\n";
         let c = Config::parse(&format!("{GOOD}{ldp}"), Path::new("t.toml")).unwrap();
-        let d = &c.ldp.as_ref().unwrap().delegates[0];
+        let l = ldp_of(&c).unwrap();
+        let d = &l.delegates[0];
         assert_eq!((d.cost("reasoning"), d.cost("other")), (9, 7));
         assert!(
             !format!("{d:?}").contains("0123456789"),
             "the secret is never printed"
         );
-        assert!(Config::parse(GOOD, Path::new("t.toml"))
-            .unwrap()
-            .ldp
-            .is_none());
+        assert!(ldp_of(&Config::parse(GOOD, Path::new("t.toml")).unwrap()).is_none());
         let paying = "[[ldp.domains]]\nname = \"r\"\ntenant = \"nobody\"\nbudget_microcents = 5\n";
         assert!(err(&format!("{GOOD}{ldp}{paying}")).contains("`ldp.domains[0].tenant`"));
         let ok = paying.replace("nobody", "acme");
         let c = Config::parse(&format!("{GOOD}{ldp}{ok}"), Path::new("t.toml")).unwrap();
-        assert_eq!(c.ldp.unwrap().domains[0].budget_microcents, 5);
+        assert_eq!(ldp_of(&c).unwrap().domains[0].budget_microcents, 5);
         for (from, to, at) in [
             ("\"qwen\"", "\"Qwen/x\"", "`ldp.delegates[0].name`"),
             (
@@ -460,11 +524,11 @@ create_if_missing = true
              public_key = \"{key}\"\ntenant = \"acme\"\nbudget_microcents = 500\n"
         );
         let c = Config::parse(&format!("{GOOD}{motebit}"), Path::new("t.toml")).unwrap();
-        assert_eq!(c.motebit.audience, "custom:dgw");
-        assert_eq!(c.motebit.delegators[0].budget_microcents, 500);
+        assert_eq!(motebit_of(&c).audience, "custom:dgw");
+        assert_eq!(motebit_of(&c).delegators[0].budget_microcents, 500);
         let default = Config::parse(GOOD, Path::new("t.toml")).unwrap();
-        assert_eq!(default.motebit.audience, "task:submit");
-        assert!(default.motebit.delegators.is_empty());
+        assert_eq!(motebit_of(&default).audience, "task:submit");
+        assert!(motebit_of(&default).delegators.is_empty());
         for (from, to, at) in [
             ("\"acme\"", "\"nobody\"", "`motebit.delegators[0].tenant`"),
             (
@@ -488,7 +552,7 @@ create_if_missing = true
         let agenta = "[agenta]\ntenant = \"acme\"\nbuyer_callback_hosts = [\"Agents.Example\"]\n\
                       [agenta.currencies]\nUSD = 1000000\n[[agenta.offers]]\nfile = \"o.json\"\n";
         let c = Config::parse(&format!("{GOOD}{agenta}"), Path::new("t.toml")).unwrap();
-        let a = c.agenta.unwrap();
+        let a = agenta_of(&c).unwrap();
         assert_eq!(a.currencies["USD"], 1_000_000);
         assert_eq!(
             a.buyer_callback_origins
@@ -502,10 +566,7 @@ create_if_missing = true
         assert_eq!(a.limits, agenta::Limits::default());
         assert_eq!(a.max_stored_requests, 10_000);
         assert_eq!(a.retention, Duration::from_secs(7 * 86_400));
-        assert!(Config::parse(GOOD, Path::new("t.toml"))
-            .unwrap()
-            .agenta
-            .is_none());
+        assert!(agenta_of(&Config::parse(GOOD, Path::new("t.toml")).unwrap()).is_none());
         assert!(err(&format!(
             "{GOOD}{}",
             agenta.replace("\"acme\"", "\"nobody\"")
@@ -557,19 +618,57 @@ create_if_missing = true
                 "{entry}: {e}"
             );
         }
-        let c = Config::parse(
+        let c = agenta_of(&Config::parse(
             &format!(
                 "{GOOD}{}",
                 with("max_input_bytes = 100\nmax_string_bytes = 64\nmax_stored_requests = 3\nretention = \"2s\"")
             ),
             Path::new("t.toml"),
         )
-        .unwrap()
-        .agenta
+        .unwrap())
         .unwrap();
         assert_eq!((c.limits.input_bytes, c.limits.string_bytes), (100, 64));
         assert_eq!(c.max_stored_requests, 3);
         assert_eq!(c.retention, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn the_telemetry_section_is_checked_key_by_key() {
+        assert!(Config::parse(GOOD, Path::new("t.toml"))
+            .unwrap()
+            .telemetry
+            .is_none());
+        let on = "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n";
+        let t = Config::parse(&format!("{GOOD}{on}"), Path::new("t.toml"))
+            .unwrap()
+            .telemetry
+            .unwrap();
+        assert_eq!(t.endpoint, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!((t.service_name.as_str(), t.sampling_ratio), ("dgw", 1.0));
+        assert_eq!(
+            (t.export_timeout, t.max_queue),
+            (Duration::from_secs(10), 2048)
+        );
+        for endpoint in ["collector:4318", "http://u:pw@c:4318", "ftp://c/"] {
+            let e = err(&format!(
+                "{GOOD}[telemetry]\notlp_endpoint = \"{endpoint}\"\n"
+            ));
+            assert!(e.contains("telemetry.otlp_endpoint"), "{endpoint}: {e}");
+        }
+        for (line, key) in [
+            ("sampling_ratio = 1.5", "telemetry.sampling_ratio"),
+            ("sampling_ratio = -0.1", "telemetry.sampling_ratio"),
+            ("export_timeout = \"0s\"", "telemetry.export_timeout"),
+            ("export_timeout = \"soon\"", "telemetry.export_timeout"),
+            ("max_queue = 0", "telemetry.max_queue"),
+            ("service_name = \"\"", "telemetry.service_name"),
+        ] {
+            let e = err(&format!("{GOOD}{on}{line}\n"));
+            assert!(e.contains(key), "{line}: {e}");
+        }
+        // Settings without an endpoint would read as traces on.
+        let e = err(&format!("{GOOD}[telemetry]\nsampling_ratio = 0.5\n"));
+        assert!(e.contains("telemetry.sampling_ratio"), "{e}");
     }
 
     #[test]
@@ -600,6 +699,9 @@ create_if_missing = true
             );
         }
         assert!(err(&GOOD.replace("[server]", "[server]\nhtp = 1")).contains("htp"));
+        // A top-level key neither the gateway's nor a listed protocol's.
+        assert!(err(&format!("{GOOD}[issuers]\nx = 1\n")).contains("`issuers`"));
+        assert!(err(&format!("{GOOD}[delegateos]\nx = 1\n")).contains("`x`"));
         assert!(err("data_dir = 1").contains("data_dir"));
     }
 

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dgw_core::units::Size;
 use serde::Deserialize;
 
 use super::{Check, ConfigError};
@@ -44,14 +45,14 @@ pub struct ServerConfig {
     pub core_dumps: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawServer {
     pub(super) http: String,
     #[serde(default)]
     pub(super) grpc: Option<String>,
     #[serde(default = "default_max_body")]
-    pub(super) max_body_bytes: usize,
+    pub(super) max_body_bytes: Size,
     #[serde(default = "default_request_timeout")]
     pub(super) request_timeout: String,
     #[serde(default = "default_shutdown_grace")]
@@ -74,8 +75,29 @@ pub(super) struct RawServer {
     pub(super) core_dumps: bool,
 }
 
+impl RawServer {
+    /// `[server.tls]`'s files, for `dgw config check`.
+    pub(super) fn named_files(&self, out: &mut Vec<super::files::Named>) {
+        let Some(tls) = &self.tls else { return };
+        let files = [
+            ("cert_file", Some(&tls.cert_file)),
+            ("key_file", Some(&tls.key_file)),
+            ("client_ca_file", tls.client_ca_file.as_ref()),
+        ];
+        for (name, path) in files {
+            if let Some(path) = path {
+                out.push(super::files::Named {
+                    key: format!("server.tls.{name}"),
+                    path: path.clone(),
+                    what: super::files::Use::Readable,
+                });
+            }
+        }
+    }
+}
+
 /// `[server.tls]`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTls {
     pub(super) cert_file: PathBuf,
@@ -84,8 +106,8 @@ pub(super) struct RawTls {
     pub(super) client_ca_file: Option<PathBuf>,
 }
 
-fn default_max_body() -> usize {
-    1 << 20
+fn default_max_body() -> Size {
+    Size::of(1 << 20)
 }
 
 fn default_request_timeout() -> String {
@@ -137,13 +159,17 @@ impl RawServer {
                 ));
             }
         }
-        if raw.max_body_bytes < 1024 {
-            return Err(check.invalid("server.max_body_bytes", "must be at least 1024".into()));
-        }
+        let max_body_bytes = check.size("server.max_body_bytes", &raw.max_body_bytes, 1024)?;
+        let max_body_bytes = usize::try_from(max_body_bytes).map_err(|_| {
+            check.invalid(
+                "server.max_body_bytes",
+                format!("{max_body_bytes} bytes is more than this machine can address"),
+            )
+        })?;
         Ok(ServerConfig {
             http,
             grpc,
-            max_body_bytes: raw.max_body_bytes,
+            max_body_bytes,
             workers: match raw.workers {
                 Some(0) => {
                     return Err(check.invalid(

@@ -29,7 +29,7 @@ pub enum StateConfig {
     },
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, schemars::JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawState {
     #[serde(default)]
@@ -45,6 +45,17 @@ pub(super) struct RawState {
 }
 
 impl RawState {
+    /// `ca_file`, for `dgw config check`.
+    pub(super) fn named_files(&self, out: &mut Vec<super::files::Named>) {
+        if let Some(path) = &self.ca_file {
+            out.push(super::files::Named {
+                key: "state.ca_file".into(),
+                path: path.clone(),
+                what: super::files::Use::Readable,
+            });
+        }
+    }
+
     pub(super) fn validate(self, check: &Check<'_>) -> Result<StateConfig, ConfigError> {
         match self.backend.as_deref().unwrap_or("sled") {
             "sled" => {

@@ -17,6 +17,9 @@ const TENANT_KEY_HINT: &str =
 pub struct Tenant {
     pub name: String,
     pub root: TenantRoot,
+    /// The delegation from the root to the gateway's key that online
+    /// issuance (`dgw/tokens/issue`) attenuates; none: no online issuance.
+    pub issuing_delegation_file: Option<PathBuf>,
 }
 
 /// Where a tenant's root principal comes from.
@@ -34,7 +37,7 @@ pub enum TenantRoot {
     },
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTenant {
     pub(super) name: String,
@@ -44,6 +47,32 @@ pub(super) struct RawTenant {
     pub(super) root_key_file: Option<PathBuf>,
     #[serde(default)]
     pub(super) create_if_missing: bool,
+    #[serde(default)]
+    pub(super) issuing_delegation_file: Option<PathBuf>,
+}
+
+impl RawTenant {
+    /// `tenants[i].root_key_file`, for `dgw config check`.
+    pub(super) fn named_files(&self, i: usize, out: &mut Vec<super::files::Named>) {
+        if let Some(path) = &self.root_key_file {
+            out.push(super::files::Named {
+                key: format!("tenants[{i}].root_key_file"),
+                path: path.clone(),
+                what: super::files::Use::Key {
+                    creatable: self.create_if_missing,
+                    hint: TENANT_KEY_HINT,
+                },
+            });
+        }
+        // What it holds is checked at start and reload; here, that it reads.
+        if let Some(path) = &self.issuing_delegation_file {
+            out.push(super::files::Named {
+                key: format!("tenants[{i}].issuing_delegation_file"),
+                path: path.clone(),
+                what: super::files::Use::Readable,
+            });
+        }
+    }
 }
 
 /// The validated `[[tenants]]`.
@@ -87,7 +116,11 @@ pub(super) fn validate(raw: Vec<RawTenant>, check: &Check<'_>) -> Result<Vec<Ten
                 ))
             }
         };
-        tenants.push(Tenant { name: t.name, root });
+        tenants.push(Tenant {
+            name: t.name,
+            root,
+            issuing_delegation_file: t.issuing_delegation_file.map(|f| check.file(f)),
+        });
     }
     Ok(tenants)
 }
@@ -122,51 +155,5 @@ impl super::Config {
             tenants.push((t.name.clone(), root));
         }
         Ok(tenants)
-    }
-}
-
-impl super::Config {
-    /// What `dgw config check` says of the key files: each one present and
-    /// private, or to be created at start; an error names the key whose
-    /// file is missing and would not be created.
-    pub fn check_key_files(&self) -> Result<Vec<String>, crate::keyfile::KeyFileError> {
-        use crate::keyfile::{self, KeyFileError};
-        let mut notes = Vec::new();
-        let first_start = crate::data_dir::is_new(&self.data_dir);
-        let mut files = vec![("key_file".to_owned(), &self.key_file, first_start)];
-        for (i, t) in self.tenants.iter().enumerate() {
-            if let TenantRoot::KeyFile {
-                path,
-                create_if_missing,
-            } = &t.root
-            {
-                files.push((
-                    format!("tenants[{i}].root_key_file"),
-                    path,
-                    *create_if_missing,
-                ));
-            }
-        }
-        for (key, path, creatable) in files {
-            if path.exists() {
-                keyfile::read(path)?;
-            } else if creatable {
-                notes.push(format!(
-                    "{key}: {} does not exist yet; dgw creates it at start",
-                    path.display()
-                ));
-            } else {
-                return Err(KeyFileError::Missing {
-                    hint: if key == "key_file" {
-                        crate::serve::GATEWAY_KEY_HINT
-                    } else {
-                        TENANT_KEY_HINT
-                    },
-                    key,
-                    path: path.clone(),
-                });
-            }
-        }
-        Ok(notes)
     }
 }

@@ -65,7 +65,7 @@ impl RawCredentials {
 }
 
 /// `oauth = { token_url, client_id, client_secret_file, scope?, audience? }`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawOAuth {
     token_url: String,
@@ -79,7 +79,7 @@ pub(super) struct RawOAuth {
 }
 
 /// A value given inline, from a file or from dgw's environment.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawValue {
     #[serde(default)]
@@ -91,7 +91,7 @@ pub(super) struct RawValue {
 }
 
 /// A named [`RawValue`] (a header, an environment variable).
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawNamedValue {
     pub(super) name: String,
@@ -253,4 +253,25 @@ pub(super) fn read_value(
         }
     };
     read.map_err(|e| check.invalid(key, e.to_string()))
+}
+
+impl RawValue {
+    /// The file the value is read from, if it is.
+    pub(super) fn value_file(&self) -> Option<&PathBuf> {
+        self.value_file.as_ref()
+    }
+}
+
+impl RawNamedValue {
+    /// The file the value is read from, if it is.
+    pub(super) fn value_file(&self) -> Option<&PathBuf> {
+        self.value.value_file()
+    }
+}
+
+impl RawOAuth {
+    /// The client secret's file.
+    pub(super) fn client_secret_file(&self) -> &PathBuf {
+        &self.client_secret_file
+    }
 }

@@ -1,28 +1,24 @@
-//! The protocols this gateway speaks, each on the seam of [`crate::protocol`]:
-//! the only modules that name a protocol's types. `serve.rs` registers them.
+//! The protocols this gateway speaks, each a [`dgw_protocol::Module`]: the
+//! only modules that name a protocol's types, and [`MODULES`], the one
+//! list config loading, `serve`, reload and the command line iterate.
 
 pub mod agenta;
 pub mod delegateos;
 pub mod ldp;
 pub mod motebit;
-pub mod talos;
 
-use std::sync::Arc;
+use dgw_protocol::Module;
 
-use crate::gatekeeper::Gatekeeper;
-use crate::revocations::Revocations;
-use crate::state::{AuditSink, DelegationStore, RecordStore, ReplayStore};
+/// Talos, in its own crate.
+pub use dgw_proto_talos as talos;
+pub use dgw_protocol::Services;
 
-/// What the gateway hands a protocol binding: the one pipeline, the
-/// shared state, and the key the gateway signs with. Built once in
-/// `serve`; each binding keeps the parts it uses.
-#[derive(Clone)]
-pub struct Services {
-    pub gate: Arc<Gatekeeper>,
-    pub revocations: Arc<Revocations>,
-    pub records: Arc<dyn RecordStore>,
-    pub replay: Arc<dyn ReplayStore>,
-    pub delegations: Arc<dyn DelegationStore>,
-    pub audit: Arc<dyn AuditSink>,
-    pub key: Arc<::delegateos::Keypair>,
-}
+/// Every protocol the gateway ships, in registration order (the first
+/// whose scheme, prefix or envelope a request carries reads it).
+pub static MODULES: &[&dyn Module] = &[
+    &delegateos::module::MODULE,
+    &talos::module::MODULE,
+    &motebit::module::MODULE,
+    &agenta::module::MODULE,
+    &ldp::module::MODULE,
+];

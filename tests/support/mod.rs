@@ -574,6 +574,18 @@ pub fn audit_verify(log: &Path, gateway: &str) -> Output {
     ])
 }
 
+/// `command config check CONFIG` (`command` runs dgw), which must pass:
+/// all it said, stdout then stderr.
+pub fn config_check_passes(command: &mut Command, config: &Path) -> String {
+    let out = command
+        .args(["config", "check", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{said}");
+    said
+}
+
 /// `dgw config check` on `toml`, written as `gateway.toml` in `dir` and
 /// checked from there (relative paths resolve in `dir`).
 pub fn config_check_in(dir: &Path, toml: &str) -> Output {

@@ -31,7 +31,36 @@ pub fn encode(bytes: &[u8]) -> String {
 pub fn decode(text: &str) -> Result<Vec<u8>, Base64UrlError> {
     URL_SAFE_NO_PAD
         .decode(text)
-        .map_err(|e| Base64UrlError::Invalid(e.to_string()))
+        .map_err(|e| Base64UrlError::Invalid(in_words(e)))
+}
+
+/// Why `text` is not base64url, in words an operator reads (the crate's
+/// own say `Invalid symbol 46, offset 10.`). Positions count from 1.
+fn in_words(error: base64::DecodeError) -> String {
+    use base64::DecodeError::*;
+    let byte = |offset: usize, b: u8| match b {
+        b'=' => format!("padding '=' at character {}", offset + 1),
+        b'.' => format!(
+            "'.' at character {} (a JWT or a signed token's separator?)",
+            offset + 1
+        ),
+        0x21..=0x7e => format!("'{}' at character {}", b as char, offset + 1),
+        _ => format!("byte 0x{b:02x} at position {}", offset + 1),
+    };
+    match error {
+        InvalidByte(offset, b) => format!(
+            "{} is not a base64url character (A-Z, a-z, 0-9, '-', '_')",
+            byte(offset, b)
+        ),
+        InvalidLength(n) => {
+            format!("{n} characters cannot be unpadded base64url (a length of 4k+1 is impossible)")
+        }
+        InvalidLastSymbol(offset, b) => format!(
+            "{} ends the text with bits that encode nothing (not the canonical form)",
+            byte(offset, b)
+        ),
+        InvalidPadding => "padding '=' is not allowed".to_owned(),
+    }
 }
 
 /// Decodes strict base64url into exactly `N` bytes.
@@ -64,5 +93,24 @@ mod tests {
         assert!(decode("-_9").is_err(), "non-zero trailing bits refused");
         assert!(decode_array::<2>("AAAA").is_err());
         assert_eq!(decode_array::<2>("AAA").unwrap(), [0, 0]);
+    }
+
+    /// Operators read words, never the decoder's `Invalid symbol 46`.
+    #[test]
+    fn errors_are_words() {
+        let said = |text: &str| decode(text).unwrap_err().to_string();
+        assert_eq!(
+            said("eyJhbGciOi.x"),
+            "not valid unpadded base64url: '.' at character 11 (a JWT or a signed token's separator?) is not a base64url character (A-Z, a-z, 0-9, '-', '_')"
+        );
+        assert!(said("ab+d").contains("'+' at character 3 is not a base64url character"));
+        assert!(said("a\u{7}bc").contains("byte 0x07 at position 2"));
+        assert!(said("AAAAA").contains("5 characters cannot be unpadded base64url"));
+        assert!(said("-_9").contains("'9' at character 3 ends the text with bits"));
+        assert!(said("AA==").contains("padding '='"), "{}", said("AA=="));
+        for text in ["eyJhbGciOi.x", "ab+d", "AAAAA", "-_9", "AA=="] {
+            let s = said(text);
+            assert!(!s.contains("Invalid") && !s.contains("symbol"), "{s}");
+        }
     }
 }

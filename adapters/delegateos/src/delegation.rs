@@ -22,6 +22,16 @@ pub enum DelegationStatus {
 }
 
 impl DelegationStatus {
+    /// The wire name (`active`, …), as messages name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DelegationStatus::Active => "active",
+            DelegationStatus::Completed => "completed",
+            DelegationStatus::Failed => "failed",
+            DelegationStatus::Revoked => "revoked",
+        }
+    }
+
     /// The status after moving to `next`: only `active → completed | failed | revoked`.
     pub fn transition(self, next: DelegationStatus) -> Result<DelegationStatus, ChainError> {
         match (self, next) {
@@ -118,10 +128,10 @@ pub enum ChainError {
     #[error("the token does not match the delegation: {0}")]
     /// The token is not the delegation's.
     TokenMismatch(String),
-    #[error("the parent delegation is {0:?}, not active")]
+    #[error("the parent delegation is {}, not active", .0.as_str())]
     /// The parent is no longer active.
     ParentNotActive(DelegationStatus),
-    #[error("cannot move a delegation from {from:?} to {to:?}")]
+    #[error("cannot move a delegation from {} to {}", .from.as_str(), .to.as_str())]
     /// A status change §8.2 does not allow.
     Transition {
         /// The current status.

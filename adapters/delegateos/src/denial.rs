@@ -49,7 +49,24 @@ impl DenialType {
         DenialType::CapabilityNotGranted,
     ];
 
-    /// The wire name, e.g. `malformed_token`.
+    /// Every denial type, §10.1's and the gateway's (what a metric of
+    /// denials is exported at zero for).
+    pub const EVERY: [DenialType; 11] = [
+        DenialType::MalformedToken,
+        DenialType::Revoked,
+        DenialType::InvalidSignature,
+        DenialType::AttenuationViolation,
+        DenialType::Expired,
+        DenialType::BudgetExceeded,
+        DenialType::CapabilityNotGranted,
+        DenialType::TokenNotYetValid,
+        DenialType::InvalidResource,
+        DenialType::UnsupportedTokenFormat,
+        DenialType::UnsupportedTokenVersion,
+    ];
+
+    /// The wire name, e.g. `malformed_token`. (A variant added here
+    /// belongs in [`Self::EVERY`] too.)
     pub fn as_str(self) -> &'static str {
         match self {
             DenialType::MalformedToken => "malformed_token",

@@ -17,12 +17,15 @@
 pub mod budget;
 pub mod caller;
 pub mod gatekeeper;
+pub mod issuing;
 pub mod protocol;
 pub mod random;
 pub mod request_id;
 pub mod revocations;
 pub mod run_to_end;
+pub mod stages;
 pub mod state;
 pub mod storage;
 pub mod telemetry;
 pub mod trail;
+pub mod units;

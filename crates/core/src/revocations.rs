@@ -168,7 +168,7 @@ impl Revocations {
         let this = self.clone();
         let mut added = this.store.subscribe();
         let mut following = this.store.following();
-        crate::telemetry::set_revocations_current(this.is_current());
+        crate::telemetry::set_revocation_index_complete(this.is_current());
         tokio::spawn(async move {
             let mut feed_open = true;
             loop {
@@ -190,13 +190,13 @@ impl Revocations {
                             }
                             if *following.borrow() {
                                 this.current.store(true, Ordering::Release);
-                                crate::telemetry::set_revocations_current(true);
+                                crate::telemetry::set_revocation_index_complete(true);
                                 tracing::info!("revocations: the feed is followed again; the index is current");
                             }
                             Ok(())
                         } else {
                             this.current.store(false, Ordering::Release);
-                            crate::telemetry::set_revocations_current(false);
+                            crate::telemetry::set_revocation_index_complete(false);
                             tracing::warn!("revocations: the feed is lost; decisions are refused until it is back");
                             Ok(())
                         }

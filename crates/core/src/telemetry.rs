@@ -18,6 +18,12 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 pub use metrics::Unit;
 
+/// The target of the spans exported as traces (a request's, and one per
+/// pipeline stage): at TRACE level, so the logs' filter (`info`) disables
+/// them at their call site; only the exporter's layer, installed when
+/// `[telemetry] otlp_endpoint` is set, listens to this target.
+pub const TRACE_TARGET: &str = "dgw::trace";
+
 pub const REQUESTS_TOTAL: &str = "dgw_requests_total";
 pub const DENIALS_TOTAL: &str = "dgw_denials_total";
 pub const AUTHORIZE_DURATION: &str = "dgw_authorize_duration_seconds";
@@ -36,7 +42,7 @@ pub const MCP_CALLS_TOTAL: &str = "dgw_mcp_tool_calls_total";
 pub const MCP_UPSTREAM_DURATION: &str = "dgw_mcp_upstream_duration_seconds";
 pub const MCP_GATEWAY_DURATION: &str = "dgw_mcp_gateway_duration_seconds";
 pub const MCP_UPSTREAM_UP: &str = "dgw_mcp_upstream_up";
-pub const REVOCATIONS_CURRENT: &str = "dgw_revocations_current";
+pub const REVOCATION_INDEX_COMPLETE: &str = "dgw_revocation_index_complete";
 pub const PROTOCOL_EVENTS: &str = "dgw_protocol_events_total";
 pub const PROTOCOL_SETTLED: &str = "dgw_protocol_settled_microcents_total";
 pub const TOKEN_CACHE_LOOKUPS: &str = "dgw_token_cache_lookups_total";
@@ -249,8 +255,8 @@ pub const METRICS: &[Metric] = &[
         "The budget of a top-level delegation, for the ten that spent most.",
     ),
     Metric::gauge(
-        REVOCATIONS_CURRENT,
-        "1 while this replica's revocation index holds every recorded revocation; 0 while the shared feed is lost (every decision is then refused).",
+        REVOCATION_INDEX_COMPLETE,
+        "1 while this replica's revocation index holds every recorded revocation (always, on one gateway of its own); 0 while the shared feed is lost (every decision is then refused). Not a count of revocations.",
     ),
     Metric::gauge(
         AUDIT_SEALED_RECORDS,
@@ -330,6 +336,77 @@ fn histograms() -> &'static Handles<Histogram> {
     H.get_or_init(Handles::new)
 }
 
+/// The label values a gateway knows at start, each labelled counter and
+/// histogram exported at zero for them (see [`export_at_zero`]).
+#[derive(Debug, Default)]
+pub struct KnownLabels<'a> {
+    /// Registered protocols' names.
+    pub protocols: &'a [&'static str],
+    /// Every denial type any protocol may be counted under.
+    pub denial_types: &'a [&'static str],
+    /// Each listening front with the methods it counts under its own name.
+    pub fronts: &'a [(&'static str, Vec<&'a str>)],
+    /// Configured MCP upstreams' names.
+    pub upstreams: &'a [&'a str],
+    /// The state backends' own metrics (as for [`install_metrics`]), none
+    /// of which carries a label.
+    pub layers: &'a [&'static [Metric]],
+}
+
+/// Every counter and histogram, so the first scrape has every series:
+/// `rate()` of a missing series is empty, not 0, and an alert or panel on it
+/// says nothing. Unlabelled ones once; labelled ones for each value in
+/// `known` (every protocol with every denial type, every front's methods
+/// and outcomes, every upstream). Series
+/// labelled by values only an event names (a tool, a protocol's own
+/// reason or event, a top delegation) appear with it. Adds 0: a value
+/// already counted stays.
+pub fn export_at_zero(known: &KnownLabels<'_>) {
+    for name in [
+        REVOCATIONS_TOTAL,
+        CONNECTIONS_SHED,
+        CONNECTIONS_REFUSED,
+        RESERVATIONS_EXPIRED,
+    ] {
+        counter!(name).increment(0);
+    }
+    let backends = known.layers.iter().copied().flatten();
+    for m in backends.filter(|m| m.kind == Kind::Counter) {
+        counter!(m.name).increment(0);
+    }
+    let histograms = [AUTHORIZE_DURATION, MCP_GATEWAY_DURATION];
+    let backends = known.layers.iter().copied().flatten();
+    let backend_histograms = backends
+        .filter(|m| m.kind == Kind::Histogram)
+        .map(|m| m.name);
+    for name in histograms.into_iter().chain(backend_histograms) {
+        // Registering is enough: the exporter renders a histogram it holds
+        // with zero observations.
+        drop(histogram!(name));
+    }
+    for result in ["hit", "miss"] {
+        counter!(TOKEN_CACHE_LOOKUPS, "result" => result).increment(0);
+    }
+    for &protocol in known.protocols {
+        for &kind in known.denial_types {
+            counter!(DENIALS_TOTAL, "protocol" => protocol, "type" => kind).increment(0);
+        }
+        counter!(PROTOCOL_SETTLED, "protocol" => protocol).increment(0);
+    }
+    for (front, methods) in known.fronts {
+        for method in methods {
+            for outcome in Outcome::EVERY {
+                counter!(REQUESTS_TOTAL, "front" => *front, "method" => (*method).to_owned(), "outcome" => outcome.as_str())
+                    .increment(0);
+            }
+        }
+    }
+    for upstream in known.upstreams {
+        counter!(STDERR_DROPPED, "upstream" => (*upstream).to_owned()).increment(0);
+        drop(histogram!(MCP_UPSTREAM_DURATION, "upstream" => (*upstream).to_owned()));
+    }
+}
+
 /// A finished MCP `tools/call`: the upstream's time, when it was asked, and
 /// the rest (the gateway's own) separately.
 pub fn record_mcp_call(
@@ -386,6 +463,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in the order above.
+    pub const EVERY: [Outcome; 4] = [
+        Outcome::Ok,
+        Outcome::Denied,
+        Outcome::Error,
+        Outcome::Cancelled,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -512,9 +597,9 @@ pub fn set_audit_sealed_records(records: u64) {
     gauge!(AUDIT_SEALED_RECORDS).set(records as f64);
 }
 
-/// Whether the revocation index is current (the shared feed followed).
-pub fn set_revocations_current(current: bool) {
-    gauge!(REVOCATIONS_CURRENT).set(if current { 1.0 } else { 0.0 });
+/// Whether the revocation index is complete (the shared feed followed).
+pub fn set_revocation_index_complete(complete: bool) {
+    gauge!(REVOCATION_INDEX_COMPLETE).set(if complete { 1.0 } else { 0.0 });
 }
 
 /// A revocation recorded.

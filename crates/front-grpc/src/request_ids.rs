@@ -49,6 +49,14 @@ where
         );
         // At debug (`[log] level = "info,dgw::request=debug"`), as on HTTP.
         let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
+        // Exported when traces are on, parented to the caller's trace
+        // (`traceparent` metadata).
+        let traced = dgw_net::trace_context::request_span(
+            "grpc",
+            request.headers().get("traceparent").map(|v| v.as_bytes()),
+            request.headers().get("tracestate").map(|v| v.as_bytes()),
+        );
+        traced.record("request_id", &*id);
         let busy = request
             .extensions()
             .get::<dgw_net::connections::ConnInfo>()
@@ -57,7 +65,8 @@ where
         Box::pin(async move {
             let _busy = busy;
             let mut response =
-                dgw_core::request_id::scope(id.clone(), answer.instrument(span)).await?;
+                dgw_core::request_id::scope(id.clone(), answer.instrument(traced).instrument(span))
+                    .await?;
             if let Ok(value) = http::HeaderValue::from_str(&id) {
                 response.headers_mut().insert("x-request-id", value);
             }

@@ -206,6 +206,22 @@ fn delegation_id(field: &str, text: &str) -> Result<DelegationId, Failure> {
     DelegationId::parse(text).map_err(|e| invalid(field, e))
 }
 
+/// The methods of `delegate_gateway.v1`, as [`counted`] names them in
+/// `dgw_requests_total{front="grpc"}`.
+pub const METHODS: &[&str] = &[
+    "Delegate",
+    "Complete",
+    "Revoke",
+    "RevokeBlock",
+    "Authorize",
+    "Settle",
+    "Release",
+    "GetBudget",
+    "GetDelegation",
+    "CallProtocol",
+    "WatchDecisions",
+];
+
 /// Runs one call, counted and logged as every front counts its requests
 /// (`dgw_requests_total{front="grpc"}`, one info line), also when the
 /// client goes away before the answer.
@@ -213,6 +229,10 @@ async fn counted<T>(
     method: &'static str,
     call: impl Future<Output = Result<(T, Outcome), Failure>>,
 ) -> Result<Response<T>, Status> {
+    debug_assert!(
+        METHODS.contains(&method),
+        "{method} is missing from METHODS"
+    );
     let record = RequestRecord::start("grpc", method);
     let (result, outcome) = match call.await {
         Ok((message, outcome)) => (Ok(Response::new(message)), outcome),

@@ -398,7 +398,16 @@ pub async fn serve(
     drop(listener);
     tokio::select! {
         () = graceful.shutdown() => tracing::info!("all connections drained"),
-        () = tokio::time::sleep(grace) => tracing::warn!(?grace, "shutdown grace elapsed with connections still open"),
+        () = tokio::time::sleep(grace) => tracing::warn!(grace = %dgw_core::units::show_duration(grace), "shutdown grace elapsed with connections still open"),
+    }
+}
+
+/// The front a path belongs to, as traces name it.
+fn front_of(path: &str) -> &'static str {
+    match path {
+        "/rpc" => "jsonrpc",
+        "/mcp" => "mcp",
+        _ => "http",
     }
 }
 
@@ -428,9 +437,17 @@ where
             // At debug (`[log] level = "info,dgw::request=debug"`): a span per
             // request costs too much to keep on at info.
             let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
+            // Exported when traces are on, parented to the caller's trace.
+            let traced = dgw_net::trace_context::request_span(
+                front_of(req.uri().path()),
+                req.headers().get("traceparent").map(|v| v.as_bytes()),
+                req.headers().get("tracestate").map(|v| v.as_bytes()),
+            );
+            traced.record("request_id", &*id);
+            let routed = tracing::Instrument::instrument(front.route(req), traced);
             let mut response = dgw_core::request_id::scope(
                 id.clone(),
-                tracing::Instrument::instrument(front.route(req), span),
+                tracing::Instrument::instrument(routed, span),
             )
             .await;
             if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {

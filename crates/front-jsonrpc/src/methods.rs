@@ -27,6 +27,9 @@ pub const METHODS: &[&str] = &[
     "delegateos/budget",
     "delegateos/delegation",
     "dgw/authorize",
+    "dgw/settle",
+    "dgw/release",
+    "dgw/budget",
     "dgw/audit",
     "dgw/audit/head",
     "dgw/revoke",
@@ -152,9 +155,11 @@ impl JsonRpc {
         // the largest of them (docs/performance.md).
         let result = match method {
             "delegateos/authorize" => Box::pin(self.authorize(p)).await,
-            "delegateos/settle" => Box::pin(self.settle(caller, p)).await,
-            "delegateos/release" => Box::pin(self.release(caller, p)).await,
-            "delegateos/budget" => Box::pin(self.budget(caller, p)).await,
+            // The pipeline's own: `dgw/*`, with the DelegateOS spec's names
+            // kept as aliases.
+            "dgw/settle" | "delegateos/settle" => Box::pin(self.settle(caller, p)).await,
+            "dgw/release" | "delegateos/release" => Box::pin(self.release(caller, p)).await,
+            "dgw/budget" | "delegateos/budget" => Box::pin(self.budget(caller, p)).await,
             "delegateos/delegation" => Box::pin(self.delegation(caller, p)).await,
             "dgw/authorize" => Box::pin(self.authorize_any(caller, p)).await,
             "dgw/audit" => Box::pin(self.audit(caller, p)).await,

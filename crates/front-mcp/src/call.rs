@@ -431,9 +431,25 @@ impl McpProxy {
         let presenting = routed.presenting.clone();
         let forwarded = run_to_end(carried(async move {
             let started = Instant::now();
-            let mut reply = upstream
-                .request("tools/call", Some(params), &cancel, presenting)
-                .await;
+            let span = dgw_core::stage_span!("upstream_call");
+            if let Some(g) = &granted {
+                g.grant.record_in(&span);
+            }
+            let mut reply = tracing::Instrument::instrument(
+                upstream.request("tools/call", Some(params), &cancel, presenting),
+                span.clone(),
+            )
+            .await;
+            span.record(
+                "dgw.decision",
+                match &reply {
+                    Ok(Reply::Result(_)) => "answered",
+                    Ok(Reply::Error(_)) => "error",
+                    Err(e) if e.reached() => "failed",
+                    Err(_) => "unreached",
+                },
+            );
+            drop(span);
             let took = started.elapsed();
             let call = Call {
                 tool: &tool,

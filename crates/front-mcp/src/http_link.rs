@@ -3,6 +3,7 @@
 //! stream; the session the upstream assigns at `initialize` rides along in
 //! `Mcp-Session-Id`.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use super::auth::HttpCredentials;
 use super::conns::{Conns, Lease, SendError};
 use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
+use super::upstream_era;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -33,7 +35,14 @@ pub struct HttpLink {
     protocol_version: RwLock<Option<HeaderValue>>,
     /// Never holds anything: answers on HTTP come back on their own POST.
     unsolicited: Pending,
+    /// Whether the upstream answers 2026-07-28 requests: not asked yet,
+    /// yes, no ([`upstream_era`]).
+    stateless: AtomicU8,
 }
+
+const NOT_ASKED: u8 = 0;
+const SPEAKS_STATELESS: u8 = 1;
+const SESSIONS_ONLY: u8 = 2;
 
 /// What came back for one POST, before it is read.
 enum Answer {
@@ -54,6 +63,7 @@ impl HttpLink {
             session: RwLock::new(None),
             protocol_version: RwLock::new(None),
             unsolicited: Pending::default(),
+            stateless: AtomicU8::new(NOT_ASKED),
         }
     }
 
@@ -78,7 +88,7 @@ impl HttpLink {
                 }
                 Err(e) => {
                     let wait = backoff.after(started.elapsed());
-                    tracing::warn!(upstream = %up.name(), error = %e, ?wait, "upstream initialization failed; trying again after a pause");
+                    tracing::warn!(upstream = %up.name(), error = %e, wait = %dgw_core::units::show_duration(wait), "upstream initialization failed; trying again after a pause");
                     tokio::time::sleep(wait).await;
                 }
             }
@@ -93,6 +103,7 @@ impl HttpLink {
         up: &dyn Host,
         message: &Message,
         presented: &HttpCredentials,
+        stateless: Option<&hyper::HeaderMap>,
     ) -> Result<
         (
             StatusCode,
@@ -147,13 +158,20 @@ impl HttpLink {
             req.headers_mut().insert(hyper::header::AUTHORIZATION, v);
             used = Some(token);
         }
-        // The request this call serves, for the upstream's own logs.
+        // The request this call serves, for the upstream's own logs, and
+        // its trace (when traces are on).
         if let Some(id) = dgw_core::request_id::current() {
             if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
                 req.headers_mut().insert("x-request-id", value);
             }
         }
-        if !is_initialize {
+        dgw_net::trace_context::inject_headers(req.headers_mut());
+        if let Some(mirrored) = stateless {
+            // No session: the request's own headers say what it is.
+            for (name, value) in mirrored {
+                req.headers_mut().insert(name, value.clone());
+            }
+        } else if !is_initialize {
             let headers = req.headers_mut();
             if let Some(s) = self
                 .session
@@ -191,6 +209,7 @@ impl HttpLink {
         up: &dyn Host,
         message: &Message,
         presented: &HttpCredentials,
+        stateless: Option<&hyper::HeaderMap>,
     ) -> Result<Answer, UpstreamError> {
         let is_initialize = message.is_initialize();
         let had_session = self
@@ -199,20 +218,33 @@ impl HttpLink {
             .unwrap_or_else(|p| p.into_inner())
             .is_some();
         let (mut status, mut headers, mut body, used, mut lease) =
-            self.post(up, message, presented).await?;
+            self.post(up, message, presented, stateless).await?;
         // A refused OAuth token: fetch a new one and try this call once more.
         if status == StatusCode::UNAUTHORIZED {
             if let (Some(used), Some(oauth)) = (used, &presented.oauth) {
                 let _ = read_limited(body).await;
                 oauth.refused(&used).await;
-                (status, headers, body, _, lease) = self.post(up, message, presented).await?;
+                (status, headers, body, _, lease) =
+                    self.post(up, message, presented, stateless).await?;
             }
         }
         let no_answer = |detail: String| UpstreamError::NoAnswer {
             upstream: up.name().to_owned(),
             detail,
         };
-        if status == StatusCode::NOT_FOUND && had_session && !is_initialize {
+        if stateless.is_some() && status.is_client_error() {
+            // The revision's errors come as JSON-RPC bodies with 4xx
+            // (-32021 for a capability the caller did not declare).
+            let text = read_limited(body).await.unwrap_or_default();
+            let is_rpc_error = serde_json::from_slice::<Value>(&text)
+                .is_ok_and(|v| v.get("error").is_some_and(Value::is_object));
+            if is_rpc_error {
+                return Ok(Answer::Json(text));
+            }
+            let shown = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
+            return Err(no_answer(format!("HTTP {status}: {shown}")));
+        }
+        if status == StatusCode::NOT_FOUND && had_session && !is_initialize && stateless.is_none() {
             return Err(UpstreamError::SessionExpired {
                 upstream: up.name().to_owned(),
             });
@@ -243,7 +275,9 @@ impl HttpLink {
     }
 
     /// Sends request `id` presenting `presented` and waits up to `timeout`
-    /// for its answer.
+    /// for its answer: statelessly for a 2026-07-28 caller when the
+    /// upstream speaks that revision, else on the session
+    /// ([`upstream_era`]).
     pub async fn request(
         &self,
         up: &dyn Host,
@@ -252,12 +286,79 @@ impl HttpLink {
         timeout: Duration,
         presented: &HttpCredentials,
     ) -> Result<Reply, UpstreamError> {
+        if upstream_era::from_stateless_caller(message) && self.speaks_stateless(up, timeout).await
+        {
+            let schema = match message {
+                Message::Request {
+                    method,
+                    params: Some(p),
+                    ..
+                } if method == "tools/call" => p
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .and_then(|n| up.tool_schema(n)),
+                _ => None,
+            };
+            let (message, headers) = upstream_era::stateless_form(message, schema.as_ref());
+            return self
+                .exchange(up, id, &message, timeout, presented, Some(&headers))
+                .await;
+        }
+        let message = upstream_era::session_form(message);
+        self.exchange(up, id, &message, timeout, presented, None)
+            .await
+    }
+
+    /// Whether the upstream answers 2026-07-28 requests: asked once with
+    /// `server/discover` (an answer that is no `DiscoverResult` listing
+    /// the revision means no; no answer at all is asked again next time).
+    async fn speaks_stateless(&self, up: &dyn Host, timeout: Duration) -> bool {
+        match self.stateless.load(Ordering::Acquire) {
+            SPEAKS_STATELESS => return true,
+            SESSIONS_ONLY => return false,
+            _ => {}
+        }
+        let (probe, headers) = upstream_era::discover_probe(0);
+        let presented = up.credentials();
+        let speaks = match self
+            .exchange(up, 0, &probe, timeout, &presented, Some(&headers))
+            .await
+        {
+            Ok(Reply::Result(r)) => upstream_era::discover_lists_stateless(&r),
+            Ok(Reply::Error(_)) => false,
+            Err(UpstreamError::NoAnswer { detail, .. }) if detail.starts_with("HTTP ") => false,
+            Err(e) => {
+                tracing::debug!(upstream = %up.name(), error = %e, "server/discover got no answer; asking again later");
+                return false;
+            }
+        };
+        tracing::info!(upstream = %up.name(), speaks, "whether the upstream speaks MCP 2026-07-28");
+        self.stateless.store(
+            if speaks {
+                SPEAKS_STATELESS
+            } else {
+                SESSIONS_ONLY
+            },
+            Ordering::Release,
+        );
+        speaks
+    }
+
+    async fn exchange(
+        &self,
+        up: &dyn Host,
+        id: u64,
+        message: &Message,
+        timeout: Duration,
+        presented: &HttpCredentials,
+        stateless: Option<&hyper::HeaderMap>,
+    ) -> Result<Reply, UpstreamError> {
         let no_answer = |detail: String| UpstreamError::NoAnswer {
             upstream: up.name().to_owned(),
             detail,
         };
         let exchange = async {
-            match self.answer(up, message, presented).await? {
+            match self.answer(up, message, presented, stateless).await? {
                 Answer::Json(bytes) => {
                     let value: Value = serde_json::from_slice(&bytes)
                         .map_err(|e| no_answer(format!("the answer is not JSON: {e}")))?;
@@ -292,7 +393,10 @@ impl HttpLink {
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(r) => r,
-            Err(_) => Err(no_answer(format!("no answer within {timeout:?}"))),
+            Err(_) => Err(no_answer(format!(
+                "no answer within {}",
+                dgw_core::units::show_duration(timeout)
+            ))),
         }
     }
 
@@ -314,7 +418,7 @@ impl HttpLink {
     }
 
     pub async fn send(&self, up: &dyn Host, message: &Message) -> Result<(), UpstreamError> {
-        let (status, _, body, _, lease) = self.post(up, message, &up.credentials()).await?;
+        let (status, _, body, _, lease) = self.post(up, message, &up.credentials(), None).await?;
         if read_limited(body).await.is_ok() {
             lease.done();
         }

@@ -16,11 +16,14 @@ pub mod resolve;
 pub mod scrub;
 pub mod secret;
 pub mod sessions;
+pub mod stateless;
+pub mod stateless_serve;
 pub mod stdio_link;
 pub mod stdio_server;
 pub mod streamable;
 pub mod tools;
 pub mod upstream;
+pub mod upstream_era;
 
 pub use proxy::{McpProxy, UpstreamChanges};
 pub use upstream::{TransportSpec, Upstream, UpstreamSpec};

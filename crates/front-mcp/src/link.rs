@@ -34,6 +34,10 @@ pub trait Host: Send + Sync {
     fn credentials(&self) -> std::sync::Arc<super::auth::HttpCredentials>;
     /// `text` without the upstream's secrets (for its stderr in our logs).
     fn redact(&self, text: &str) -> String;
+    /// The input schema of the upstream's tool `name`, as it listed it.
+    fn tool_schema(&self, _name: &str) -> Option<Value> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -64,7 +64,7 @@ struct Cached {
 pub enum TokenError {
     #[error("the token endpoint could not be reached: {0}")]
     Unreachable(String),
-    #[error("the token endpoint gave no answer within {0:?}")]
+    #[error("the token endpoint gave no answer within {}", dgw_core::units::show_duration(*.0))]
     Timeout(Duration),
     #[error("the token endpoint answered HTTP {status}{}", error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
     Refused { status: u16, error: Option<String> },

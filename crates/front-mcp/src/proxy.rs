@@ -24,6 +24,11 @@ use dgw_front_jsonrpc::{
     denial_error, RpcError, DENIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
 };
 
+/// The MCP methods the gateway serves itself, each counted under its own
+/// name in `dgw_requests_total{front="mcp"}` (with [`DATA_METHODS`]; any
+/// other is counted as `other`).
+pub const METHODS: &[&str] = &["initialize", "ping", "tools/list", "tools/call"];
+
 /// Methods that read data an upstream holds. The gateway cannot tie them
 /// to a capability, so it refuses them unless the config lists them in
 /// `[mcp] unchecked_methods`.
@@ -152,7 +157,7 @@ impl Catalog {
                 let name = name_of(t);
                 let ok = !strict_names || offerable_tool_name(&name);
                 if !ok {
-                    tracing::warn!(upstream = %upstreams[*i].name, tool = ?name.chars().take(128).collect::<String>(), "dropping a tool whose name is not 1-128 printable ASCII characters without {CLASH_SEPARATOR:?} (mcp.strict_tool_names)");
+                    tracing::warn!(upstream = %upstreams[*i].name, tool = %name.chars().take(128).collect::<String>().escape_debug(), "dropping a tool whose name is not 1-128 printable ASCII characters without \"{CLASH_SEPARATOR}\" (mcp.strict_tool_names)");
                 }
                 ok
             })
@@ -365,7 +370,7 @@ impl McpProxy {
             .collect();
         for up in &started {
             if !up.wait_ready(ready_timeout).await {
-                tracing::error!(upstream = %up.name, limit = ?ready_timeout, "reloaded upstream not ready in time; offering it anyway, retried until it is");
+                tracing::error!(upstream = %up.name, limit = %dgw_core::units::show_duration(ready_timeout), "reloaded upstream not ready in time; offering it anyway, retried until it is");
             }
         }
         for up in old.iter() {
@@ -488,7 +493,7 @@ impl McpProxy {
                 // under the ID the gateway gave it there.
                 let id = params.as_ref().and_then(|p| p.get("requestId"));
                 let cancelled = id.is_some_and(|id| caller.session.in_flight.cancel(id));
-                tracing::debug!(request = ?id, cancelled, "client cancelled a request");
+                tracing::debug!(request = %id.map_or_else(|| "none".to_owned(), |v| v.to_string()), cancelled, "client cancelled a request");
                 None
             }
             Message::Notification { method, .. } => {
@@ -512,8 +517,7 @@ impl McpProxy {
         let record = RequestRecord::start(
             "mcp",
             match method {
-                "initialize" | "ping" | "tools/list" | "tools/call" => method,
-                _ if DATA_METHODS.contains(&method) => method,
+                _ if METHODS.contains(&method) || DATA_METHODS.contains(&method) => method,
                 _ => "other",
             },
         );
@@ -557,7 +561,7 @@ impl McpProxy {
                     .presented(caller, Some(found))
                     .map_err(|d| denial_error(&d))?;
                 tracing::debug!(
-                    ?found,
+                    protocol = found.as_ref().map_or("none", |f| f.protocol.id().name),
                     "initialize's credential extends the session's; the session keeps its own"
                 );
                 return self.initialize_answer(params);
@@ -582,6 +586,26 @@ impl McpProxy {
         } else {
             PROTOCOL_VERSION
         };
+        let (capabilities, instructions) = self.offered_capabilities();
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": {
+                "name": "dgw",
+                "title": "delegate-gateway",
+                "version": env!("CARGO_PKG_VERSION"),
+            },
+        });
+        if let Some(text) = instructions {
+            result["instructions"] = json!(text);
+        }
+        Ok(Reply::Result(result))
+    }
+
+    /// What dgw offers: `tools`, plus each family (`resources`, `prompts`,
+    /// `completions`, `logging`) some upstream declares; and the
+    /// upstreams' instructions, each under its name.
+    pub(super) fn offered_capabilities(&self) -> (Map<String, Value>, Option<String>) {
         let mut capabilities = Map::new();
         capabilities.insert("tools".into(), json!({"listChanged": false}));
         let mut instructions = Vec::new();
@@ -600,19 +624,10 @@ impl McpProxy {
                 instructions.push(format!("{}: {text}", up.name));
             }
         }
-        let mut result = json!({
-            "protocolVersion": version,
-            "capabilities": capabilities,
-            "serverInfo": {
-                "name": "dgw",
-                "title": "delegate-gateway",
-                "version": env!("CARGO_PKG_VERSION"),
-            },
-        });
-        if !instructions.is_empty() {
-            result["instructions"] = json!(instructions.join("\n\n"));
-        }
-        Ok(Reply::Result(result))
+        (
+            capabilities,
+            (!instructions.is_empty()).then(|| instructions.join("\n\n")),
+        )
     }
 
     /// The credential for this request: the call's own, else the

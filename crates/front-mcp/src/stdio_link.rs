@@ -78,6 +78,8 @@ impl StdioLink {
         message: &Message,
         timeout: Duration,
     ) -> Result<Reply, UpstreamError> {
+        // No 2026-07-28 toward a child process: the session's form.
+        let message = &*super::upstream_era::session_form(message);
         let conn = self.conn(up)?;
         let answer = conn.pending.insert(id);
         // However this ends (answered, timed out, cancelled), nobody waits any more.
@@ -95,7 +97,10 @@ impl StdioLink {
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(no_answer("the process exited before answering".into())),
-            Err(_) => Err(no_answer(format!("no answer within {timeout:?}"))),
+            Err(_) => Err(no_answer(format!(
+                "no answer within {}",
+                dgw_core::units::show_duration(timeout)
+            ))),
         }
     }
 
@@ -121,11 +126,11 @@ impl StdioLink {
                     tracing::warn!(upstream = %up.name(), %status, "upstream process ended")
                 }
                 Err(e) => {
-                    tracing::error!(upstream = %up.name(), command = ?link.command, error = %e, "cannot start the upstream process")
+                    tracing::error!(upstream = %up.name(), command = %link.command.join(" "), error = %e, "cannot start the upstream process")
                 }
             }
             let wait = backoff.after(started.elapsed());
-            tracing::info!(upstream = %up.name(), ?wait, "restarting the upstream after a pause");
+            tracing::info!(upstream = %up.name(), wait = %dgw_core::units::show_duration(wait), "restarting the upstream after a pause");
             tokio::time::sleep(wait).await;
         }
     }
@@ -332,7 +337,7 @@ async fn read_messages(up: &dyn Host, conn: &Conn, stdout: ChildStdout) {
             let tail: Vec<u8> = tail.into_iter().collect();
             let id = waiting_id_in(&buf[..ID_WINDOW], &conn.pending)
                 .or_else(|| waiting_id_in(&tail, &conn.pending));
-            tracing::error!(upstream = %up.name(), ?id, skipped = ?skipped.as_ref().ok(), "upstream sent a message over {MAX_MESSAGE_BYTES} bytes; failing the call it answers");
+            tracing::error!(upstream = %up.name(), id = %id.map_or_else(|| "none found".to_owned(), |i| i.to_string()), skipped_bytes = %skipped.as_ref().map_or_else(|e| format!("unknown ({e})"), u64::to_string), "upstream sent a message over {MAX_MESSAGE_BYTES} bytes; failing the call it answers");
             if let Some(id) = id {
                 conn.pending
                     .answer(&serde_json::json!(id), too_large_reply());

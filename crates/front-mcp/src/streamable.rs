@@ -15,12 +15,12 @@ use super::proxy::{Caller, McpProxy};
 pub use super::sessions::SessionPolicy;
 use super::sessions::SessionRefusal;
 pub use super::sessions::Sessions;
+use super::stateless::{self, VERSION_HEADER};
 use super::upstream::SUPPORTED_VERSIONS;
 use dgw_core::caller::HolderDigest;
 use dgw_front_jsonrpc::{denial_error, RpcError, INVALID_REQUEST, MAX_BATCH, PARSE_ERROR};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// An HTTP answer: status, extra headers, JSON body (none for 202/204).
 pub struct HttpAnswer {
@@ -30,25 +30,35 @@ pub struct HttpAnswer {
 }
 
 impl HttpAnswer {
+    /// An error before any request's id could be read.
     fn error(status: StatusCode, e: RpcError) -> Self {
+        Self::error_for(status, e, Value::Null)
+    }
+
+    /// An error answering the request whose id is `id`.
+    fn error_for(status: StatusCode, e: RpcError, id: Value) -> Self {
         Self {
             status,
             session_id: None,
-            body: Some(e.response(Value::Null)),
+            body: Some(e.response(id)),
         }
     }
 }
 
 /// A session refusal as the client gets it.
-fn session_refused(refusal: SessionRefusal) -> HttpAnswer {
+fn session_refused(refusal: SessionRefusal, id: &Value) -> HttpAnswer {
     let (status, kind, message) = refusal.parts();
-    HttpAnswer::error(status, RpcError::new(INVALID_REQUEST, kind, message))
+    HttpAnswer::error_for(
+        status,
+        RpcError::new(INVALID_REQUEST, kind, message),
+        id.clone(),
+    )
 }
 
 /// A session whose credential no longer stands, ended: `404`, so the
 /// client initializes again (and hears why it cannot, if it cannot).
-fn session_ended(d: &dgw_core::protocol::Denial) -> HttpAnswer {
-    HttpAnswer::error(
+fn session_ended(d: &dgw_core::protocol::Denial, id: &Value) -> HttpAnswer {
+    HttpAnswer::error_for(
         StatusCode::NOT_FOUND,
         RpcError::new(
             INVALID_REQUEST,
@@ -59,6 +69,7 @@ fn session_ended(d: &dgw_core::protocol::Denial) -> HttpAnswer {
                 d.detail
             ),
         ),
+        id.clone(),
     )
 }
 
@@ -114,7 +125,7 @@ impl StreamableHttp {
         };
         match self.sessions.end(id, digests.of(headers)).await {
             Ok(()) => StatusCode::NO_CONTENT,
-            Err(refusal) => session_refused(refusal).status,
+            Err(refusal) => session_refused(refusal, &Value::Null).status,
         }
     }
 
@@ -125,19 +136,6 @@ impl StreamableHttp {
         body: &Bytes,
         digests: &HeaderDigests,
     ) -> HttpAnswer {
-        if let Some(v) = headers.get(VERSION_HEADER) {
-            let known = v.to_str().is_ok_and(|v| SUPPORTED_VERSIONS.contains(&v));
-            if !known {
-                return HttpAnswer::error(
-                    StatusCode::BAD_REQUEST,
-                    RpcError::new(
-                        INVALID_REQUEST,
-                        "unsupported_protocol_version",
-                        format!("MCP-Protocol-Version {v:?} is not one of {SUPPORTED_VERSIONS:?}"),
-                    ),
-                );
-            }
-        }
         let value = match delegateos::canonical::parse_strict(body, self.max_body_bytes) {
             Ok(v) => v,
             Err(e) => {
@@ -147,6 +145,28 @@ impl StreamableHttp {
                 )
             }
         };
+        if stateless::is_stateless(headers, &value) {
+            return self.post_stateless(headers, value).await;
+        }
+        if let Some(v) = headers.get(VERSION_HEADER) {
+            let known = v
+                .to_str()
+                .is_ok_and(|v| SUPPORTED_VERSIONS.contains(&v.trim()));
+            if !known {
+                // Answered under the request's id when it has one.
+                let id = value.get("id").cloned().unwrap_or(Value::Null);
+                let shown = String::from_utf8_lossy(v.as_bytes());
+                let mut refused =
+                    stateless::unsupported_version(&shown, &super::stateless_serve::all_versions());
+                refused.error.data["type"] = serde_json::json!("unsupported_protocol_version");
+                refused.error.code = INVALID_REQUEST;
+                return HttpAnswer {
+                    status: StatusCode::BAD_REQUEST,
+                    session_id: None,
+                    body: Some(refused.error.response(id)),
+                };
+            }
+        }
         let (items, batch) = match value {
             Value::Array(items) if items.is_empty() || items.len() > MAX_BATCH => {
                 return HttpAnswer::error(
@@ -171,19 +191,25 @@ impl StreamableHttp {
                     .push(RpcError::new(INVALID_REQUEST, "invalid_request", why).response(id)),
             }
         }
+        // Errors below answer the request when the POST carried one.
+        let reply_id = match (batch, messages.first()) {
+            (false, Some(Message::Request { id, .. })) => id.clone(),
+            _ => Value::Null,
+        };
         let mut new_session = None;
         // Read before the credential is: a reload meanwhile is seen at the
         // session's next request.
         let generation = self.proxy.trust_generation();
         let (session, existing) = if messages.iter().any(Message::is_initialize) {
             if batch {
-                return HttpAnswer::error(
+                return HttpAnswer::error_for(
                     StatusCode::BAD_REQUEST,
                     RpcError::new(
                         INVALID_REQUEST,
                         "invalid_request",
                         "initialize must be sent on its own, not in a batch",
                     ),
+                    reply_id.clone(),
                 );
             }
             // Read from a copy: the proxy's `initialize` takes it again.
@@ -222,13 +248,14 @@ impl StreamableHttp {
                 }
                 None if self.sessions.policy.anonymous => None,
                 None => {
-                    return HttpAnswer::error(
+                    return HttpAnswer::error_for(
                         StatusCode::UNAUTHORIZED,
                         RpcError::new(
                             INVALID_REQUEST,
                             "credential_required",
                             "initialize needs a DCT (Authorization: DCT … or _delegateos); this gateway opens no anonymous sessions",
                         ),
+                        reply_id.clone(),
                     )
                 }
             };
@@ -236,29 +263,30 @@ impl StreamableHttp {
                 Ok((id, s)) => {
                     if let Err(refusal) = self.sessions.publish(&id).await {
                         let _ = self.sessions.remove(&id, digests.of(headers));
-                        return session_refused(refusal);
+                        return session_refused(refusal, &reply_id);
                     }
                     new_session = Some(id);
                     s.stood_at(generation);
                     (s, None)
                 }
-                Err(refusal) => return session_refused(refusal),
+                Err(refusal) => return session_refused(refusal, &reply_id),
             }
         } else {
             match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
                 None => {
-                    return HttpAnswer::error(
+                    return HttpAnswer::error_for(
                         StatusCode::BAD_REQUEST,
                         RpcError::new(
                             INVALID_REQUEST,
                             "session_required",
                             "send initialize first, then the Mcp-Session-Id it returns with every request",
                         ),
+                        reply_id.clone(),
                     )
                 }
                 Some(id) => match self.sessions.find(id, digests.of(headers)).await {
                     Ok(s) => (s, Some(id)),
-                    Err(refusal) => return session_refused(refusal),
+                    Err(refusal) => return session_refused(refusal, &reply_id),
                 },
             }
         };
@@ -270,7 +298,7 @@ impl StreamableHttp {
         if let Some(id) = existing {
             if let Err(d) = self.proxy.session_stands(caller).await {
                 let _ = self.sessions.end(id, digests.of(headers)).await;
-                return session_ended(&d);
+                return session_ended(&d, &reply_id);
             }
         }
         for message in messages {
@@ -298,6 +326,82 @@ impl StreamableHttp {
             },
             session_id: new_session,
             body,
+        }
+    }
+}
+
+impl StreamableHttp {
+    /// A `POST` of the stateless revision: one request, checked against
+    /// its headers, served under the credential of its own
+    /// `Authorization` header (no session: each request stands alone).
+    async fn post_stateless(&self, headers: &HeaderMap, value: Value) -> HttpAnswer {
+        let answer = |status, body| HttpAnswer {
+            status,
+            session_id: None,
+            body: Some(body),
+        };
+        if value.is_array() {
+            return HttpAnswer::error(
+                StatusCode::BAD_REQUEST,
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "invalid_request",
+                    "a POST of protocol revision 2026-07-28 carries one message, not a batch",
+                ),
+            );
+        }
+        let prefixes = self.proxy.protocols().envelope_prefixes();
+        let message = match Message::parse(value, &prefixes) {
+            Ok(m) => m,
+            Err((id, why)) => {
+                return answer(
+                    StatusCode::BAD_REQUEST,
+                    RpcError::new(INVALID_REQUEST, "invalid_request", why).response(id),
+                )
+            }
+        };
+        let id = match &message {
+            Message::Request { id, .. } => id.clone(),
+            _ => Value::Null,
+        };
+        if let Err(refused) =
+            stateless::check(headers, &message, &super::stateless_serve::all_versions())
+        {
+            return answer(refused.status, refused.error.response(id));
+        }
+        let authorization = header_credential(headers);
+        if !self.sessions.policy.anonymous
+            && matches!(message, Message::Request { .. })
+            && self
+                .proxy
+                .protocols()
+                .from_header(authorization.unwrap_or_default())
+                .is_none()
+            && self.proxy.named_header_credential(Some(headers)).is_none()
+        {
+            return answer(
+                StatusCode::UNAUTHORIZED,
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "credential_required",
+                    "every request of protocol revision 2026-07-28 carries its credential (Authorization: DCT …); this gateway serves no anonymous callers",
+                )
+                .response(id),
+            );
+        }
+        let session = super::proxy::Session::default();
+        let caller = Caller {
+            session: &session,
+            authorization,
+            headers: Some(headers),
+        };
+        match self.proxy.handle_stateless(caller, message).await {
+            Some((status, body)) => answer(status, body),
+            None => HttpAnswer {
+                status: StatusCode::ACCEPTED,
+                session_id: None,
+                body: None,
+            },
         }
     }
 }

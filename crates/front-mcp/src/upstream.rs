@@ -568,4 +568,12 @@ impl Host for Upstream {
     fn on_message(&self, pending: &Pending, value: Value) -> Option<Message> {
         self.route(pending, value)
     }
+
+    fn tool_schema(&self, name: &str) -> Option<Value> {
+        let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+        tools
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(name))
+            .and_then(|t| t.get("inputSchema").cloned())
+    }
 }

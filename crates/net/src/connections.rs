@@ -295,7 +295,7 @@ pub fn raise_descriptor_limit() -> Option<u64> {
         };
         match setrlimit(Resource::Nofile, raised) {
             Ok(()) => {
-                tracing::debug!(limit = ?limit.maximum, "raised the descriptor limit");
+                tracing::debug!(limit = %limit.maximum.map_or_else(|| "unlimited".to_owned(), |n| n.to_string()), "raised the descriptor limit");
                 return limit.maximum;
             }
             Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit"),

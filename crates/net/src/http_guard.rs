@@ -5,7 +5,11 @@
 //! servers to validate `Origin`; the same holds for `/rpc`.
 //!
 //! - A request whose `Origin` is present and not in `[server]
-//!   allowed_origins` is refused (403).
+//!   allowed_origins` is refused (403). With no `allowed_origins`
+//!   configured, dgw's own origins are accepted (a page dgw itself served):
+//!   the listener's scheme with each `Host` it accepts (so, by default on
+//!   loopback, its own address and the `localhost` names with its port); on
+//!   a listener that takes any host, no origin.
 //! - `Host` must be one of `[server] allowed_hosts`; by default, on a
 //!   loopback listener, the listener's own address and the `localhost`
 //!   names with its port; on any other address, any host (dgw cannot know
@@ -38,6 +42,8 @@ impl GuardError {
 #[derive(Debug, Clone)]
 pub struct HttpGuard {
     origins: Vec<String>,
+    /// `allowed_origins` was given: only it counts.
+    configured_origins: bool,
     /// `None`: any host.
     hosts: Option<Vec<String>>,
 }
@@ -59,13 +65,37 @@ impl HttpGuard {
         } else {
             None
         };
-        Self {
+        let configured_origins = !origins.is_empty();
+        let mut guard = Self {
             origins: origins
                 .iter()
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
                 .collect(),
+            configured_origins,
             hosts,
+        };
+        guard.own_origins("http");
+        guard
+    }
+
+    /// The listener serves TLS: its own origins are `https://`.
+    pub fn over_tls(mut self, tls: bool) -> Self {
+        self.own_origins(if tls { "https" } else { "http" });
+        self
+    }
+
+    /// Without `allowed_origins`, dgw's own origins: `scheme` with each
+    /// accepted host.
+    fn own_origins(&mut self, scheme: &str) {
+        if self.configured_origins {
+            return;
         }
+        self.origins = self
+            .hosts
+            .iter()
+            .flatten()
+            .map(|h| format!("{scheme}://{h}"))
+            .collect();
     }
 
     /// Checks a request's `Host` and `Origin` values.
@@ -121,6 +151,58 @@ mod tests {
             .check(Some(b"localhost:8080"), Some(b"http://evil.example"))
             .unwrap_err();
         assert_eq!(e.kind(), "origin_not_allowed");
+    }
+
+    #[test]
+    fn without_allowed_origins_only_dgws_own_origins_are_accepted() {
+        let g = HttpGuard::new("127.0.0.1:8080".parse().unwrap(), vec![], vec![]);
+        let host = Some(&b"127.0.0.1:8080"[..]);
+        for ok in [
+            "http://127.0.0.1:8080",
+            "http://localhost:8080",
+            "HTTP://LOCALHOST:8080",
+        ] {
+            assert_eq!(g.check(host, Some(ok.as_bytes())), Ok(()), "{ok}");
+        }
+        for bad in [
+            "http://127.0.0.1:9090",
+            "https://127.0.0.1:8080",
+            "http://evil.example:8080",
+            "http://127.0.0.1:8080.evil.example",
+            "null",
+            "",
+        ] {
+            assert_eq!(
+                g.check(host, Some(bad.as_bytes())).unwrap_err().kind(),
+                "origin_not_allowed",
+                "{bad}"
+            );
+        }
+        let g = g.over_tls(true);
+        assert_eq!(g.check(host, Some(b"https://127.0.0.1:8080")), Ok(()));
+        assert!(g.check(host, Some(b"http://127.0.0.1:8080")).is_err());
+        // Configured hosts give their origins; configured origins rule alone.
+        let g = HttpGuard::new(
+            "0.0.0.0:8080".parse().unwrap(),
+            vec![],
+            vec!["dgw.internal:8080".into()],
+        );
+        assert_eq!(
+            g.check(
+                Some(b"dgw.internal:8080"),
+                Some(b"http://dgw.internal:8080")
+            ),
+            Ok(())
+        );
+        let g = HttpGuard::new(
+            "127.0.0.1:8080".parse().unwrap(),
+            vec!["https://console.example.com".into()],
+            vec![],
+        );
+        assert!(g.check(host, Some(b"http://127.0.0.1:8080")).is_err());
+        // A listener taking any host has no origin of its own.
+        let g = HttpGuard::new("0.0.0.0:8080".parse().unwrap(), vec![], vec![]);
+        assert!(g.check(Some(b"x:8080"), Some(b"http://x:8080")).is_err());
     }
 
     #[test]

@@ -6,3 +6,4 @@ pub mod connections;
 pub mod h2_frames;
 pub mod http_guard;
 pub mod tls;
+pub mod trace_context;

@@ -46,8 +46,13 @@ impl LiveTls {
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("{path}: {detail}")]
-    File { path: PathBuf, detail: String },
+    /// A file a config key names, and why it is refused.
+    #[error("`{key}` ({path}): {detail}")]
+    File {
+        key: &'static str,
+        path: PathBuf,
+        detail: String,
+    },
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
     #[error("client certificate verifier: {0}")]
@@ -58,30 +63,48 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn file_error(path: &Path, detail: impl ToString) -> TlsError {
+fn file_error(key: &'static str, path: &Path, detail: impl ToString) -> TlsError {
     TlsError::File {
+        key,
         path: path.to_owned(),
         detail: detail.to_string(),
     }
 }
 
+/// Why a PEM file was refused, in words (the crate's own show bytes as a
+/// list of numbers).
+fn pem_words(e: rustls_pki_types::pem::Error, holds: &str) -> String {
+    use rustls_pki_types::pem::Error::*;
+    match e {
+        Io(e) => e.to_string(),
+        NoItemsFound => format!("holds no PEM {holds}"),
+        MissingSectionEnd { .. } | IllegalSectionStart { .. } => {
+            "is not a well-formed PEM file (a BEGIN line without its END)".into()
+        }
+        Base64Decode(_) => "a PEM section is not valid base64".into(),
+        SectionTooLarge => "a PEM section is over 256 MB".into(),
+        other => other.to_string(),
+    }
+}
+
 /// Every certificate in a PEM file (at least one).
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+fn certificates(key: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let words = |e| file_error(key, path, pem_words(e, "certificate"));
     let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| file_error(path, e))?
+        .map_err(words)?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| file_error(path, e))?;
+        .map_err(words)?;
     if certs.is_empty() {
-        return Err(file_error(path, "holds no PEM certificate"));
+        return Err(file_error(key, path, "holds no PEM certificate"));
     }
     Ok(certs)
 }
 
 /// A root store of the certificates in a PEM file.
-fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
+fn roots(key: &'static str, path: &Path) -> Result<RootCertStore, TlsError> {
     let mut store = RootCertStore::empty();
-    for cert in certificates(path)? {
-        store.add(cert).map_err(|e| file_error(path, e))?;
+    for cert in certificates(key, path)? {
+        store.add(cert).map_err(|e| file_error(key, path, e))?;
     }
     Ok(store)
 }
@@ -89,17 +112,24 @@ fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
 /// A listener's configuration, offering `alpn` (`h2` for gRPC,
 /// `http/1.1` for the HTTP listener).
 pub fn server_config(files: &TlsFiles, alpn: &[&[u8]]) -> Result<Arc<ServerConfig>, TlsError> {
-    let certs = certificates(&files.cert_file)?;
-    let key = PrivateKeyDer::from_pem_file(&files.key_file)
-        .map_err(|e| file_error(&files.key_file, e))?;
+    let certs = certificates("server.tls.cert_file", &files.cert_file)?;
+    let key = PrivateKeyDer::from_pem_file(&files.key_file).map_err(|e| {
+        file_error(
+            "server.tls.key_file",
+            &files.key_file,
+            pem_words(e, "private key"),
+        )
+    })?;
     let builder =
         ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let builder = match &files.client_ca_file {
         Some(ca) => {
-            let verifier =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
-                    .build()
-                    .map_err(|e| TlsError::Verifier(e.to_string()))?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots("server.tls.client_ca_file", ca)?),
+                provider(),
+            )
+            .build()
+            .map_err(|e| TlsError::Verifier(e.to_string()))?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
@@ -113,7 +143,7 @@ pub fn server_config(files: &TlsFiles, alpn: &[&[u8]]) -> Result<Arc<ServerConfi
 /// system's roots.
 pub fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, TlsError> {
     let roots = match ca_file {
-        Some(path) => roots(path)?,
+        Some(path) => roots("ca_file", path)?,
         None => {
             let mut store = RootCertStore::empty();
             let found = rustls_native_certs::load_native_certs();

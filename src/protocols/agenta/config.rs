@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use dgw_core::units::Size;
 use serde::Deserialize;
 
 use super::origin::Origin;
@@ -38,7 +39,7 @@ pub struct AgentaConfig {
     pub retention: Duration,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgenta {
     tenant: String,
@@ -51,17 +52,17 @@ pub struct RawAgenta {
     offers: Vec<RawOffer>,
     #[serde(default)]
     buyer_callback_hosts: Vec<String>,
-    max_input_bytes: Option<usize>,
-    max_result_bytes: Option<usize>,
-    max_metadata_bytes: Option<usize>,
-    max_string_bytes: Option<usize>,
+    max_input_bytes: Option<Size>,
+    max_result_bytes: Option<Size>,
+    max_metadata_bytes: Option<Size>,
+    max_string_bytes: Option<Size>,
     #[serde(default = "default_max_stored_requests")]
     max_stored_requests: usize,
     #[serde(default = "default_retention")]
     retention: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawOffer {
     file: PathBuf,
@@ -108,18 +109,8 @@ impl RawAgenta {
                 ));
             }
         }
-        let seller_timeout = humantime::parse_duration(&self.seller_timeout)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                (
-                    "agenta.seller_timeout".to_owned(),
-                    format!(
-                        "{:?} is not a duration longer than zero",
-                        self.seller_timeout
-                    ),
-                )
-            })?;
+        let seller_timeout = dgw_core::units::duration(&self.seller_timeout)
+            .map_err(|e| ("agenta.seller_timeout".to_owned(), e))?;
         let buyer_callback_origins = self
             .buyer_callback_hosts
             .iter()
@@ -130,11 +121,23 @@ impl RawAgenta {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let defaults = agenta::Limits::default();
-        let bound = |key: &str, value: Option<usize>, default: usize, least: usize| {
-            let value = value.unwrap_or(default);
+        let bound = |key: &str, value: Option<Size>, default: usize, least: usize| {
+            let key = format!("agenta.{key}");
+            let value = match value {
+                None => default,
+                Some(size) => {
+                    let n = size.bytes().map_err(|e| (key.clone(), e))?;
+                    usize::try_from(n).map_err(|_| {
+                        (
+                            key.clone(),
+                            format!("{n} bytes is more than this machine can address"),
+                        )
+                    })?
+                }
+            };
             if value < least {
                 Err((
-                    format!("agenta.{key}"),
+                    key,
                     format!("{value} is below the least bound, {least} bytes"),
                 ))
             } else {
@@ -173,15 +176,8 @@ impl RawAgenta {
                 "must be at least 1".into(),
             ));
         }
-        let retention = humantime::parse_duration(&self.retention)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                (
-                    "agenta.retention".to_owned(),
-                    format!("{:?} is not a duration longer than zero", self.retention),
-                )
-            })?;
+        let retention = dgw_core::units::duration(&self.retention)
+            .map_err(|e| ("agenta.retention".to_owned(), e))?;
         Ok(AgentaConfig {
             tenant: self.tenant,
             currencies: self.currencies,

@@ -12,6 +12,7 @@
 mod buy;
 mod config;
 mod ending;
+pub mod module;
 mod offers;
 mod origin;
 mod records;

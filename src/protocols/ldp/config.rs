@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// The section as written.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawLdp {
     /// Where routers reach dgw (the `endpoint` of the cards it serves);
@@ -30,7 +30,7 @@ pub struct RawLdp {
 }
 
 /// `[ldp.identity]`: dgw's own card.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawIdentity {
     #[serde(default)]
@@ -56,7 +56,7 @@ pub struct OwnIdentity {
     pub jurisdiction: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawDomain {
     name: String,
@@ -83,7 +83,7 @@ fn default_timeout() -> String {
     "30s".into()
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawDelegate {
     name: String,
@@ -109,7 +109,7 @@ struct RawDelegate {
     routers: Vec<RawRouter>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawRouter {
     id: String,
@@ -263,11 +263,30 @@ pub struct LdpConfig {
 }
 
 impl RawLdp {
+    /// Every `secret_file` the section names, by key (`dgw config check`).
+    pub fn secret_files(&self) -> Vec<(String, PathBuf)> {
+        let mut out = Vec::new();
+        for (i, d) in self.delegates.iter().enumerate() {
+            if let Some(f) = &d.secret_file {
+                out.push((format!("ldp.delegates[{i}].secret_file"), f.clone()));
+            }
+            for (j, r) in d.routers.iter().enumerate() {
+                if let Some(f) = &r.secret_file {
+                    out.push((
+                        format!("ldp.delegates[{i}].routers[{j}].secret_file"),
+                        f.clone(),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// Validated (secret files read, relative to `base`, the config file's
     /// directory); an error names the key.
     pub fn validate(self, base: &Path) -> Result<LdpConfig, (String, String)> {
-        let delegate_timeout = humantime::parse_duration(&self.delegate_timeout)
-            .map_err(|e| ("ldp.delegate_timeout".to_owned(), e.to_string()))?;
+        let delegate_timeout = dgw_core::units::duration(&self.delegate_timeout)
+            .map_err(|e| ("ldp.delegate_timeout".to_owned(), e))?;
         if !(1..=3600).contains(&self.freshness_secs) {
             return Err(("ldp.freshness_secs".into(), "must be 1 to 3600".into()));
         }

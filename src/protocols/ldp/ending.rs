@@ -356,9 +356,14 @@ impl Ldp {
                 )))
             }
             Err(Change::Refused(s)) => {
+                // Its wire name (`SUSPENDED`), not the Rust variant.
+                let state = serde_json::to_value(s)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
                 return Err(GateError::InvalidParams(format!(
-                    "session {session_id:?} is {s:?}, not open"
-                )))
+                    "session {session_id:?} is {state}, not open"
+                )));
             }
             Err(Change::Storage(e)) => return Err(e.into()),
         };

@@ -16,6 +16,7 @@ mod config;
 mod ending;
 mod exchange;
 mod methods;
+pub mod module;
 mod payer;
 mod refused;
 mod replies;

@@ -10,7 +10,7 @@ use serde::Deserialize;
 pub const DEFAULT_AUDIENCE: &str = "task:submit";
 
 /// The section as written.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawMotebit {
     #[serde(default)]
@@ -19,7 +19,7 @@ pub struct RawMotebit {
     delegators: Vec<RawDelegator>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawDelegator {
     motebit_id: String,

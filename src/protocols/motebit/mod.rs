@@ -11,9 +11,11 @@
 //! `CallProtocol`). Pure logic is in `adapters/motebit`; the choices where
 //! the texts are silent are in `docs/adapters/motebit.md`.
 
+pub(crate) mod cli;
 mod config;
 pub mod inspect;
 mod methods;
+pub mod module;
 pub mod pins;
 mod receipts;
 mod trust;

@@ -8,6 +8,7 @@ use super::{forbidden, ledger_error, GateError, Gatekeeper};
 use crate::budget::{HolderDigest, Settlement};
 use crate::caller::Caller;
 use crate::telemetry;
+use tracing::Instrument;
 
 /// How many delegations get a spend gauge of their own.
 pub const TOP_DELEGATIONS: usize = 10;
@@ -50,6 +51,7 @@ impl Gatekeeper {
         let settled = self
             .budgets
             .settle(reservation_id, actual_microcents)
+            .instrument(settle_span("charged"))
             .await
             .map_err(ledger_error)?;
         self.trail_settlement(&settled, caller);
@@ -76,6 +78,7 @@ impl Gatekeeper {
         let settled = self
             .budgets
             .settle_charged(reservation_id, actual_microcents)
+            .instrument(settle_span("charged"))
             .await
             .map_err(ledger_error)?;
         self.trail_settlement(&settled, &Caller::gateway());
@@ -88,6 +91,7 @@ impl Gatekeeper {
         let released = self
             .budgets
             .release(reservation_id)
+            .instrument(settle_span("released"))
             .await
             .map_err(ledger_error)?;
         self.trail.event(
@@ -115,7 +119,7 @@ impl Gatekeeper {
     /// Refreshes the gauges (before a scrape): per tenant, and for the
     /// [`TOP_DELEGATIONS`] top-level delegations that spent most.
     pub async fn refresh_gauges(&self) {
-        telemetry::set_revocations_current(self.revocations.is_current());
+        telemetry::set_revocation_index_complete(self.revocations.is_current());
         if self.state_ready().await.is_err() {
             return;
         }
@@ -191,4 +195,11 @@ impl Gatekeeper {
             .write()
             .unwrap_or_else(|p| p.into_inner()) = roots;
     }
+}
+
+/// The settle stage's span: a reservation charged or released.
+fn settle_span(decision: &'static str) -> tracing::Span {
+    let span = crate::stage_span!("settle");
+    span.record("dgw.decision", decision);
+    span
 }

@@ -119,7 +119,24 @@ impl Gatekeeper {
         if !watched && !self.trail.is_set() {
             return;
         }
+        let audit = crate::stage_span!("audit");
+        let _in = audit.enter();
         let event = Arc::new(make());
+        if !audit.is_disabled() {
+            audit.record(
+                "dgw.decision",
+                if event.allowed { "allowed" } else { "denied" },
+            );
+            if let Some(t) = &event.tenant {
+                audit.record("dgw.tenant", t.as_str());
+            }
+            if let Some(leaf) = event.chain.last() {
+                audit.record("dgw.delegation", leaf.as_str());
+            }
+            if let Some(d) = &event.denial_type {
+                audit.record("dgw.denial", d.as_str());
+            }
+        }
         self.trail
             .record(|| crate::trail::TrailEntry::Decision(event.clone()));
         if watched {

@@ -71,6 +71,8 @@ wire_names! {
         Attestation => "attestation",
         /// No chain of budget levels ends at the delegation.
         BudgetForDelegation => "budget for delegation",
+        /// No issuing delegation is configured for the tenant.
+        IssuingDelegation => "issuing delegation for tenant",
     }
 }
 

@@ -14,8 +14,10 @@ use super::{
 use crate::budget::{BudgetKey, Hold, HolderDigest, LedgerError, Reservation};
 use crate::protocol::{Call, Decision, Found};
 use crate::revocations::Revocations;
+use crate::stages;
 use crate::state::StorageError;
 use crate::telemetry;
+use tracing::Instrument;
 
 impl Gatekeeper {
     /// The grant of a DCT: its chain verified against a tenant root, not
@@ -79,14 +81,21 @@ impl Gatekeeper {
             self.publish_authorize(None, request, cost_microcents, Err(&d));
             return Ok(Decision::Denied(d));
         }
-        let grant = match self.dct_grant(token) {
-            Ok(g) => g,
+        let verify = crate::stage_span!("credential_verify");
+        let grant = match verify.in_scope(|| self.dct_grant(token)) {
+            Ok(g) => {
+                g.record_in(&verify);
+                stages::allowed(&verify);
+                g
+            }
             Err(d) => {
                 let d = d.for_request(first);
+                d.record_in(&verify);
                 self.publish_authorize(None, first, cost_microcents, Err(&d));
                 return Ok(Decision::Denied(d));
             }
         };
+        drop(verify);
         self.authorize_grant(&grant, token, requests, cost_microcents, hold)
             .await
     }
@@ -122,24 +131,46 @@ impl Gatekeeper {
         if let Some((reason, request)) = first_non_canonical(requests) {
             return deny(Denial::pipeline(grant.protocol, reason).for_request(request));
         }
-        let leaf = &grant
+        let leaf = grant
             .levels
             .last()
-            .ok_or_else(|| GateError::InvalidParams("a grant has at least one level".into()))?
-            .0;
-        let spent = self.budgets.spent(leaf).await.map_err(ledger_error)?;
+            .ok_or_else(|| GateError::InvalidParams("a grant has at least one level".into()))?;
+        let matching = crate::stage_span!("capability_match");
+        grant.record_in(&matching);
+        // One read gives what was spent at the leaf and the limit its node
+        // enforces: the smallest any token gave it (decision 27), which a
+        // re-issued token's own budget does not raise.
+        let node = self
+            .budgets
+            .report_levels(std::slice::from_ref(leaf))
+            .instrument(matching.clone())
+            .await
+            .map_err(ledger_error)?;
+        let (spent, enforced) = node.first().map_or((0, leaf.1), |l| {
+            (l.spent_microcents, l.budget_microcents.min(leaf.1))
+        });
         let requests = grant.requests.as_deref().unwrap_or(requests);
         let mut scope = grant.scope.clone();
         for request in requests {
-            match grant.authority.permits(request, spent) {
+            match matching.in_scope(|| grant.authority.permits(request, spent)) {
                 Ok(s) => {
                     scope = scope.or(s);
                 }
                 Err(reason) => {
-                    return deny(Denial::pipeline(grant.protocol, reason).for_request(request))
+                    let d = Denial::pipeline(grant.protocol, reason).for_request(request);
+                    d.record_in(&matching);
+                    return deny(d);
                 }
             }
         }
+        // What the answer states is what will be enforced.
+        if let Some(s) = scope.as_mut() {
+            s.remaining_budget_microcents = s
+                .remaining_budget_microcents
+                .min(enforced.saturating_sub(spent));
+        }
+        stages::allowed(&matching);
+        drop(matching);
         // A caller's reservation is the caller's to settle or release, so it
         // is bound to the credential that made it; the gateway's own (work it
         // forwards or brokers) has no holder but the gateway. A caller's
@@ -150,6 +181,8 @@ impl Gatekeeper {
         } else {
             // Digested only here: the digest of a kilobyte token is not free.
             let holder = hold.by_caller.then(|| HolderDigest::of(presented));
+            let reserving = crate::stage_span!("reserve");
+            grant.record_in(&reserving);
             match self
                 .reserve(
                     &grant.budget_levels(),
@@ -158,11 +191,17 @@ impl Gatekeeper {
                     hold,
                     holder,
                 )
+                .instrument(reserving.clone())
                 .await?
             {
-                Ok(r) => Some(r),
+                Ok(r) => {
+                    stages::allowed(&reserving);
+                    Some(r)
+                }
                 Err(reason) => {
-                    return deny(Denial::pipeline(grant.protocol, reason).for_request(first))
+                    let d = Denial::pipeline(grant.protocol, reason).for_request(first);
+                    d.record_in(&reserving);
+                    return deny(d);
                 }
             }
         };
@@ -212,10 +251,24 @@ impl Gatekeeper {
             protocol.denied(None, &found.credential, call, &d).await;
             return Ok(Decision::Denied(d));
         }
-        let grant = match protocol.grant(&found.credential, call).await? {
-            Decision::Allowed(g) => g,
-            Decision::Denied(d) => return Ok(Decision::Denied(refused(d.for_request(first)))),
+        let verify = crate::stage_span!("credential_verify");
+        verify.record("dgw.protocol", protocol.id().name);
+        let grant = match protocol
+            .grant(&found.credential, call)
+            .instrument(verify.clone())
+            .await?
+        {
+            Decision::Allowed(g) => {
+                g.record_in(&verify);
+                stages::allowed(&verify);
+                g
+            }
+            Decision::Denied(d) => {
+                d.record_in(&verify);
+                return Ok(Decision::Denied(refused(d.for_request(first))));
+            }
         };
+        drop(verify);
         match self
             .authorize_grant(
                 &grant,

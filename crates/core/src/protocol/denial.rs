@@ -41,10 +41,19 @@ pub struct Denial {
     pub requested: Option<Box<CapabilityRequest>>,
 }
 
+/// The wire type of a malformed credential ([`Denial::malformed`]).
+pub const MALFORMED_CREDENTIAL: &str = "invalid_params";
+
 /// Most bytes of each caller-supplied field a denial echoes back.
 pub const MAX_ECHOED_BYTES: usize = 256;
 
 impl Denial {
+    /// Records this denial on a stage's span (its protocol and type, never
+    /// its detail).
+    pub fn record_in(&self, span: &tracing::Span) {
+        crate::stages::denied(span, self.protocol.name, self.kind.as_str());
+    }
+
     /// A DelegateOS-vocabulary denial for `protocol`.
     pub fn pipeline(protocol: ProtocolId, reason: DenialReason) -> Self {
         Self {
@@ -60,7 +69,7 @@ impl Denial {
     pub fn malformed(protocol: ProtocolId, detail: impl Into<String>) -> Self {
         Self {
             protocol,
-            kind: DenialKind::Malformed("invalid_params"),
+            kind: DenialKind::Malformed(MALFORMED_CREDENTIAL),
             detail: detail.into(),
             granted: None,
             requested: None,

@@ -33,7 +33,7 @@ use crate::budget::{BudgetKey, HolderDigest};
 use crate::caller::Caller;
 use crate::gatekeeper::error::GateError;
 
-pub use denial::{Decision, Denial, DenialKind, MAX_ECHOED_BYTES};
+pub use denial::{Decision, Denial, DenialKind, MALFORMED_CREDENTIAL, MAX_ECHOED_BYTES};
 pub use endpoint::{HttpAnswer, HttpRequest};
 pub use registry::{Found, Registry};
 
@@ -190,6 +190,16 @@ pub struct Grant {
 }
 
 impl Grant {
+    /// Records who this grant speaks for on a stage's span.
+    pub fn record_in(&self, span: &tracing::Span) {
+        crate::stages::record_grant(
+            span,
+            self.protocol.name,
+            &self.tenant,
+            self.chain.last().map(|d| d.as_str()),
+        );
+    }
+
     /// Narrows the grant to a budget of `limit` named `name` below its
     /// last level: a reservation must fit there too. The authority still
     /// judges the credential by what its own last level has spent.

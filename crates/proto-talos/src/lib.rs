@@ -5,6 +5,8 @@
 //! [`Grant`] for the one pipeline. Every grant, denial and invocation is a
 //! signed audit event; `talos/revoke` records revocations.
 
+pub mod module;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -20,17 +22,17 @@ use talos::revocation::TalosRevocation;
 use talos::{Context, Denied, TalosDenial, TalosRequest};
 use time::OffsetDateTime;
 
-use crate::budget::BudgetKey;
-use crate::caller::Caller;
-use crate::gatekeeper::GateError;
-use crate::protocol::capabilities::Capabilities;
-use crate::protocol::{
+use dgw_core::budget::BudgetKey;
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::GateError;
+use dgw_core::protocol::capabilities::Capabilities;
+use dgw_core::protocol::{
     Call, Completed, Credential, Decision, Denial, EarlyRefusal, Grant, MethodResult, Protocol,
     ProtocolId, ProtocolInfo,
 };
-use crate::revocations::Revocations;
-use crate::state::{AuditSink, ReplayStore, StorageError};
-use crate::telemetry;
+use dgw_core::revocations::Revocations;
+use dgw_core::state::{AuditSink, ReplayStore, StorageError};
+use dgw_core::telemetry;
 
 /// Its name.
 pub const ID: ProtocolId = ProtocolId::new(&ProtocolInfo {
@@ -56,14 +58,14 @@ pub struct TalosIssuer {
 }
 
 /// The `[talos]` config section as written.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, schemars::JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct TalosSection {
     #[serde(default)]
     issuers: Vec<RawIssuer>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawIssuer {
     did: String,
@@ -414,7 +416,7 @@ impl Talos {
     async fn revoke_by_admin(&self, caller: &Caller, name: &str) -> Result<bool, GateError> {
         if !caller.is_authenticated_admin() {
             return Err(GateError::Forbidden {
-                kind: crate::gatekeeper::Forbidden::AdminRequired,
+                kind: dgw_core::gatekeeper::Forbidden::AdminRequired,
                 detail:
                     "revoking without an issuer's signature needs an admin token or certificate"
                         .into(),

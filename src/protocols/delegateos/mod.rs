@@ -2,6 +2,8 @@
 //! a request's `params._delegateos` (§11.3), verified by the gatekeeper (the
 //! pivot model's own verifier).
 
+pub mod module;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -19,11 +21,13 @@ pub const ID: ProtocolId = crate::gatekeeper::DELEGATEOS;
 /// The DelegateOS protocol.
 pub struct DelegateOs {
     gate: Arc<Gatekeeper>,
+    /// `dgw/tokens/issue`: the gateway's key and the tenants' issuing delegations.
+    issuing: Arc<dgw_core::issuing::Issuing>,
 }
 
 impl DelegateOs {
-    pub fn new(gate: Arc<Gatekeeper>) -> Self {
-        Self { gate }
+    pub fn new(gate: Arc<Gatekeeper>, issuing: Arc<dgw_core::issuing::Issuing>) -> Self {
+        Self { gate, issuing }
     }
 }
 
@@ -99,6 +103,30 @@ impl Protocol for DelegateOs {
 
     fn http_paths(&self) -> &'static [&'static str] {
         &["/revocations"]
+    }
+
+    fn methods(&self) -> &'static [&'static str] {
+        &[dgw_core::issuing::METHOD]
+    }
+
+    async fn call_method(
+        &self,
+        caller: &crate::caller::Caller,
+        method: &str,
+        params: Value,
+    ) -> crate::protocol::MethodResult {
+        if method != dgw_core::issuing::METHOD {
+            return Err(GateError::InvalidParams(format!("{method} is not served")));
+        }
+        let issued = self.issuing.issue(&self.gate, caller, params)?;
+        tracing::info!(
+            tenant = %issued.tenant,
+            delegation = %issued.delegation_id,
+            to = %issued.to,
+            admin = caller.admin_name().unwrap_or_default(),
+            "token issued"
+        );
+        Ok(json!(issued))
     }
 
     async fn serve_http(&self, request: HttpRequest<'_>) -> HttpAnswer {

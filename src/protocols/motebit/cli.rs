@@ -4,11 +4,12 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::{print_json, read_file, CliError, Outcome};
-use crate::protocols::motebit::inspect;
+use super::inspect;
+use crate::cli::admin_call::{self, AdminAuth};
+use crate::cli::{print_json, read_file, CliError, Outcome};
 
 #[derive(Debug, Subcommand)]
-pub(super) enum MotebitCommand {
+pub(crate) enum MotebitCommand {
     /// Verify a receipt (with its nested receipts), a delegation token or
     /// chain (a JSON array, root first) or a receipt sequence (an array of
     /// receipts): exit 0 verified, 1 not, 2 unreadable.
@@ -27,8 +28,10 @@ pub(super) enum MotebitCommand {
         file: String,
     },
     /// Pin a key for a motebit_id on a running gateway (lifting a
-    /// severance); the admin secret is read from DGW_ADMIN_TOKEN.
+    /// severance), as an administrator.
     Pin {
+        #[command(flatten)]
+        auth: AdminAuth,
         /// The gateway's JSON-RPC URL.
         #[arg(long, default_value = "http://127.0.0.1:8080/rpc")]
         gateway: String,
@@ -38,8 +41,10 @@ pub(super) enum MotebitCommand {
         public_key: String,
     },
     /// Forget the pin of a motebit_id on a running gateway (the next key
-    /// seen is pinned); the admin secret is read from DGW_ADMIN_TOKEN.
+    /// seen is pinned), as an administrator.
     Unpin {
+        #[command(flatten)]
+        auth: AdminAuth,
         /// The gateway's JSON-RPC URL.
         #[arg(long, default_value = "http://127.0.0.1:8080/rpc")]
         gateway: String,
@@ -60,7 +65,7 @@ fn now_ms() -> f64 {
     (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as f64
 }
 
-pub(super) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
+pub(crate) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
     match cmd {
         MotebitCommand::Verify { file, known_keys } => {
             let artifact = read_json(&file, "the artifact")?;
@@ -91,40 +96,25 @@ pub(super) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
             )
         }
         MotebitCommand::Pin {
+            auth,
             gateway,
             motebit_id,
             public_key,
-        } => rpc(
+        } => admin_call::run(
+            &auth,
             &gateway,
             "motebit/pin",
             json!({"motebit_id": motebit_id, "public_key": public_key}),
         ),
         MotebitCommand::Unpin {
+            auth,
             gateway,
             motebit_id,
-        } => rpc(&gateway, "motebit/unpin", json!({"motebit_id": motebit_id})),
-    }
-}
-
-/// One JSON-RPC call to a running gateway as an administrator: the result
-/// printed (exit 0), or its error (exit 1; unreachable: 2).
-fn rpc(gateway: &str, method: &str, params: Value) -> Result<Outcome, CliError> {
-    let answer = super::admin_call::call(gateway, method, params)?;
-    match (answer.get("result"), answer.get("error")) {
-        (Some(result), _) => {
-            print_json(result);
-            Ok(Outcome::Success)
-        }
-        (None, Some(error)) => {
-            eprintln!(
-                "dgw: {method} refused: {}",
-                super::admin_call::message(error)
-            );
-            print_json(error);
-            Ok(Outcome::Negative)
-        }
-        _ => Err(CliError::Usage(format!(
-            "the gateway at {gateway} answered no JSON-RPC result"
-        ))),
+        } => admin_call::run(
+            &auth,
+            &gateway,
+            "motebit/unpin",
+            json!({"motebit_id": motebit_id}),
+        ),
     }
 }

@@ -1,0 +1,96 @@
+//! Motebit's registration: `[motebit]` (its delegators and audience,
+//! applied on reload) and its `dgw motebit …` commands.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use clap::{FromArgMatches, Subcommand};
+use dgw_protocol::{
+    section, CommandError, Document, Exit, Module, Running, SectionError, Services, Staged,
+};
+
+use super::{Motebit, MotebitConfig, RawMotebit};
+
+/// Motebit, as the binary lists it.
+pub struct MotebitModule;
+
+/// The registration value.
+pub static MODULE: MotebitModule = MotebitModule;
+
+/// `document`'s `[motebit]` (the defaults when absent).
+pub fn read(document: &Document<'_>) -> Result<MotebitConfig, SectionError> {
+    Ok(section::<RawMotebit>(document.text, "motebit")?
+        .unwrap_or_default()
+        .validate()?)
+}
+
+/// [`read`], its delegators' tenants among the configured `tenants`.
+fn checked(document: &Document<'_>, tenants: &[&str]) -> Result<MotebitConfig, SectionError> {
+    let config = read(document)?;
+    for (i, d) in config.delegators.iter().enumerate() {
+        if !tenants.contains(&d.tenant.as_str()) {
+            return Err(SectionError::invalid(
+                format!("motebit.delegators[{i}].tenant"),
+                format!("{:?} is not a configured tenant", d.tenant),
+            ));
+        }
+    }
+    Ok(config)
+}
+
+struct Built(Arc<Motebit>);
+
+#[async_trait]
+impl Module for MotebitModule {
+    fn section(&self) -> &'static str {
+        "motebit"
+    }
+
+    fn check(&self, document: &Document<'_>, tenants: &[&str]) -> Result<(), SectionError> {
+        checked(document, tenants).map(drop)
+    }
+
+    async fn build(
+        &self,
+        document: &Document<'_>,
+        services: &Services,
+    ) -> Result<Arc<dyn Running>, String> {
+        let config = read(document).map_err(|e| e.to_string())?;
+        let motebit = Motebit::new(config, services.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Arc::new(Built(Arc::new(motebit))))
+    }
+
+    fn command(&self) -> Option<clap::Command> {
+        Some(super::cli::MotebitCommand::augment_subcommands(
+            clap::Command::new("motebit")
+                .about("Verify Motebit receipts, tokens and chains; print VerificationVerdicts; pin and unpin Motebit keys on a running gateway")
+                .subcommand_required(true)
+                .arg_required_else_help(true),
+        ))
+    }
+
+    fn run_command(&self, matches: &clap::ArgMatches) -> Result<Exit, CommandError> {
+        let command = super::cli::MotebitCommand::from_arg_matches(matches)
+            .map_err(|e| CommandError(e.to_string()))?;
+        match super::cli::run(command) {
+            Ok(crate::cli::Outcome::Success) => Ok(Exit::Success),
+            Ok(crate::cli::Outcome::Negative) => Ok(Exit::Negative),
+            Err(e) => Err(CommandError(e.to_string())),
+        }
+    }
+}
+
+impl Running for Built {
+    fn protocol(&self) -> Option<Arc<dyn dgw_core::protocol::Protocol>> {
+        Some(self.0.clone())
+    }
+
+    fn stage(&self, document: &Document<'_>) -> Result<Staged, SectionError> {
+        // Its tenants were checked with the rest of the file.
+        let config = read(document)?;
+        let motebit = self.0.clone();
+        Ok(Staged::Apply(Box::new(move || motebit.set_config(config))))
+    }
+}
