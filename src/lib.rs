@@ -9,7 +9,6 @@ pub mod data_dir;
 pub mod keyfile;
 mod known_series;
 pub mod logs;
-pub mod outbound;
 pub mod protocols;
 pub mod reload;
 pub mod serve;
@@ -24,6 +23,6 @@ pub use dgw_front_grpc as grpc;
 pub use dgw_front_http as http;
 pub use dgw_front_jsonrpc as jsonrpc;
 pub use dgw_front_mcp as mcp;
-pub use dgw_net::{connections, http_guard, tls};
+pub use dgw_net::{connections, http_guard, outbound, tls};
 
 pub mod state;

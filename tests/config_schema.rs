@@ -138,6 +138,13 @@ fn the_schema_refuses_what_dgw_refuses() {
             format!("{good}[[upstreams]]\nname = \"a\"\ncomand = [\"x\"]\n"),
             "comand",
         ),
+        // A protocol's section has its module's schema (issue 32).
+        (
+            format!("{good}[ldp]\nfreshness_secs = 300\n"),
+            "freshness_secs",
+        ),
+        (format!("{good}[ldp]\nfreshness = 300\n"), "freshness"),
+        (format!("{good}[agenta]\ntenant = 7\n"), "tenant"),
     ] {
         let found = breaches(&validator, &as_json(&bad));
         assert!(!found.is_empty(), "the schema took {bad:?}");
@@ -145,6 +152,13 @@ fn the_schema_refuses_what_dgw_refuses() {
         let out = config_check_in(dir.path(), &bad);
         assert_eq!(out.status.code(), Some(2), "{bad}");
     }
+    // The former key is refused with what to write instead (decision 300).
+    let out = config_check_in(dir.path(), &format!("{good}[ldp]\nfreshness_secs = 300\n"));
+    assert!(
+        stderr(&out).contains("`ldp.freshness_secs`: is replaced by `ldp.freshness`, a duration: write freshness = \"300s\""),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `dgw config check` lists every file and command problem at once, each

@@ -5,7 +5,9 @@
 //! module; the core depends on no transport, backend or protocol; sled and
 //! Redis are reached only through their backend crates, and a backend is
 //! chosen in the binary's `state` alone; every crate inherits the
-//! workspace's lints; Talos is named in its protocol module only.
+//! workspace's lints; Talos is named in its protocol module only; Agenta
+//! and LDP, in any case and comments included, only in their own crates,
+//! the binary's list line and its `[dependencies]` line.
 
 // Test helpers outside #[test] functions: a failure should stop the test
 // loudly, and clippy's allow-unwrap-in-tests does not reach them.
@@ -232,6 +234,24 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "dgw-proto-talos",
         &["dgw-core", "dgw-protocol", "talos", "delegateos"],
+    ),
+    (
+        "dgw-proto-agenta",
+        &[
+            "dgw-core",
+            "dgw-protocol",
+            "dgw-net",
+            "agenta",
+            "delegateos",
+        ],
+    ),
+    (
+        "dgw-proto-ldp",
+        &["dgw-core", "dgw-protocol", "dgw-net", "ldp", "delegateos"],
+    ),
+    (
+        "dgw-proto-delegateos",
+        &["dgw-core", "dgw-protocol", "delegateos"],
     ),
     // The toy protocol of tests/toy_protocol.rs: a fixture, never shipped.
     ("toy-protocol", &["dgw-core", "dgw-protocol", "delegateos"]),
@@ -613,69 +633,6 @@ fn the_engine_check_finds_a_path_to_an_engine() {
     }
 }
 
-#[test]
-fn talos_is_named_in_its_own_modules_only() {
-    let elsewhere = [
-        "src",
-        "crates/core/src",
-        "crates/state-memory/src",
-        "crates/net/src",
-        "crates/front-jsonrpc/src",
-        "crates/front-mcp/src",
-        "crates/front-grpc/src",
-        "crates/front-http/src",
-    ];
-    let talos: Vec<String> = elsewhere
-        .iter()
-        .chain(&["crates/state-sled/src"])
-        .flat_map(|d| naming(d, "talos::").into_iter().chain(naming(d, "_talos_")))
-        .filter(|m| {
-            !m.starts_with("protocols::talos") && m != "protocols" && m != "config" && m != "serve"
-        })
-        .collect();
-    assert!(
-        talos.is_empty(),
-        "Talos named outside its module: {talos:?}"
-    );
-}
-
-/// Each protocol's adapter crate is named by its own modules in the binary
-/// (`protocols::<name>`, and its `dgw <name>` commands, which `cli`
-/// dispatches to by the same name) and by the wiring (config, serve),
-/// nowhere else; the crates under the binary never.
-#[test]
-fn each_protocol_is_named_in_its_own_modules_only() {
-    for (word, own) in [
-        ("agenta::", "agenta"),
-        ("motebit::", "motebit"),
-        ("ldp::", "ldp"),
-    ] {
-        let in_binary: Vec<String> = naming("src", word)
-            .into_iter()
-            .filter(|m| {
-                m != "config"
-                    && m != "serve"
-                    && m != "protocols"
-                    && m != "cli"
-                    && !m.starts_with(&format!("protocols::{own}"))
-                    && *m != format!("cli::{own}")
-            })
-            .collect();
-        assert!(in_binary.is_empty(), "{word} named in {in_binary:?}");
-        for dir in [
-            "crates/core/src",
-            "crates/front-jsonrpc/src",
-            "crates/front-mcp/src",
-            "crates/front-grpc/src",
-            "crates/front-http/src",
-            "crates/state-sled/src",
-            "crates/state-memory/src",
-        ] {
-            assert!(naming(dir, word).is_empty(), "{word} named in {dir}");
-        }
-    }
-}
-
 /// Issue 32: a protocol is named (its adapter's paths, its binding's
 /// module) only by its own modules and the binary's one list
 /// (`protocols::MODULES`); config loading, `serve`, reload and the command
@@ -690,7 +647,11 @@ fn a_protocol_is_named_by_its_own_modules_and_the_list_line_only() {
         .collect();
     assert!(crates.len() > 10, "{crates:?}");
     for own in ["talos", "agenta", "motebit", "ldp"] {
-        for word in [format!("{own}::"), format!("protocols::{own}")] {
+        for word in [
+            format!("{own}::"),
+            format!("protocols::{own}"),
+            format!("_{own}_"),
+        ] {
             let in_binary: Vec<String> = naming("src", &word)
                 .into_iter()
                 .filter(|m| {
@@ -717,4 +678,252 @@ fn a_protocol_is_named_by_its_own_modules_and_the_list_line_only() {
             assert!(!text.contains(name), "{wiring} names {name}");
         }
     }
+}
+
+/// The protocols moved into crates of their own (`crates/proto-<name>`,
+/// over `adapters/<name>`): their names are checked word by word below.
+const IN_THEIR_CRATES: &[&str] = &["agenta", "ldp"];
+
+/// Whether `text` names `name` as a word, in any case: `ldp`, `LDP`,
+/// `LdpConfig`, `ldp_of`, `[agenta]`, `dgw_proto_ldp`; not inside a longer
+/// lowercase word (`holdpoint`, `agentas`).
+fn names(text: &str, name: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.match_indices(name).any(|(i, _)| {
+        let before = text[..i].chars().last();
+        let first = text[i..].chars().next();
+        let after = text[i + name.len()..].chars().next();
+        let starts = match before {
+            None => true,
+            Some(b) if !b.is_ascii_alphabetic() => true,
+            // A camel-case word beginning here (`OptionLdp`).
+            Some(b) => b.is_ascii_lowercase() && first.is_some_and(|f| f.is_ascii_uppercase()),
+        };
+        starts && !after.is_some_and(|a| a.is_ascii_lowercase())
+    })
+}
+
+/// Every file under the project's source and interface directories (the
+/// binary's `src`, every crate's directory, `proto`, `tools`), and the
+/// root manifest, relative to the root; `target` aside.
+fn checked_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            if entry.file_name() == "target" || entry.file_type().unwrap().is_symlink() {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = vec![root().join("Cargo.toml")];
+    for dir in ["src", "crates", "proto", "tools"] {
+        walk(&root().join(dir), &mut out);
+    }
+    out.into_iter()
+        .map(|p| p.strip_prefix(root()).unwrap().to_owned())
+        .collect()
+}
+
+/// Where `name` is named outside its own crate (`crates/proto-<name>`),
+/// the binary's list line (`&dgw_proto_<name>::module::MODULE,` in
+/// `protocols::MODULES`) and its line in the binary's `[dependencies]`:
+/// `path:line`, comments included. The root manifest's workspace tables
+/// (members, paths) and dev-dependencies (the tests') are not its code.
+fn named_outside(files: &[PathBuf], name: &str) -> Vec<String> {
+    let own = Path::new("crates").join(format!("proto-{name}"));
+    let list_line = format!("&dgw_proto_{name}::module::MODULE,");
+    let dependency_line = format!("dgw-proto-{name}.workspace = true");
+    let mut out = Vec::new();
+    for path in files.iter().filter(|p| !p.starts_with(&own)) {
+        let Ok(text) = std::fs::read_to_string(root().join(path)) else {
+            continue;
+        };
+        let checked: Vec<(usize, &str)> = if path == Path::new("Cargo.toml") {
+            let start = text
+                .find("\n[dependencies]\n")
+                .expect("the binary's dependencies");
+            let first = text[..start].lines().count() + 1;
+            let table = &text[start + 1..];
+            let end = table[1..].find("\n[").map_or(table.len(), |e| e + 1);
+            table[..end]
+                .lines()
+                .enumerate()
+                .map(|(n, l)| (first + n, l))
+                .collect()
+        } else {
+            text.lines().enumerate().collect()
+        };
+        for (n, line) in checked {
+            let allowed = (path == Path::new("src/protocols/mod.rs") && line.trim() == list_line)
+                || (path == Path::new("Cargo.toml") && line.trim() == dependency_line);
+            if names(line, name) && !allowed {
+                out.push(format!("{}:{}", path.display(), n + 1));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 32: Agenta and LDP live in their crates. Their names appear in no
+/// other file of the gateway (config loading, `serve`, reload, the command
+/// line, the core, the fronts, the backends, the other protocols, the
+/// gRPC interface), comments included, but for the one list line and the
+/// binary's one dependency line on each crate; docs and tests may.
+#[test]
+fn agenta_and_ldp_are_named_in_their_crates_and_the_list_line_only() {
+    let files = checked_files();
+    assert!(
+        files.iter().any(|p| p.starts_with("crates/core/src")),
+        "the walk found the crates"
+    );
+    for name in IN_THEIR_CRATES {
+        let own = root().join("crates").join(format!("proto-{name}"));
+        assert!(own.join("src/module.rs").is_file(), "{name}: its crate");
+        assert_eq!(
+            named_outside(&files, name),
+            Vec::<String>::new(),
+            "{name} named outside its crate"
+        );
+        let list = std::fs::read_to_string(root().join("src/protocols/mod.rs")).unwrap();
+        let listed = list
+            .lines()
+            .filter(|l| l.trim() == format!("&dgw_proto_{name}::module::MODULE,"))
+            .count();
+        assert_eq!(listed, 1, "{name}: listed once in protocols::MODULES");
+    }
+}
+
+#[test]
+fn the_name_check_finds_a_protocol_named_anywhere() {
+    for (text, named) in [
+        ("use dgw_proto_ldp::module;", true),
+        ("// an LDP session's budget", true),
+        ("fn ldp_of(c: &Config) -> Option<LdpConfig>", true),
+        ("let x: Option<LdpConfig> = None;", true),
+        ("[agenta]", true),
+        ("Agenta's purchases", true),
+        ("\"agenta/execute\"", true),
+        ("AGENTA", true),
+        ("holdpoint", false),
+        ("fooldp", false),
+        ("agentas", false),
+        ("let hold = 1;", false),
+        ("OptionLdp", true),
+    ] {
+        let name = if text.to_ascii_lowercase().contains("agenta") {
+            "agenta"
+        } else {
+            "ldp"
+        };
+        assert_eq!(names(text, name), named, "{text}");
+    }
+}
+/// What an untyped value needs: `Any` and its downcasts (and `type_id`, a
+/// downcast by hand).
+const UNTYPED: &[&str] = &["dyn Any", "any::Any", "downcast", "type_id"];
+
+/// The untyped words in `code`.
+fn untyped(code: &str) -> Vec<&'static str> {
+    UNTYPED
+        .iter()
+        .copied()
+        .filter(|w| code.contains(w))
+        .collect()
+}
+
+/// Issue 32: a credential, a grant's record and everything else a protocol
+/// hands the pipeline are typed (`Credentials`' associated types behind
+/// the one adapter in `dgw_core::protocol`): nothing in the crates or the
+/// binary, tests included, travels as `dyn Any` or is downcast.
+#[test]
+fn nothing_travels_as_any_or_is_downcast() {
+    let found: Vec<String> = sources()
+        .into_iter()
+        .filter(|p| p.starts_with("crates") || p.starts_with("src"))
+        .filter_map(|p| {
+            let words = untyped(&without_comments(&root().join(&p)));
+            (!words.is_empty()).then(|| format!("{}: {words:?}", p.display()))
+        })
+        .collect();
+    assert!(found.is_empty(), "untyped values: {found:?}");
+}
+
+#[test]
+fn the_untyped_check_finds_any_and_downcasts() {
+    for (code, words) in [
+        ("data: Arc<dyn Any + Send + Sync>", &["dyn Any"] as &[&str]),
+        ("use std::any::Any;", &["any::Any"]),
+        ("g.context.downcast_ref::<Granted>()", &["downcast"]),
+        ("e.downcast::<LengthLimitError>()", &["downcast"]),
+        ("if v.type_id() == TypeId::of::<T>()", &["type_id"]),
+        ("let any = tools.iter().any(|t| t.is_any());", &[]),
+    ] {
+        assert_eq!(untyped(code), words, "{code}");
+    }
+}
+
+/// Issue 32: the protocols whose gateway half left the binary, each with
+/// its crate and the words that name that half. A row per protocol.
+const MOVED: &[(&str, &[&str])] = &[(
+    "crates/proto-delegateos/",
+    &[
+        "dgw_proto_delegateos",
+        "protocols::delegateos",
+        "DelegateOs",
+    ],
+)];
+
+/// Files of the crates and the binary naming one of `words`, but the
+/// crate `own` and the binary's list (`src/protocols/mod.rs`).
+fn naming_outside(own: &str, words: &[&str]) -> Vec<String> {
+    sources()
+        .into_iter()
+        .filter(|p| p.starts_with("crates") || p.starts_with("src"))
+        .filter(|p| !p.starts_with(own) && *p != Path::new("src/protocols/mod.rs"))
+        .filter_map(|p| {
+            let text = without_comments(&root().join(&p));
+            let named: Vec<&&str> = words.iter().filter(|w| text.contains(**w)).collect();
+            (!named.is_empty()).then(|| format!("{}: {named:?}", p.display()))
+        })
+        .collect()
+}
+
+/// A moved protocol is named by its crate and the list line only: not by
+/// config loading, `serve`, reload, the command line, the outbound
+/// client, the fronts or the core (tests included).
+#[test]
+fn a_moved_protocol_is_named_by_its_crate_and_the_list_line_only() {
+    for (own, words) in MOVED {
+        assert!(root().join(own).is_dir(), "{own}");
+        let named = naming_outside(own, words);
+        assert!(named.is_empty(), "{words:?} named outside {own}: {named:?}");
+    }
+    let list = std::fs::read_to_string(root().join("src/protocols/mod.rs")).unwrap();
+    for (own, _) in MOVED {
+        let krate = own.trim_start_matches("crates/").trim_end_matches('/');
+        let lines = list
+            .lines()
+            .filter(|l| l.contains(&krate.replace('-', "_")[..]))
+            .count();
+        assert_eq!(lines, 1, "{krate}: one line in the list module");
+    }
+}
+
+#[test]
+fn the_moved_check_finds_a_protocol_named_in_the_wiring() {
+    // DelegateOS's crate, seen from another's.
+    let named = naming_outside("crates/proto-talos/", &["DelegateOs"]);
+    assert!(
+        named
+            .iter()
+            .any(|f| f.starts_with("crates/proto-delegateos/")),
+        "{named:?}"
+    );
+    assert!(naming_outside("crates/", &["DelegateOs"]).is_empty());
 }

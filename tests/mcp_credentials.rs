@@ -360,7 +360,7 @@ fn a_rotated_key_is_taken_by_reload_without_dropping_calls() {
     };
     std::thread::sleep(Duration::from_millis(300));
     // The upstream accepts both while the key rotates, then only the new.
-    std::fs::write(&accepted, format!("{old}\n{new}\n")).unwrap();
+    replace(&accepted, &format!("{old}\n{new}\n"));
     std::fs::write(&key_file, new).unwrap();
     std::process::Command::new("kill")
         .args(["-HUP", &gw.pid().to_string()])
@@ -383,7 +383,7 @@ fn a_rotated_key_is_taken_by_reload_without_dropping_calls() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::fs::write(&accepted, new).unwrap();
+    replace(&accepted, new);
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let n = traffic.join().expect("every call succeeded");
@@ -506,4 +506,13 @@ fn a_second_process_on_a_data_directory_is_told_so() {
     );
     assert!(said.contains("Give this one its own `data_dir`"), "{said}");
     assert!(!said.contains("WouldBlock"), "{said}");
+}
+
+/// Writes `text` to `path` whole, as an operator's tooling would (a file
+/// beside it, renamed over it): the upstream that re-reads the file on
+/// every request never sees it empty halfway through.
+fn replace(path: &std::path::Path, text: &str) {
+    let next = path.with_extension("next");
+    std::fs::write(&next, text).unwrap();
+    std::fs::rename(&next, path).unwrap();
 }

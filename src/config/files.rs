@@ -119,7 +119,7 @@ impl RawConfig {
             u.named_files(i, &mut out);
         }
         self.state.named_files(&mut out);
-        // A protocol's own files (LDP's secret files) are read, and named
+        // A protocol's own files (a peer's secret file) are read, and named
         // by key, by its module's check.
         out
     }

@@ -411,12 +411,6 @@ create_if_missing = true
 "#;
 
     // Each protocol's section, as its module reads it from the file.
-    fn ldp_of(c: &Config) -> Option<crate::protocols::ldp::LdpConfig> {
-        crate::protocols::ldp::module::read(&c.document()).unwrap()
-    }
-    fn agenta_of(c: &Config) -> Option<crate::protocols::agenta::AgentaConfig> {
-        crate::protocols::agenta::module::read(&c.document()).unwrap()
-    }
     fn motebit_of(c: &Config) -> crate::protocols::motebit::MotebitConfig {
         crate::protocols::motebit::module::read(&c.document()).unwrap()
     }
@@ -477,46 +471,6 @@ create_if_missing = true
     }
 
     #[test]
-    fn the_ldp_section_is_checked_key_by_key() {
-        let ldp = "[ldp]\n[[ldp.delegates]]\nname = \"qwen\"\nurl = \"http://127.0.0.1:9\"\n\
-                   secret = \"0123456789abcdef0123\"\ntrust_domain = \"r\"\ntenant = \"acme\"\n\
-                   cost_microcents = 7\n[ldp.delegates.skill_costs]\nreasoning = 9\n";
-        let c = Config::parse(&format!("{GOOD}{ldp}"), Path::new("t.toml")).unwrap();
-        let l = ldp_of(&c).unwrap();
-        let d = &l.delegates[0];
-        assert_eq!((d.cost("reasoning"), d.cost("other")), (9, 7));
-        assert!(
-            !format!("{d:?}").contains("0123456789"),
-            "the secret is never printed"
-        );
-        assert!(ldp_of(&Config::parse(GOOD, Path::new("t.toml")).unwrap()).is_none());
-        let paying = "[[ldp.domains]]\nname = \"r\"\ntenant = \"nobody\"\nbudget_microcents = 5\n";
-        assert!(err(&format!("{GOOD}{ldp}{paying}")).contains("`ldp.domains[0].tenant`"));
-        let ok = paying.replace("nobody", "acme");
-        let c = Config::parse(&format!("{GOOD}{ldp}{ok}"), Path::new("t.toml")).unwrap();
-        assert_eq!(ldp_of(&c).unwrap().domains[0].budget_microcents, 5);
-        for (from, to, at) in [
-            ("\"qwen\"", "\"Qwen/x\"", "`ldp.delegates[0].name`"),
-            (
-                "\"http://127.0.0.1:9\"",
-                "\"ftp://x\"",
-                "`ldp.delegates[0].url`",
-            ),
-            (
-                "\"0123456789abcdef0123\"",
-                "\"short\"",
-                "`ldp.delegates[0].secret`",
-            ),
-            ("\"acme\"", "\"nobody\"", "`ldp.delegates[0].tenant`"),
-        ] {
-            assert!(
-                err(&format!("{GOOD}{}", ldp.replace(from, to))).contains(at),
-                "{at}"
-            );
-        }
-    }
-
-    #[test]
     fn the_motebit_section_is_checked_key_by_key() {
         let key = "8a88e3dd7409f195fd52db2d3cba5d72ca6709bf1d94121bf3748801b40f6f5c";
         let motebit = format!(
@@ -545,91 +499,6 @@ create_if_missing = true
             );
         }
         assert!(err(&format!("{GOOD}{motebit}extra = 1\n")).contains("extra"));
-    }
-
-    #[test]
-    fn the_agenta_section_is_checked_key_by_key() {
-        let agenta = "[agenta]\ntenant = \"acme\"\nbuyer_callback_hosts = [\"Agents.Example\"]\n\
-                      [agenta.currencies]\nUSD = 1000000\n[[agenta.offers]]\nfile = \"o.json\"\n";
-        let c = Config::parse(&format!("{GOOD}{agenta}"), Path::new("t.toml")).unwrap();
-        let a = agenta_of(&c).unwrap();
-        assert_eq!(a.currencies["USD"], 1_000_000);
-        assert_eq!(
-            a.buyer_callback_origins
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>(),
-            ["https://agents.example:443"],
-            "a bare host is https on 443"
-        );
-        assert_eq!(a.seller_timeout, Duration::from_secs(10));
-        assert_eq!(a.limits, agenta::Limits::default());
-        assert_eq!(a.max_stored_requests, 10_000);
-        assert_eq!(a.retention, Duration::from_secs(7 * 86_400));
-        assert!(agenta_of(&Config::parse(GOOD, Path::new("t.toml")).unwrap()).is_none());
-        assert!(err(&format!(
-            "{GOOD}{}",
-            agenta.replace("\"acme\"", "\"nobody\"")
-        ))
-        .contains("`agenta.tenant`"));
-        assert!(err(&format!("{GOOD}{}", agenta.replace("USD", "usd")))
-            .contains("`agenta.currencies.usd`"));
-        assert!(err(&format!("{GOOD}{}", agenta.replace("1000000", "0")))
-            .contains("`agenta.currencies.USD`"));
-        assert!(err(&format!(
-            "{GOOD}{}",
-            agenta.replace(
-                "[agenta.currencies]",
-                "public_url = \"ftp://x\"\n[agenta.currencies]"
-            )
-        ))
-        .contains("`agenta.public_url`"));
-        // The bounds on what is kept, each by its name.
-        let with = |key: &str| {
-            agenta.replace(
-                "[agenta.currencies]",
-                &format!("{key}\n[agenta.currencies]"),
-            )
-        };
-        for (line, key) in [
-            ("max_input_bytes = 1", "agenta.max_input_bytes"),
-            ("max_result_bytes = 0", "agenta.max_result_bytes"),
-            ("max_metadata_bytes = 1", "agenta.max_metadata_bytes"),
-            ("max_string_bytes = 63", "agenta.max_string_bytes"),
-            ("max_stored_requests = 0", "agenta.max_stored_requests"),
-            ("retention = \"0s\"", "agenta.retention"),
-            ("retention = \"a week\"", "agenta.retention"),
-            ("max_input_bytes = -1", "max_input_bytes"),
-        ] {
-            let e = err(&format!("{GOOD}{}", with(line)));
-            assert!(e.contains(key), "{line}: {e}");
-        }
-        for (entry, i) in [
-            ("\"h.example:8443\"", 0),
-            ("\"https://a.example\", \"ftp://b.example\"", 1),
-            ("\"https://a.example/path\"", 0),
-        ] {
-            let e = err(&format!(
-                "{GOOD}{}",
-                agenta.replace("\"Agents.Example\"", entry)
-            ));
-            assert!(
-                e.contains(&format!("`agenta.buyer_callback_hosts[{i}]`")),
-                "{entry}: {e}"
-            );
-        }
-        let c = agenta_of(&Config::parse(
-            &format!(
-                "{GOOD}{}",
-                with("max_input_bytes = 100\nmax_string_bytes = 64\nmax_stored_requests = 3\nretention = \"2s\"")
-            ),
-            Path::new("t.toml"),
-        )
-        .unwrap())
-        .unwrap();
-        assert_eq!((c.limits.input_bytes, c.limits.string_bytes), (100, 64));
-        assert_eq!(c.max_stored_requests, 3);
-        assert_eq!(c.retention, Duration::from_secs(2));
     }
 
     #[test]

@@ -2,14 +2,12 @@
 //! only modules that name a protocol's types, and [`MODULES`], the one
 //! list config loading, `serve`, reload and the command line iterate.
 
-pub mod agenta;
-pub mod delegateos;
-pub mod ldp;
 pub mod motebit;
 
 use dgw_protocol::Module;
 
-/// Talos, in its own crate.
+/// DelegateOS and Talos, in their own crates.
+pub use dgw_proto_delegateos as delegateos;
 pub use dgw_proto_talos as talos;
 pub use dgw_protocol::Services;
 
@@ -19,6 +17,6 @@ pub static MODULES: &[&dyn Module] = &[
     &delegateos::module::MODULE,
     &talos::module::MODULE,
     &motebit::module::MODULE,
-    &agenta::module::MODULE,
-    &ldp::module::MODULE,
+    &dgw_proto_agenta::module::MODULE,
+    &dgw_proto_ldp::module::MODULE,
 ];

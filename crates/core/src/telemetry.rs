@@ -169,11 +169,11 @@ pub const METRICS: &[Metric] = &[
     Metric::counter(DENIALS_TOTAL, "Denials by protocol and denial type."),
     Metric::counter(
         PROTOCOL_EVENTS,
-        "Protocol events by protocol and event (an Agenta receipt, a request ended).",
+        "Protocol events by protocol and event (a receipt, a request ended).",
     ),
     Metric::counter(
         PROTOCOL_SETTLED,
-        "Microcents settled for work a protocol brokered (Agenta purchases).",
+        "Microcents settled for work a protocol brokered (purchases).",
     )
     .unit(Unit::Count),
     Metric::gauge(

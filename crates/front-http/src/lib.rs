@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
@@ -155,33 +155,41 @@ impl HttpFront {
     }
 
     /// Reads a request body within the size limit, or the error response.
-    async fn read_body(&self, body: Incoming) -> Result<Bytes, Response<Body>> {
+    /// Counted frame by frame, as `Limited` did: a body over the limit is
+    /// refused at the first frame past it, and the two failures stay apart
+    /// by construction (no type test on a boxed error).
+    async fn read_body(&self, mut body: Incoming) -> Result<Bytes, Response<Body>> {
         let limit = self.max_body_bytes;
-        match Limited::new(body, limit).collect().await {
-            Ok(b) => Ok(b.to_bytes()),
-            Err(e) => {
-                let too_large = e
-                    .downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some();
-                let (status, kind, msg) = if too_large {
-                    (
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "body_too_large",
-                        format!("request body exceeds {limit} bytes"),
-                    )
-                } else {
-                    (
-                        StatusCode::BAD_REQUEST,
-                        "body_unreadable",
-                        format!("cannot read the request body: {e}"),
-                    )
-                };
-                Err(json_response(
-                    status,
-                    &RpcError::new(INVALID_REQUEST, kind, msg).response(Value::Null),
-                ))
+        let refuse = |status, kind, msg: String| {
+            json_response(
+                status,
+                &RpcError::new(INVALID_REQUEST, kind, msg).response(Value::Null),
+            )
+        };
+        let too_large = || {
+            refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("request body exceeds {limit} bytes"),
+            )
+        };
+        let mut read = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                refuse(
+                    StatusCode::BAD_REQUEST,
+                    "body_unreadable",
+                    format!("cannot read the request body: {e}"),
+                )
+            })?;
+            if let Ok(data) = frame.into_data() {
+                if data.len() > limit.saturating_sub(read.len()) {
+                    return Err(too_large());
+                }
+                read.extend_from_slice(&data);
             }
         }
+        Ok(read.freeze())
     }
 
     /// Runs `work` within the request time limit.

@@ -149,7 +149,6 @@ struct Granted {
     /// What is held (none for a zero-cost call).
     reservation: Option<String>,
     grant: dgw_core::protocol::Grant,
-    found: Found,
 }
 
 impl McpProxy {
@@ -258,7 +257,6 @@ impl McpProxy {
                     Ok(Decision::Allowed((a, grant))) => Some(Granted {
                         reservation: a.reservation.map(|r| r.reservation_id),
                         grant,
-                        found,
                     }),
                     Ok(Decision::Denied(d)) => return Err(denial_error(&d)),
                     Err(e) => return Err(gate_error(&e)),
@@ -492,7 +490,6 @@ impl McpProxy {
                     tracing::error!(%reservation, error = %e, "ending a tool call's reservation failed");
                 }
             }
-            let protocol = &granted.found.protocol;
             match &reply {
                 Ok(r) => {
                     let response = r.clone().into_response(id);
@@ -501,13 +498,9 @@ impl McpProxy {
                         response: &response,
                         ok,
                     };
-                    protocol.completed(&granted.grant, &call, how).await;
+                    granted.grant.completed(&call, how).await;
                 }
-                Err(e) if e.reached() => {
-                    protocol
-                        .completed(&granted.grant, &call, Completed::Failed)
-                        .await
-                }
+                Err(e) if e.reached() => granted.grant.completed(&call, Completed::Failed).await,
                 Err(_) => {}
             }
             (reply, took, withheld)
@@ -550,10 +543,7 @@ impl McpProxy {
             session: &caller.session.id,
             in_session: true,
         };
-        let d = found
-            .protocol
-            .refused_early(&found.credential, &call, why, detail)
-            .await?;
+        let d = found.credential.refused_early(&call, why, detail).await?;
         self.gate.record_refusal(&d);
         Some(denial_error(&d))
     }

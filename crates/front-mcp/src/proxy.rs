@@ -451,7 +451,7 @@ impl McpProxy {
         &self,
         found: &Found,
     ) -> Result<Option<Vec<delegateos::Capability>>, Denial> {
-        found.protocol.standing(&found.credential).await
+        found.credential.standing().await
     }
 
     fn catalog(&self) -> Arc<Catalog> {

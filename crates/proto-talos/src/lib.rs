@@ -27,8 +27,8 @@ use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::GateError;
 use dgw_core::protocol::capabilities::Capabilities;
 use dgw_core::protocol::{
-    Call, Completed, Credential, Decision, Denial, EarlyRefusal, Grant, MethodResult, Protocol,
-    ProtocolId, ProtocolInfo,
+    admitting, Admits, Call, Completed, Credentials, Decision, Denial, EarlyRefusal, Grant,
+    MethodResult, Presented, Protocol, ProtocolId, ProtocolInfo,
 };
 use dgw_core::revocations::Revocations;
 use dgw_core::state::{AuditSink, ReplayStore, StorageError};
@@ -107,14 +107,15 @@ impl TalosSection {
     }
 }
 
-/// A request's envelope, with the hash of the request without it (§3).
-struct Presented {
+/// A request's envelope, with the hash of the request without it (§3):
+/// Talos's credential.
+pub struct Enveloped {
     envelope: Envelope,
     request_hash: String,
 }
 
 /// What a grant remembers for the audit events after it.
-struct Granted {
+pub struct Granted {
     capability_hash: String,
     agent_id: String,
     request_hash: String,
@@ -273,9 +274,9 @@ impl Talos {
     /// §4.2 and the replay check: the grant, or the Talos denial.
     async fn check(
         &self,
-        presented: &Presented,
+        presented: &Enveloped,
         call: &Call<'_>,
-    ) -> Result<Result<(Grant, Capability), (Denied, Option<Capability>)>, GateError> {
+    ) -> Result<Result<(Grant<Granted>, Capability), (Denied, Option<Capability>)>, GateError> {
         let Some(raw) = &presented.envelope.capability else {
             return Ok(Err((
                 Denied::new(
@@ -356,11 +357,11 @@ impl Talos {
             requests: Some(talos::translate::requests(&request)),
             scope: None,
             within: None,
-            context: Box::new(Granted {
+            context: Granted {
                 capability_hash: cap.capability_hash(),
                 agent_id: cap.subject.clone(),
                 request_hash: presented.request_hash.clone(),
-            }),
+            },
         };
         Ok(Ok((grant, cap)))
     }
@@ -441,10 +442,9 @@ impl Talos {
 }
 
 #[async_trait]
-impl Protocol for Talos {
-    fn id(&self) -> ProtocolId {
-        ID
-    }
+impl Credentials for Talos {
+    type Credential = Enveloped;
+    type Granted = Granted;
 
     fn envelope_prefix(&self) -> Option<&'static str> {
         Some(talos::envelope::PREFIX)
@@ -453,7 +453,7 @@ impl Protocol for Talos {
     async fn take_from_request(
         &self,
         request: &mut Map<String, Value>,
-    ) -> Result<Option<Credential>, Denial> {
+    ) -> Result<Option<Presented<Enveloped>>, Denial> {
         match talos::envelope::take(request) {
             Ok(None) => Ok(None),
             Ok(Some(envelope)) => {
@@ -464,9 +464,9 @@ impl Protocol for Talos {
                     .as_ref()
                     .map(Value::to_string)
                     .unwrap_or_default();
-                Ok(Some(Credential::new(
+                Ok(Some(Presented::new(
                     presented,
-                    Presented {
+                    Enveloped {
                         envelope,
                         request_hash,
                     },
@@ -487,15 +487,10 @@ impl Protocol for Talos {
 
     async fn grant(
         &self,
-        credential: &Credential,
+        presented: &Enveloped,
+        _: &str,
         call: &Call<'_>,
-    ) -> Result<Decision<Grant>, GateError> {
-        let Some(presented) = credential.get::<Presented>() else {
-            return Ok(Decision::Denied(Denial::malformed(
-                ID,
-                "not a Talos credential",
-            )));
-        };
+    ) -> Result<Decision<Grant<Granted>>, GateError> {
         match self.check(presented, call).await? {
             Ok((grant, _)) => Ok(Decision::Allowed(grant)),
             Err((d, cap)) => {
@@ -516,46 +511,34 @@ impl Protocol for Talos {
 
     async fn refused_early(
         &self,
-        credential: &Credential,
+        presented: &Enveloped,
         call: &Call<'_>,
         _why: EarlyRefusal,
         detail: &str,
     ) -> Option<Denial> {
         // Talos names an unknown or unmapped tool UNKNOWN_TOOL (§4.2 step 6).
-        let hash = credential
-            .get::<Presented>()
-            .map(|p| p.request_hash.as_str())
-            .unwrap_or_default();
-        self.audit_denial(call.tool, hash, None, "UNKNOWN_TOOL")
+        self.audit_denial(call.tool, &presented.request_hash, None, "UNKNOWN_TOOL")
             .await;
         Some(Denial::protocol(ID, "UNKNOWN_TOOL", detail))
     }
 
     async fn denied(
         &self,
-        grant: Option<&Grant>,
-        credential: &Credential,
+        g: Option<&Granted>,
+        presented: &Enveloped,
         call: &Call<'_>,
         d: &Denial,
     ) {
-        let g = grant.and_then(|g| g.context.downcast_ref::<Granted>());
-        let hash = credential
-            .get::<Presented>()
-            .map(|p| p.request_hash.as_str())
-            .unwrap_or_default();
         self.audit_denial(
             call.tool,
-            hash,
+            &presented.request_hash,
             g.map(|g| (g.capability_hash.as_str(), g.agent_id.as_str())),
             d.kind.as_str(),
         )
         .await;
     }
 
-    async fn allowed(&self, grant: &Grant, call: &Call<'_>) {
-        let Some(g) = grant.context.downcast_ref::<Granted>() else {
-            return;
-        };
+    async fn allowed(&self, g: &Granted, call: &Call<'_>) {
         self.log(AuditEvent {
             event_type: EventType::Grant,
             tool: call.tool.to_owned(),
@@ -572,10 +555,7 @@ impl Protocol for Talos {
         .await;
     }
 
-    async fn completed(&self, grant: &Grant, call: &Call<'_>, how: Completed<'_>) {
-        let Some(g) = grant.context.downcast_ref::<Granted>() else {
-            return;
-        };
+    async fn completed(&self, g: &Granted, call: &Call<'_>, how: Completed<'_>) {
         let (response_hash, ok) = match how {
             Completed::Answered { response, ok } => (talos::canonical::sha256_hex(response), ok),
             Completed::Failed => (String::new(), false),
@@ -598,6 +578,17 @@ impl Protocol for Talos {
             signature: String::new(),
         })
         .await;
+    }
+}
+
+#[async_trait]
+impl Protocol for Talos {
+    fn id(&self) -> ProtocolId {
+        ID
+    }
+
+    fn admits(self: Arc<Self>) -> Option<Arc<dyn Admits>> {
+        Some(admitting(self))
     }
 
     fn methods(&self) -> &'static [&'static str] {

@@ -43,7 +43,7 @@ pub trait Module: Send + Sync {
 
     /// Checks its section of the config `document`; `tenants` are the
     /// configured tenants' names (a section naming another is refused).
-    /// Errors name the full key (`ldp.domains[0].tenant`).
+    /// Errors name the full key (`talos.issuers[0].tenant`).
     fn check(&self, document: &Document<'_>, tenants: &[&str]) -> Result<(), SectionError>;
 
     /// Builds it from its section (checked) and the gateway's context.

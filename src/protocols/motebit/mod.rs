@@ -36,8 +36,8 @@ use crate::gatekeeper::GateError;
 use crate::protocol::capabilities::Capabilities;
 use crate::protocol::Review;
 use crate::protocol::{
-    Call, Completed, Credential, Decision, Denial, Grant, MethodResult, Protocol, ProtocolId,
-    ProtocolInfo,
+    admitting, Admits, Call, Completed, Credentials, Decision, Denial, Grant, MethodResult,
+    Presented, Protocol, ProtocolId, ProtocolInfo,
 };
 use crate::revocations::Revocations;
 use crate::state::{AuditSink, DelegationStore, ReplayStore, StorageError};
@@ -95,7 +95,7 @@ const MAX_REMEMBERED: usize = 65_536;
 /// What a request presented: the bearer token (header), the delegation
 /// chain (request or session), or both once combined.
 #[derive(Clone)]
-struct Presented {
+pub struct Halves {
     bearer: Option<SignedToken>,
     chain: Option<Arc<Chain>>,
 }
@@ -108,7 +108,7 @@ struct Chain {
 }
 
 /// What a grant remembers for the events after it.
-struct Granted {
+pub struct Granted {
     caller: String,
     root: String,
     jti: String,
@@ -208,10 +208,10 @@ impl Motebit {
     /// call: the grant, or why not. `presented`: the chain's canonical JSON.
     async fn check(
         &self,
-        p: &Presented,
+        p: &Halves,
         presented: &str,
         call: &Call<'_>,
-    ) -> Result<Result<Grant, Failure>, GateError> {
+    ) -> Result<Result<Grant<Granted>, Failure>, GateError> {
         let Some(bearer) = &p.bearer else {
             return Ok(Err(Failure::new(
                 Reason::Untrusted,
@@ -328,12 +328,12 @@ impl Motebit {
             )),
             scope: None,
             within: None,
-            context: Box::new(Granted {
+            context: Granted {
                 caller: claims.mid.clone(),
                 root: root.delegator_id.clone(),
                 jti: claims.jti.clone(),
                 pin,
-            }),
+            },
         }))
     }
 }
@@ -369,12 +369,12 @@ pub const DELEGATION_HEADER: &str = "motebit-delegation";
 /// A delegation (a token or a chain, root first) as a credential's half.
 /// The delegation is the authority: reservations and sessions are bound to
 /// it, not to the short-lived bearer token.
-fn delegation_credential(value: &Value) -> Result<Credential, Denial> {
+fn delegation_credential(value: &Value) -> Result<Presented<Halves>, Denial> {
     let d = motebit::delegation::from_value(value).map_err(|f| denial(&f))?;
     let presented = motebit::encoding::canonical(value).map_err(|f| denial(&f))?;
-    Ok(Credential::new(
+    Ok(Presented::new(
         String::from_utf8_lossy(&presented).into_owned(),
-        Presented {
+        Halves {
             bearer: None,
             chain: Some(Arc::new(Chain {
                 tokens: d.chain,
@@ -403,20 +403,19 @@ fn take_delegation(request: &mut Map<String, Value>) -> Option<Value> {
 }
 
 #[async_trait]
-impl Protocol for Motebit {
-    fn id(&self) -> ProtocolId {
-        ID
-    }
+impl Credentials for Motebit {
+    type Credential = Halves;
+    type Granted = Granted;
 
     fn bearer_prefix(&self) -> Option<&'static str> {
         Some(motebit::bearer::PREFIX)
     }
 
-    fn read_header(&self, credentials: &str) -> Result<Credential, Denial> {
+    fn read_header(&self, credentials: &str) -> Result<Presented<Halves>, Denial> {
         let bearer = SignedToken::read(credentials).map_err(|f| denial(&f))?;
-        Ok(Credential::new(
-            format!("motebit:{credentials}"),
-            Presented {
+        Ok(Presented::new(
+            format!("{}{credentials}", motebit::bearer::PREFIX),
+            Halves {
                 bearer: Some(bearer),
                 chain: None,
             },
@@ -426,7 +425,7 @@ impl Protocol for Motebit {
     async fn take_from_request(
         &self,
         request: &mut Map<String, Value>,
-    ) -> Result<Option<Credential>, Denial> {
+    ) -> Result<Option<Presented<Halves>>, Denial> {
         let Some(taken) = take_delegation(request) else {
             return Ok(None);
         };
@@ -445,18 +444,15 @@ impl Protocol for Motebit {
     /// it revoked); what it allows is only known with a call.
     async fn standing(
         &self,
-        credential: &Credential,
+        presented: &Halves,
     ) -> Result<Option<Vec<delegateos::Capability>>, Denial> {
-        let Some(presented) = credential.get::<Presented>() else {
-            return Err(Denial::malformed(ID, "not a Motebit credential"));
-        };
         if let Some(chain) = &presented.chain {
             self.chain_stands(&chain.tokens).map_err(|f| denial(&f))?;
         }
         Ok(None)
     }
 
-    fn read_named_header(&self, value: &str) -> Result<Credential, Denial> {
+    fn read_named_header(&self, value: &str) -> Result<Presented<Halves>, Denial> {
         let bytes = motebit::encoding::from_b64url(value.trim()).ok_or_else(|| {
             denial(&Failure::malformed(format!(
                 "{DELEGATION_HEADER} must be base64url (no padding) of the delegation's JSON"
@@ -465,12 +461,20 @@ impl Protocol for Motebit {
         delegation_credential(&token::parse_value(&bytes).map_err(|f| denial(&f))?)
     }
 
-    fn combine(&self, header: &Credential, carried: &Credential) -> Option<Credential> {
-        let bearer = header.get::<Presented>()?.bearer.clone()?;
-        let chain = carried.get::<Presented>()?.chain.clone()?;
-        Some(Credential::new(
-            carried.presented(),
-            Presented {
+    /// The header's half is the bearer token as presented
+    /// (`motebit:<token>`): read again, it joins the carried delegation.
+    fn combine(
+        &self,
+        header: &str,
+        carried: &Halves,
+        carried_presented: &str,
+    ) -> Option<Presented<Halves>> {
+        let token = header.strip_prefix(motebit::bearer::PREFIX)?;
+        let bearer = SignedToken::read(token).ok()?;
+        let chain = carried.chain.clone()?;
+        Some(Presented::new(
+            carried_presented,
+            Halves {
                 bearer: Some(bearer),
                 chain: Some(chain),
             },
@@ -479,16 +483,11 @@ impl Protocol for Motebit {
 
     async fn grant(
         &self,
-        credential: &Credential,
+        presented: &Halves,
+        text: &str,
         call: &Call<'_>,
-    ) -> Result<Decision<Grant>, GateError> {
-        let Some(presented) = credential.get::<Presented>() else {
-            return Ok(Decision::Denied(Denial::malformed(
-                ID,
-                "not a Motebit credential",
-            )));
-        };
-        match self.check(presented, credential.presented(), call).await? {
+    ) -> Result<Decision<Grant<Granted>>, GateError> {
+        match self.check(presented, text, call).await? {
             Ok(grant) => Ok(Decision::Allowed(grant)),
             Err(f) => {
                 let caller = presented.bearer.as_ref().map(|b| b.claims.mid.clone());
@@ -503,14 +502,7 @@ impl Protocol for Motebit {
         }
     }
 
-    async fn denied(
-        &self,
-        grant: Option<&Grant>,
-        _credential: &Credential,
-        call: &Call<'_>,
-        d: &Denial,
-    ) {
-        let g = grant.and_then(|g| g.context.downcast_ref::<Granted>());
+    async fn denied(&self, g: Option<&Granted>, _: &Halves, call: &Call<'_>, d: &Denial) {
         self.audit(
             "deny",
             json!({"tool": call.tool, "caller": g.map(|g| &g.caller),
@@ -519,34 +511,40 @@ impl Protocol for Motebit {
         .await;
     }
 
-    async fn allowed(&self, grant: &Grant, call: &Call<'_>) {
-        if let Some(g) = grant.context.downcast_ref::<Granted>() {
-            if let Some((id, key)) = &g.pin {
-                self.pin_first_use(id, key).await;
-            }
-            self.audit(
-                "grant",
-                json!({"tool": call.tool, "caller": g.caller,
-                "delegator": g.root, "jti": g.jti, "cost_microcents": call.cost_microcents}),
-            )
-            .await;
+    async fn allowed(&self, g: &Granted, call: &Call<'_>) {
+        if let Some((id, key)) = &g.pin {
+            self.pin_first_use(id, key).await;
         }
+        self.audit(
+            "grant",
+            json!({"tool": call.tool, "caller": g.caller,
+            "delegator": g.root, "jti": g.jti, "cost_microcents": call.cost_microcents}),
+        )
+        .await;
     }
 
-    async fn review(&self, call: &Call<'_>, result: &mut Value) -> Review {
-        self.review_answer(call, result).await
-    }
-
-    async fn completed(&self, grant: &Grant, call: &Call<'_>, how: Completed<'_>) {
-        let Some(g) = grant.context.downcast_ref::<Granted>() else {
-            return;
-        };
+    async fn completed(&self, g: &Granted, call: &Call<'_>, how: Completed<'_>) {
         let ok = matches!(how, Completed::Answered { ok: true, .. });
         self.audit(
             "invoke",
             json!({"tool": call.tool, "caller": g.caller, "ok": ok}),
         )
         .await;
+    }
+}
+
+#[async_trait]
+impl Protocol for Motebit {
+    fn id(&self) -> ProtocolId {
+        ID
+    }
+
+    fn admits(self: Arc<Self>) -> Option<Arc<dyn Admits>> {
+        Some(admitting(self))
+    }
+
+    async fn review(&self, call: &Call<'_>, result: &mut Value) -> Review {
+        self.review_answer(call, result).await
     }
 
     fn receipt_of(

@@ -247,7 +247,7 @@ impl Gatekeeper {
     /// The entry point of every front: the credential a request carried,
     /// verified by its protocol into a grant, then the pipeline. The
     /// protocol sees the outcome (it may audit it). Returns the grant for
-    /// [`crate::protocol::Protocol::completed`] after the call.
+    /// [`Grant::completed`] after the call.
     pub async fn authorize_with(
         &self,
         found: &Found,
@@ -271,13 +271,14 @@ impl Gatekeeper {
         };
         if let Some((reason, request)) = first_non_canonical(call.requests) {
             let d = refused(Denial::pipeline(protocol.id(), reason).for_request(request));
-            protocol.denied(None, &found.credential, call, &d).await;
+            found.credential.denied(call, &d).await;
             return Ok(Decision::Denied(d));
         }
         let verify = crate::stage_span!("credential_verify");
         verify.record("dgw.protocol", protocol.id().name);
-        let grant = match protocol
-            .grant(&found.credential, call)
+        let grant = match found
+            .credential
+            .grant(call)
             .instrument(verify.clone())
             .await?
         {
@@ -303,13 +304,11 @@ impl Gatekeeper {
             .await?
         {
             Decision::Allowed(a) => {
-                protocol.allowed(&grant, call).await;
+                grant.allowed(call).await;
                 Ok(Decision::Allowed((a, grant)))
             }
             Decision::Denied(d) => {
-                protocol
-                    .denied(Some(&grant), &found.credential, call, &d)
-                    .await;
+                grant.denied(call, &d).await;
                 Ok(Decision::Denied(d))
             }
         }

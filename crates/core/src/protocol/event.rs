@@ -1,4 +1,4 @@
-//! A protocol's own audit events (Agenta's purchases, Motebit's grants and
+//! A protocol's own audit events (a purchase, Motebit's grants and
 //! receipts): one JSON line with the protocol, the event and the time,
 //! counted in `dgw_protocol_events_total`, logged under `dgw::audit` and
 //! appended to the audit log.

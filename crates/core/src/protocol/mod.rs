@@ -12,6 +12,7 @@
 //! Adding a protocol is one type implementing [`Protocol`] and one
 //! [`Registry::register`] line (`docs/architecture.md`, "Adding a protocol").
 
+mod credentials;
 mod denial;
 pub mod endpoint;
 pub mod event;
@@ -20,19 +21,19 @@ mod registry;
 /// Capability sets as an [`Authority`].
 pub mod capabilities;
 
-use std::any::Any;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use delegateos::attestation::{Attestation, AttestationDraft};
 use delegateos::contract::ContractDraft;
 use delegateos::{AuthorizedScope, CapabilityRequest, DenialReason};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::budget::{BudgetKey, HolderDigest};
+use crate::budget::BudgetKey;
 use crate::caller::Caller;
 use crate::gatekeeper::error::GateError;
 
+pub use credentials::{admitting, Admits, Credential, Credentials, Outcome, Presented};
 pub use denial::{Decision, Denial, DenialKind, MALFORMED_CREDENTIAL, MAX_ECHOED_BYTES};
 pub use endpoint::{HttpAnswer, HttpRequest};
 pub use registry::{Found, Registry};
@@ -76,48 +77,6 @@ impl Eq for ProtocolId {}
 impl std::fmt::Display for ProtocolId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)
-    }
-}
-
-/// A credential as a protocol took it from a request: opaque to everyone
-/// but the protocol that made it ([`Credential::get`]).
-#[derive(Clone)]
-pub struct Credential {
-    /// The bytes the holder presented, digested to bind what it reserves
-    /// and the sessions it opens to it.
-    presented: String,
-    data: Arc<dyn Any + Send + Sync>,
-}
-
-impl Credential {
-    /// A credential whose holder presented `presented`.
-    pub fn new<T: Any + Send + Sync>(presented: impl Into<String>, data: T) -> Self {
-        Self {
-            presented: presented.into(),
-            data: Arc::new(data),
-        }
-    }
-
-    /// The protocol's own form of it.
-    pub fn get<T: Any>(&self) -> Option<&T> {
-        self.data.downcast_ref()
-    }
-
-    /// What the holder presented.
-    pub fn presented(&self) -> &str {
-        &self.presented
-    }
-
-    /// The digest reservations and sessions are bound with.
-    pub fn holder(&self) -> HolderDigest {
-        HolderDigest::of(&self.presented)
-    }
-}
-
-impl std::fmt::Debug for Credential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the credential itself: it is a secret.
-        f.write_str("Credential(…)")
     }
 }
 
@@ -168,8 +127,10 @@ pub trait Authority: Send + Sync {
     ) -> Result<Option<AuthorizedScope>, DenialReason>;
 }
 
-/// A verified credential in pipeline terms.
-pub struct Grant {
+/// A verified credential in pipeline terms. `G` is what it remembers for
+/// the events after it: a protocol's own type when it makes one
+/// ([`Credentials::grant`]), its [`Outcome`] once the pipeline holds it.
+pub struct Grant<G = Box<dyn Outcome>> {
     pub protocol: ProtocolId,
     pub tenant: String,
     /// The budget nodes of its chain, root first, with their limits.
@@ -182,14 +143,30 @@ pub struct Grant {
     pub requests: Option<Vec<CapabilityRequest>>,
     /// The DelegateOS scope, when the credential is a DCT.
     pub scope: Option<AuthorizedScope>,
-    /// The protocol's own record of the grant, for [`Protocol::completed`].
-    pub context: Box<dyn Any + Send + Sync>,
+    /// The protocol's own record of the grant, for [`Credentials::allowed`],
+    /// [`Credentials::denied`] and [`Credentials::completed`].
+    pub context: G,
     /// A budget of the gateway's own below the credential's last level
-    /// (an LDP session's), set by [`Grant::within`].
+    /// (a session's, where a protocol opens sessions), set by [`Grant::within`].
     pub within: Option<(BudgetKey, u64)>,
 }
 
-impl Grant {
+impl<G> Grant<G> {
+    /// The same grant remembering `f(context)` instead.
+    pub fn map_context<H>(self, f: impl FnOnce(G) -> H) -> Grant<H> {
+        Grant {
+            protocol: self.protocol,
+            tenant: self.tenant,
+            levels: self.levels,
+            chain: self.chain,
+            authority: self.authority,
+            requests: self.requests,
+            scope: self.scope,
+            context: f(self.context),
+            within: self.within,
+        }
+    }
+
     /// Records who this grant speaks for on a stage's span.
     pub fn record_in(&self, span: &tracing::Span) {
         crate::stages::record_grant(
@@ -224,7 +201,24 @@ impl Grant {
     }
 }
 
-/// How a forwarded call ended, for [`Protocol::completed`].
+impl Grant {
+    /// The pipeline allowed a call under it ([`Credentials::allowed`]).
+    pub async fn allowed(&self, call: &Call<'_>) {
+        self.context.allowed(call).await
+    }
+
+    /// The pipeline refused a call under it ([`Credentials::denied`]).
+    pub async fn denied(&self, call: &Call<'_>, denial: &Denial) {
+        self.context.denied(call, denial).await
+    }
+
+    /// A call under it was forwarded and ended so ([`Credentials::completed`]).
+    pub async fn completed(&self, call: &Call<'_>, how: Completed<'_>) {
+        self.context.completed(call, how).await
+    }
+}
+
+/// How a forwarded call ended, for [`Credentials::completed`].
 pub enum Completed<'a> {
     /// The upstream answered: the JSON-RPC response, and whether it was a result.
     Answered { response: &'a Value, ok: bool },
@@ -274,131 +268,21 @@ pub enum Translation {
 /// What a protocol answers to a JSON-RPC method it serves.
 pub type MethodResult = Result<Value, GateError>;
 
-/// A delegation protocol, as the gateway drives it. Implementations are
-/// pure translation over state the gateway hands them: no sockets, no files.
+/// A delegation protocol, as the gateway registers it: its name, its
+/// credentials job if it has one ([`Protocol::admits`], typed in
+/// [`Credentials`]), what it translates and the services it hosts.
 #[async_trait]
 pub trait Protocol: Send + Sync {
     /// Its name.
     fn id(&self) -> ProtocolId;
 
-    /// The `Authorization` scheme its credentials travel under on every
-    /// front (`DCT`), if any.
-    fn scheme(&self) -> Option<&'static str> {
+    /// Its credentials job, when it admits callers with a credential of
+    /// its own: `Some(admitting(self))` from a protocol implementing
+    /// [`Credentials`]. A protocol without one (its endpoints are paid with
+    /// a DCT) is never handed a credential.
+    fn admits(self: Arc<Self>) -> Option<Arc<dyn Admits>> {
         None
     }
-
-    /// The prefix of its credentials inside `Authorization: Bearer`
-    /// (Motebit's `motebit:`), for peers that send theirs as bearer tokens;
-    /// a Bearer value no protocol claims stays an administrator's secret.
-    fn bearer_prefix(&self) -> Option<&'static str> {
-        None
-    }
-
-    /// Reads a credential sent under [`Protocol::scheme`] (or, without its
-    /// prefix, under `Bearer` with [`Protocol::bearer_prefix`]).
-    fn read_header(&self, _credentials: &str) -> Result<Credential, Denial> {
-        Err(Denial::protocol(
-            self.id(),
-            "unsupported_scheme",
-            "this protocol takes no Authorization header",
-        ))
-    }
-
-    /// The prefix of the members its envelope adds beside `method` in a
-    /// JSON-RPC request: they travel in `params` until taken.
-    fn envelope_prefix(&self) -> Option<&'static str> {
-        None
-    }
-
-    /// Takes its credential out of a JSON-RPC request object (members beside
-    /// `method`, or in `params`), so nothing of it is forwarded. `Ok(None)`
-    /// when the request carries none; a malformed one is a denial.
-    async fn take_from_request(
-        &self,
-        _request: &mut Map<String, Value>,
-    ) -> Result<Option<Credential>, Denial> {
-        Ok(None)
-    }
-
-    /// A request header of its own its credential (or a half of it) may
-    /// travel in on HTTP fronts (Motebit's `Motebit-Delegation`), read by
-    /// [`Protocol::read_named_header`] as if the request carried it.
-    fn credential_header(&self) -> Option<&'static str> {
-        None
-    }
-
-    /// Reads [`Protocol::credential_header`]'s value.
-    fn read_named_header(&self, _value: &str) -> Result<Credential, Denial> {
-        Err(Denial::protocol(
-            self.id(),
-            "unsupported_header",
-            "this protocol takes no header of its own",
-        ))
-    }
-
-    /// One credential from the two parts of a credential that comes in two
-    /// (Motebit: the bearer token in the header, the delegation in the
-    /// request's `_meta` or the session's): `header` as the transport
-    /// carried it, `carried` as the request or the session did. `None`:
-    /// they do not combine, and the front's precedence applies.
-    fn combine(&self, _header: &Credential, _carried: &Credential) -> Option<Credential> {
-        None
-    }
-
-    /// Verifies a credential for a call: signature chain, expiry,
-    /// revocation, replay, the protocol's own scope. The pipeline then
-    /// matches the requests and reserves the cost.
-    ///
-    /// A protocol that takes no credential of its own (no scheme, prefix,
-    /// envelope or header: its endpoints are paid with a DCT) is never
-    /// asked; by default it refuses.
-    async fn grant(
-        &self,
-        _credential: &Credential,
-        _call: &Call<'_>,
-    ) -> Result<Decision<Grant>, GateError> {
-        Err(GateError::InvalidParams(format!(
-            "{} takes no credential of its own",
-            self.id().title
-        )))
-    }
-
-    /// What a credential may do now, without a call to match (MCP
-    /// `tools/list` filters with it; `initialize` refuses one that can do
-    /// nothing). `None`: the protocol cannot say before a call.
-    async fn standing(
-        &self,
-        _credential: &Credential,
-    ) -> Result<Option<Vec<delegateos::Capability>>, Denial> {
-        Ok(None)
-    }
-
-    /// A call with this protocol's credential was refused before it was
-    /// read; the denial to send (`None`: the front's own error).
-    async fn refused_early(
-        &self,
-        _credential: &Credential,
-        _call: &Call<'_>,
-        _why: EarlyRefusal,
-        _detail: &str,
-    ) -> Option<Denial> {
-        None
-    }
-
-    /// The pipeline refused a call with this protocol's credential (not
-    /// canonical; capability or budget): seen by protocols that audit
-    /// their denials.
-    async fn denied(
-        &self,
-        _grant: Option<&Grant>,
-        _credential: &Credential,
-        _call: &Call<'_>,
-        _denial: &Denial,
-    ) {
-    }
-
-    /// The pipeline allowed a call it granted, and reserved its cost.
-    async fn allowed(&self, _grant: &Grant, _call: &Call<'_>) {}
 
     /// An upstream's successful answer to a forwarded call (whoever's
     /// credential it carried), before anything is settled or the caller
@@ -408,16 +292,13 @@ pub trait Protocol: Send + Sync {
         Review::Pass
     }
 
-    /// A call it granted was forwarded and ended so.
-    async fn completed(&self, _grant: &Grant, _call: &Call<'_>, _how: Completed<'_>) {}
-
-    /// Its task or offer (an Agenta offer, an LDP task) as a DelegateOS
+    /// Its task or offer (an offer it brokers, a delegated task) as a DelegateOS
     /// contract draft, which the gateway signs and records.
     fn to_contract(&self, _task: &Value) -> Result<ContractDraft, Translation> {
         Err(Translation::Unsupported("contracts"))
     }
 
-    /// Its receipt or result (an Agenta execution receipt, a Motebit
+    /// Its receipt or result (a seller's execution receipt, a Motebit
     /// receipt) as a DelegateOS attestation draft, which the gateway signs.
     fn to_attestation(&self, _receipt: &Value) -> Result<AttestationDraft, Translation> {
         Err(Translation::Unsupported("receipts"))
@@ -440,7 +321,7 @@ pub trait Protocol: Send + Sync {
     }
 
     /// The HTTP paths it serves itself (each a prefix of a path segment,
-    /// such as `/agenta/v0`), besides the gateway's own.
+    /// such as `/<protocol>/v0`), besides the gateway's own.
     fn http_paths(&self) -> &'static [&'static str] {
         &[]
     }

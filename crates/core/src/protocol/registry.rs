@@ -5,12 +5,14 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{Credential, Denial, Protocol, ProtocolId, ProtocolInfo};
+use super::{Admits, Credential, Denial, Protocol, ProtocolId, ProtocolInfo};
 
 /// The registered protocols.
 #[derive(Default, Clone)]
 pub struct Registry {
     protocols: Vec<Arc<dyn Protocol>>,
+    /// The protocols that admit callers, with their credentials job.
+    admitting: Vec<(Arc<dyn Protocol>, Arc<dyn Admits>)>,
     /// The MCP tools protocols serve themselves, by name (read once, at
     /// registration: a `tools/call` looks here before any upstream).
     tools: Vec<(String, Arc<dyn Protocol>)>,
@@ -50,15 +52,27 @@ impl Registry {
     /// envelope prefix: which one a request carries must be unambiguous.
     pub fn register(&mut self, protocol: Arc<dyn Protocol>) -> Result<(), String> {
         let id = protocol.id();
+        let admits = protocol.clone().admits();
+        let same = |mine: Option<&'static str>, theirs: Option<&'static str>| {
+            mine.is_some()
+                && mine.map(str::to_ascii_lowercase) == theirs.map(str::to_ascii_lowercase)
+        };
+        let credential_clash = |other: &Arc<dyn Protocol>| {
+            let (Some(mine), Some((_, theirs))) = (
+                admits.as_ref(),
+                self.admitting.iter().find(|(p, _)| Arc::ptr_eq(p, other)),
+            ) else {
+                return false;
+            };
+            same(mine.scheme(), theirs.scheme())
+                || (mine.bearer_prefix().is_some()
+                    && mine.bearer_prefix() == theirs.bearer_prefix())
+                || (mine.envelope_prefix().is_some()
+                    && mine.envelope_prefix() == theirs.envelope_prefix())
+        };
         let clash = |other: &Arc<dyn Protocol>| {
             other.id().name == id.name
-                || (protocol.scheme().is_some()
-                    && other.scheme().map(str::to_ascii_lowercase)
-                        == protocol.scheme().map(str::to_ascii_lowercase))
-                || (protocol.bearer_prefix().is_some()
-                    && other.bearer_prefix() == protocol.bearer_prefix())
-                || (protocol.envelope_prefix().is_some()
-                    && other.envelope_prefix() == protocol.envelope_prefix())
+                || credential_clash(other)
                 || tool_names(protocol.as_ref())
                     .iter()
                     .any(|t| tool_names(other.as_ref()).contains(t))
@@ -78,6 +92,9 @@ impl Registry {
         }
         for name in tool_names(protocol.as_ref()) {
             self.tools.push((name, protocol.clone()));
+        }
+        if let Some(admits) = admits {
+            self.admitting.push((protocol.clone(), admits));
         }
         self.protocols.push(protocol);
         Ok(())
@@ -119,14 +136,17 @@ impl Registry {
 
     /// The `Authorization` schemes the protocols claim.
     pub fn schemes(&self) -> Vec<&'static str> {
-        self.protocols.iter().filter_map(|p| p.scheme()).collect()
+        self.admitting
+            .iter()
+            .filter_map(|(_, a)| a.scheme())
+            .collect()
     }
 
     /// The prefixes protocols claim inside `Authorization: Bearer`.
     pub fn bearer_prefixes(&self) -> Vec<&'static str> {
-        self.protocols
+        self.admitting
             .iter()
-            .filter_map(|p| p.bearer_prefix())
+            .filter_map(|(_, a)| a.bearer_prefix())
             .collect()
     }
 
@@ -136,9 +156,9 @@ impl Registry {
         &self,
         header: impl Fn(&str) -> Option<&'h str>,
     ) -> Option<Result<Found, Denial>> {
-        self.protocols.iter().find_map(|p| {
-            let value = header(p.credential_header()?)?;
-            Some(p.read_named_header(value).map(|credential| Found {
+        self.admitting.iter().find_map(|(p, a)| {
+            let value = header(a.credential_header()?)?;
+            Some(a.read_named_header(value).map(|credential| Found {
                 protocol: p.clone(),
                 credential,
             }))
@@ -151,9 +171,7 @@ impl Registry {
         if header.protocol.id() != carried.protocol.id() {
             return None;
         }
-        let credential = header
-            .protocol
-            .combine(&header.credential, &carried.credential)?;
+        let credential = carried.credential.with_header(&header.credential)?;
         Some(Found {
             protocol: header.protocol.clone(),
             credential,
@@ -174,9 +192,9 @@ impl Registry {
 
     /// The envelope prefixes the protocols add beside `method`.
     pub fn envelope_prefixes(&self) -> Vec<&'static str> {
-        self.protocols
+        self.admitting
             .iter()
-            .filter_map(|p| p.envelope_prefix())
+            .filter_map(|(_, a)| a.envelope_prefix())
             .collect()
     }
 
@@ -192,20 +210,20 @@ impl Registry {
     pub fn from_scheme(&self, scheme: &str, credentials: &str) -> Option<Result<Found, Denial>> {
         let credentials = credentials.trim();
         if scheme.trim().eq_ignore_ascii_case("bearer") {
-            let (protocol, rest) = self.protocols.iter().find_map(|p| {
-                let rest = credentials.strip_prefix(p.bearer_prefix()?)?;
+            let ((protocol, admits), rest) = self.admitting.iter().find_map(|p| {
+                let rest = credentials.strip_prefix(p.1.bearer_prefix()?)?;
                 Some((p, rest))
             })?;
-            return Some(protocol.read_header(rest).map(|credential| Found {
+            return Some(admits.read_header(rest).map(|credential| Found {
                 protocol: protocol.clone(),
                 credential,
             }));
         }
-        let protocol = self.protocols.iter().find(|p| {
-            p.scheme()
+        let (protocol, admits) = self.admitting.iter().find(|(_, a)| {
+            a.scheme()
                 .is_some_and(|s| s.eq_ignore_ascii_case(scheme.trim()))
         })?;
-        Some(protocol.read_header(credentials).map(|credential| Found {
+        Some(admits.read_header(credentials).map(|credential| Found {
             protocol: protocol.clone(),
             credential,
         }))
@@ -236,8 +254,8 @@ impl Registry {
         request: &mut Map<String, Value>,
     ) -> Result<Option<Found>, Denial> {
         let mut found: Option<Found> = None;
-        for protocol in &self.protocols {
-            if let Some(credential) = protocol.take_from_request(request).await? {
+        for (protocol, admits) in &self.admitting {
+            if let Some(credential) = admits.take_from_request(request).await? {
                 if let Some(first) = &found {
                     return Err(Denial::protocol(
                         GATEWAY,
@@ -267,7 +285,7 @@ mod tests {
 
     use super::*;
     use crate::gatekeeper::GateError;
-    use crate::protocol::{Call, Decision, Grant};
+    use crate::protocol::{admitting, Call, Credentials, Decision, Grant, Presented};
 
     /// A protocol whose credentials travel as `Bearer <prefix>…`, in two
     /// halves it combines.
@@ -278,19 +296,38 @@ mod tests {
         fn id(&self) -> ProtocolId {
             ProtocolId::new(self.0)
         }
+        fn admits(self: Arc<Self>) -> Option<Arc<dyn Admits>> {
+            Some(admitting(self))
+        }
+    }
+
+    #[async_trait]
+    impl Credentials for Prefixed {
+        type Credential = &'static str;
+        type Granted = ();
         fn bearer_prefix(&self) -> Option<&'static str> {
             Some(self.1)
         }
-        fn read_header(&self, credentials: &str) -> Result<Credential, Denial> {
-            Ok(Credential::new(credentials, "header"))
+        fn read_header(&self, credentials: &str) -> Result<Presented<&'static str>, Denial> {
+            Ok(Presented::new(credentials, "header"))
         }
-        fn combine(&self, header: &Credential, carried: &Credential) -> Option<Credential> {
-            Some(Credential::new(
-                format!("{}+{}", header.presented(), carried.presented()),
+        fn combine(
+            &self,
+            header: &str,
+            _carried: &&'static str,
+            carried_presented: &str,
+        ) -> Option<Presented<&'static str>> {
+            Some(Presented::new(
+                format!("{header}+{carried_presented}"),
                 "both",
             ))
         }
-        async fn grant(&self, _: &Credential, _: &Call<'_>) -> Result<Decision<Grant>, GateError> {
+        async fn grant(
+            &self,
+            _: &&'static str,
+            _: &str,
+            _: &Call<'_>,
+        ) -> Result<Decision<Grant<()>>, GateError> {
             Err(GateError::InvalidParams("not for this test".into()))
         }
     }

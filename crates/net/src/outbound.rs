@@ -1,0 +1,166 @@
+//! The calls dgw makes to other services: one POST (or GET) of JSON
+//! within a set time, the answer read up to a size limit (a protocol's
+//! call to a peer it brokers for, a notice to a caller's callback, an
+//! admin command to a running gateway).
+
+use std::time::Duration;
+
+use crate::tls::HttpClient;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Request, Uri};
+use serde_json::Value;
+use tracing::Instrument;
+
+/// The most an answer may hold.
+const MAX_ANSWER_BYTES: usize = 1 << 20;
+
+/// Why a service gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboundError {
+    #[error("the endpoint {0:?} is not an http(s) URL")]
+    BadEndpoint(String),
+    #[error("no answer within {}", dgw_core::units::show_duration(*.0))]
+    Timeout(Duration),
+    #[error("could not be reached: {0}")]
+    Unreachable(String),
+    #[error("answered HTTP {0}")]
+    Status(u16),
+    #[error("the answer is not JSON of at most 1 MiB: {0}")]
+    Unreadable(String),
+    #[error("HTTPS is not available: {0}")]
+    Tls(String),
+}
+
+/// The HTTP(S) client other services are called with.
+#[derive(Clone)]
+pub struct JsonClient {
+    client: Result<HttpClient, String>,
+    timeout: Duration,
+}
+
+impl JsonClient {
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            client: crate::tls::http_client(None, Some(timeout)),
+            timeout,
+        }
+    }
+
+    /// Whether `endpoint` is a URL a service can be called at.
+    pub fn check_endpoint(endpoint: &str) -> Result<Uri, OutboundError> {
+        let uri: Uri = endpoint
+            .parse()
+            .map_err(|_| OutboundError::BadEndpoint(endpoint.to_owned()))?;
+        match (uri.scheme_str(), uri.host()) {
+            (Some("http" | "https"), Some(_)) => Ok(uri),
+            _ => Err(OutboundError::BadEndpoint(endpoint.to_owned())),
+        }
+    }
+
+    /// POSTs `message` to `endpoint` (with `Authorization: Bearer
+    /// <bearer>` when given); the JSON the service answered with.
+    pub async fn post(
+        &self,
+        endpoint: &str,
+        message: &Value,
+        bearer: Option<&str>,
+    ) -> Result<Value, OutboundError> {
+        let body = self.send(endpoint, message, bearer).await?;
+        serde_json::from_slice(&body).map_err(|e| OutboundError::Unreadable(e.to_string()))
+    }
+
+    /// POSTs `message` to a buyer's callback in a task of its own (with
+    /// `Authorization: Bearer <auth_reference>` when the buyer gave one);
+    /// a failure is logged: the buyer can always read the state.
+    pub fn notify(&self, url: String, message: Value, bearer: Option<String>) {
+        let this = self.clone();
+        tokio::spawn(
+            async move {
+                if let Err(e) = this.send(&url, &message, bearer.as_deref()).await {
+                    tracing::warn!(%url, error = %e, "notifying a buyer's callback");
+                }
+            }
+            .instrument(tracing::Span::current()),
+        );
+    }
+
+    /// GETs `endpoint`; the JSON the service answered with.
+    pub async fn get(&self, endpoint: &str) -> Result<Value, OutboundError> {
+        let body = self.exchange(endpoint, None, None).await?;
+        serde_json::from_slice(&body).map_err(|e| OutboundError::Unreadable(e.to_string()))
+    }
+
+    async fn send(
+        &self,
+        endpoint: &str,
+        message: &Value,
+        bearer: Option<&str>,
+    ) -> Result<Bytes, OutboundError> {
+        self.exchange(endpoint, Some(message), bearer).await
+    }
+
+    /// A POST of `message`, or a GET without one.
+    async fn exchange(
+        &self,
+        endpoint: &str,
+        message: Option<&Value>,
+        bearer: Option<&str>,
+    ) -> Result<Bytes, OutboundError> {
+        let uri = Self::check_endpoint(endpoint)?;
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|e| OutboundError::Tls(e.clone()))?;
+        let builder = match message {
+            Some(_) => Request::post(uri),
+            None => Request::get(uri),
+        };
+        let mut request = builder
+            .body(Full::new(
+                message.map_or_else(Bytes::new, |m| Bytes::from(m.to_string())),
+            ))
+            .map_err(|e| OutboundError::Unreachable(e.to_string()))?;
+        request
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(secret) = bearer {
+            let mut value = HeaderValue::from_str(&format!("Bearer {secret}"))
+                .map_err(|e| OutboundError::Unreachable(e.to_string()))?;
+            value.set_sensitive(true);
+            request.headers_mut().insert(AUTHORIZATION, value);
+        }
+        // The call is a stage of the trace it serves; the service's own
+        // spans join it through traceparent.
+        let span = dgw_core::stage_span!("upstream_call");
+        let _in = span.enter();
+        crate::trace_context::inject_headers(request.headers_mut());
+        drop(_in);
+        let exchange = async {
+            let response = client
+                .request(request)
+                .await
+                .map_err(|e| OutboundError::Unreachable(e.to_string()))?;
+            let status = response.status();
+            if !status.is_success() {
+                return Err(OutboundError::Status(status.as_u16()));
+            }
+            Ok(Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| OutboundError::Unreadable(e.to_string()))?
+                .to_bytes())
+        };
+        let answer = tokio::time::timeout(self.timeout, exchange)
+            .instrument(span.clone())
+            .await
+            .map_err(|_| OutboundError::Timeout(self.timeout))
+            .and_then(|a| a);
+        span.record(
+            "dgw.decision",
+            if answer.is_ok() { "answered" } else { "failed" },
+        );
+        answer
+    }
+}
