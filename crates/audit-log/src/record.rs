@@ -38,20 +38,37 @@ pub fn line(
     event: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
 ) -> Result<(Vec<u8>, String), AuditError> {
     let mut out = Vec::with_capacity(512);
+    let hash = write_line(&mut out, seq, at, prev, event)?;
+    Ok((out, String::from_utf8_lossy(&hash).into_owned()))
+}
+
+/// [`line`] into `out` (cleared first; the writer keeps one buffer for
+/// every line), answering the hash as hex: each record is serialized once,
+/// and what was serialized is what is hashed.
+pub fn write_line(
+    out: &mut Vec<u8>,
+    seq: u64,
+    at: &str,
+    prev: &str,
+    event: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+) -> Result<[u8; 64], AuditError> {
     let text = |e: serde_json::Error| AuditError::Record(e.to_string());
+    out.clear();
     out.extend_from_slice(b"{\"seq\":");
-    out.extend_from_slice(seq.to_string().as_bytes());
+    serde_json::to_writer(&mut *out, &seq).map_err(text)?;
     out.extend_from_slice(b",\"at\":");
-    serde_json::to_writer(&mut out, at).map_err(text)?;
+    serde_json::to_writer(&mut *out, at).map_err(text)?;
     out.extend_from_slice(b",\"prev\":");
-    serde_json::to_writer(&mut out, prev).map_err(text)?;
+    serde_json::to_writer(&mut *out, prev).map_err(text)?;
     out.extend_from_slice(b",\"event\":");
-    event(&mut out).map_err(text)?;
-    let hash = hex::encode(delegateos::signing::blake2b256(&out));
+    event(out).map_err(text)?;
+    let mut hash = [0u8; 64];
+    hex::encode_to_slice(delegateos::signing::blake2b256(out), &mut hash)
+        .map_err(|e| AuditError::Record(e.to_string()))?;
     out.extend_from_slice(HASH_PREFIX);
-    out.extend_from_slice(hash.as_bytes());
+    out.extend_from_slice(&hash);
     out.extend_from_slice(b"\"}\n");
-    Ok((out, hash))
+    Ok(hash)
 }
 
 /// The hash a line's bytes (without its newline) give, or `None` when it
@@ -230,15 +247,35 @@ impl Seal {
     }
 }
 
-/// Now, as a record's `at`.
-pub(crate) fn now_text() -> String {
-    let now = time::OffsetDateTime::now_utc();
+/// `now` to the millisecond, as a record's `at`.
+fn format_ms(now: time::OffsetDateTime) -> String {
     let ms = now.millisecond();
     let now = now
         .replace_nanosecond(u32::from(ms) * 1_000_000)
         .unwrap_or(now);
     now.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+/// The writer's clock: a record's `at` formatted once per millisecond,
+/// not once per record (the records of a batch mostly share one).
+#[derive(Default)]
+pub(crate) struct Clock {
+    ms: i128,
+    text: String,
+}
+
+impl Clock {
+    /// Now, as a record's `at`.
+    pub(crate) fn now(&mut self) -> &str {
+        let now = time::OffsetDateTime::now_utc();
+        let ms = now.unix_timestamp_nanos() / 1_000_000;
+        if ms != self.ms || self.text.is_empty() {
+            self.ms = ms;
+            self.text = format_ms(now);
+        }
+        &self.text
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use dgw_core::state::AuditAnchor;
 use dgw_core::trail::{Trail, TrailEntry};
 use serde_json::{json, Value};
 
-use crate::record::{self, now_text, Record, Seal, SealKind};
+use crate::record::{self, Clock, Record, Seal, SealKind};
 use crate::segments::{self, io};
 use crate::start::{read_tail, Start};
 use crate::AuditError;
@@ -142,6 +142,9 @@ struct Writer {
     /// After [`AuditLog::close`]: every batch gets a shutdown seal.
     closing: bool,
     on_seal: Option<OnSeal>,
+    /// Each line is built here (one buffer for all of them).
+    line: Vec<u8>,
+    clock: Clock,
 }
 
 impl Writer {
@@ -181,6 +184,8 @@ impl Writer {
             last_kind: tail.last_kind,
             closing: false,
             on_seal,
+            line: Vec::with_capacity(4096),
+            clock: Clock::default(),
         };
         if let Some(after) = tail.new_log_after {
             tracing::warn!(after = %after, "audit log: a new log begins, chained to the anchor");
@@ -267,11 +272,13 @@ impl Writer {
         &mut self,
         write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
     ) -> Result<(), AuditError> {
-        let (line, hash) = record::line(self.next_seq, &now_text(), &self.head, write)?;
-        self.file.write_all(&line).map_err(io(&self.path))?;
-        self.size += line.len() as u64;
+        let at = self.clock.now();
+        let hash = record::write_line(&mut self.line, self.next_seq, at, &self.head, write)?;
+        self.file.write_all(&self.line).map_err(io(&self.path))?;
+        self.size += self.line.len() as u64;
         self.next_seq += 1;
-        self.head = hash;
+        self.head.clear();
+        self.head.extend(hash.iter().map(|&b| char::from(b)));
         Ok(())
     }
 

@@ -8,10 +8,12 @@
 //! ([`install_metrics`]), so a metric's help, unit and buckets come with
 //! the layer that records it and the core names no backend.
 
-use std::sync::OnceLock;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use metrics::{counter, gauge, histogram};
+use metrics::{counter, gauge, histogram, Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 pub use metrics::Unit;
@@ -272,6 +274,78 @@ pub const METRICS: &[Metric] = &[
     ),
 ];
 
+/// Metric handles resolved once per label set: a call finds its counter
+/// by the label values it borrows, instead of building owned labels and
+/// looking them up in the recorder every time. Used only once this
+/// module's recorder is installed (a handle taken before would count
+/// nowhere for ever); the label sets are those the series already are
+/// (configured upstreams, their catalogs' tools, known methods).
+struct Handles<H> {
+    map: RwLock<HashMap<String, H>>,
+}
+
+thread_local! {
+    /// The lookup key, built in place (no allocation per call).
+    static KEY: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+impl<H: Clone> Handles<H> {
+    fn new() -> Self {
+        Self {
+            map: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The handle for `labels`, made by `make` the first time.
+    fn get(&self, labels: &[&str], make: impl FnOnce() -> H) -> H {
+        if !matches!(HANDLE.get(), Some(Some(_))) {
+            return make();
+        }
+        KEY.with(|key| {
+            let mut key = key.borrow_mut();
+            key.clear();
+            for l in labels {
+                key.push_str(l);
+                // No label value holds a NUL: each set has one key.
+                key.push('\0');
+            }
+            if let Some(h) = self
+                .map
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(key.as_str())
+            {
+                return h.clone();
+            }
+            let h = make();
+            self.map
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(key.clone())
+                .or_insert(h)
+                .clone()
+        })
+    }
+}
+
+/// A handle without labels, resolved once (see [`Handles`]).
+fn once<H: Clone>(cell: &OnceLock<H>, make: impl Fn() -> H) -> H {
+    if !matches!(HANDLE.get(), Some(Some(_))) {
+        return make();
+    }
+    cell.get_or_init(make).clone()
+}
+
+fn counters() -> &'static Handles<Counter> {
+    static C: OnceLock<Handles<Counter>> = OnceLock::new();
+    C.get_or_init(Handles::new)
+}
+
+fn histograms() -> &'static Handles<Histogram> {
+    static H: OnceLock<Handles<Histogram>> = OnceLock::new();
+    H.get_or_init(Handles::new)
+}
+
 /// The label values a gateway knows at start, each labelled counter and
 /// histogram exported at zero for them (see [`export_at_zero`]).
 #[derive(Debug, Default)]
@@ -353,14 +427,22 @@ pub fn record_mcp_call(
     total: Duration,
     upstream_time: Option<Duration>,
 ) {
-    counter!(MCP_CALLS_TOTAL, "protocol" => protocol, "upstream" => upstream.to_owned(), "tool" => tool.to_owned(), "outcome" => outcome)
+    counters()
+        .get(&[MCP_CALLS_TOTAL, protocol, upstream, tool, outcome], || {
+            counter!(MCP_CALLS_TOTAL, "protocol" => protocol, "upstream" => upstream.to_owned(), "tool" => tool.to_owned(), "outcome" => outcome)
+        })
         .increment(1);
     if let Some(t) = upstream_time {
-        histogram!(MCP_UPSTREAM_DURATION, "upstream" => upstream.to_owned())
+        histograms()
+            .get(
+                &[MCP_UPSTREAM_DURATION, upstream],
+                || histogram!(MCP_UPSTREAM_DURATION, "upstream" => upstream.to_owned()),
+            )
             .record(t.as_secs_f64());
     }
     let own = total.saturating_sub(upstream_time.unwrap_or_default());
-    histogram!(MCP_GATEWAY_DURATION).record(own.as_secs_f64());
+    static OWN: OnceLock<Histogram> = OnceLock::new();
+    once(&OWN, || histogram!(MCP_GATEWAY_DURATION)).record(own.as_secs_f64());
 }
 
 /// A notification from `upstream` dropped instead of relayed (`reason`:
@@ -382,7 +464,10 @@ pub fn set_upstream_up(upstream: &str, up: bool) {
 
 /// A finished request.
 fn record_request(front: &'static str, method: &str, outcome: Outcome) {
-    counter!(REQUESTS_TOTAL, "front" => front, "method" => method.to_owned(), "outcome" => outcome.as_str())
+    counters()
+        .get(&[REQUESTS_TOTAL, front, method, outcome.as_str()], || {
+            counter!(REQUESTS_TOTAL, "front" => front, "method" => method.to_owned(), "outcome" => outcome.as_str())
+        })
         .increment(1);
 }
 
@@ -465,7 +550,12 @@ impl Drop for RequestRecord<'_> {
 
 /// A denial.
 pub fn record_denial(protocol: &'static str, kind: &str) {
-    counter!(DENIALS_TOTAL, "protocol" => protocol, "type" => kind.to_owned()).increment(1);
+    counters()
+        .get(
+            &[DENIALS_TOTAL, protocol, kind],
+            || counter!(DENIALS_TOTAL, "protocol" => protocol, "type" => kind.to_owned()),
+        )
+        .increment(1);
 }
 
 /// A protocol's own event (one of a closed set it names).
@@ -487,12 +577,16 @@ pub fn set_protocol_stored(protocol: &'static str, kind: &'static str, records: 
 
 /// A DCT found among the verified ones (`hit`) or verified anew.
 pub fn record_token_cache(hit: bool) {
-    counter!(TOKEN_CACHE_LOOKUPS, "result" => if hit { "hit" } else { "miss" }).increment(1);
+    static HIT: OnceLock<Counter> = OnceLock::new();
+    static MISS: OnceLock<Counter> = OnceLock::new();
+    let (cell, result) = if hit { (&HIT, "hit") } else { (&MISS, "miss") };
+    once(cell, || counter!(TOKEN_CACHE_LOOKUPS, "result" => result)).increment(1);
 }
 
 /// How long an authorization took.
 pub fn record_authorize(elapsed: Duration) {
-    histogram!(AUTHORIZE_DURATION).record(elapsed.as_secs_f64());
+    static H: OnceLock<Histogram> = OnceLock::new();
+    once(&H, || histogram!(AUTHORIZE_DURATION)).record(elapsed.as_secs_f64());
 }
 
 /// Bytes of an upstream's stderr dropped because a line was too long.

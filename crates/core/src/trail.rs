@@ -19,8 +19,11 @@ pub enum TrailEntry {
     /// An allow/deny decision (the same event `WatchDecisions` sees),
     /// turned into JSON by the writer.
     Decision(Arc<dyn Record>),
-    /// Anything else, already as its record (settlements, revocations,
-    /// protocol events, admin actions).
+    /// A record of the gateway's own, written by the writer without a
+    /// JSON value built first (a reservation's end: once per call).
+    Typed(Arc<dyn Record>),
+    /// Anything else, already as its record (revocations, protocol events,
+    /// admin actions).
     Event(Value),
 }
 
@@ -29,6 +32,7 @@ impl TrailEntry {
     pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match self {
             TrailEntry::Decision(d) => d.write_json(out),
+            TrailEntry::Typed(r) => r.write_json(out),
             TrailEntry::Event(v) => serde_json::to_writer(out, v),
         }
     }
@@ -62,11 +66,15 @@ impl TrailSlot {
         }
     }
 
+    /// The `at` of an event: Unix milliseconds now.
+    pub fn now_ms() -> u64 {
+        (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).max(0) as u64
+    }
+
     /// Records an event of `kind` with `fields` (an object).
     pub fn event(&self, kind: &str, fields: Value) {
         self.record(|| {
-            let at = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).max(0);
-            let mut record = json!({"event": kind, "at": at as u64});
+            let mut record = json!({"event": kind, "at": Self::now_ms()});
             if let (Some(r), Some(id)) = (record.as_object_mut(), crate::request_id::current()) {
                 r.insert("requestId".into(), id.as_ref().into());
             }

@@ -14,6 +14,7 @@ use hyper::{Request, StatusCode, Uri};
 use serde_json::Value;
 
 use super::auth::HttpCredentials;
+use super::conns::{Conns, Lease, SendError};
 use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
 use super::relay;
@@ -26,8 +27,11 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 pub struct HttpLink {
     url: Uri,
     /// `Err` when the HTTPS configuration could not be built (an
-    /// unreadable `ca_file`): every request then fails with why.
+    /// unreadable `ca_file`): every request then fails with why. Fetches
+    /// OAuth tokens.
     client: Result<dgw_net::tls::HttpClient, String>,
+    /// The connections the upstream's messages go on (`Err` as `client`).
+    conns: Result<Conns, String>,
     session: RwLock<Option<HeaderValue>>,
     protocol_version: RwLock<Option<HeaderValue>>,
     /// Never holds anything: answers on HTTP come back on their own POST.
@@ -52,8 +56,10 @@ impl HttpLink {
     /// against `ca_file`, else the system's roots.
     pub fn new(url: String, ca_file: Option<&std::path::Path>) -> Self {
         let client = dgw_net::tls::http_client(ca_file, None);
+        let url: Uri = url.parse().unwrap_or_default();
         Self {
-            url: url.parse().unwrap_or_default(),
+            conns: Conns::new(url.clone(), ca_file),
+            url,
             client,
             session: RwLock::new(None),
             protocol_version: RwLock::new(None),
@@ -91,7 +97,8 @@ impl HttpLink {
     }
 
     /// One POST presenting `presented`; with OAuth, also the token it
-    /// carried (to forget on a 401).
+    /// carried (to forget on a 401); and its connection, to hand back once
+    /// the answer is read.
     async fn post(
         &self,
         up: &dyn Host,
@@ -104,12 +111,20 @@ impl HttpLink {
             hyper::HeaderMap,
             hyper::body::Incoming,
             Option<std::sync::Arc<str>>,
+            Lease<'_>,
         ),
         UpstreamError,
     > {
         let is_initialize = message.is_initialize();
         let client = self
             .client
+            .as_ref()
+            .map_err(|e| UpstreamError::Unavailable {
+                upstream: up.name().to_owned(),
+                detail: e.clone(),
+            })?;
+        let conns = self
+            .conns
             .as_ref()
             .map_err(|e| UpstreamError::Unavailable {
                 upstream: up.name().to_owned(),
@@ -176,27 +191,18 @@ impl HttpLink {
                 headers.insert(VERSION_HEADER, v);
             }
         }
-        let resp = client.request(req).await.map_err(|e| {
-            let detail = format!(
-                "{e}: {}",
-                std::error::Error::source(&e)
-                    .map(|s| s.to_string())
-                    .unwrap_or_default()
-            );
-            if e.is_connect() {
-                UpstreamError::Unavailable {
-                    upstream: up.name().to_owned(),
-                    detail,
-                }
-            } else {
-                UpstreamError::NoAnswer {
-                    upstream: up.name().to_owned(),
-                    detail,
-                }
-            }
+        let (resp, lease) = conns.send(req).await.map_err(|e| match e {
+            SendError::Connect(detail) => UpstreamError::Unavailable {
+                upstream: up.name().to_owned(),
+                detail,
+            },
+            SendError::Send(detail) => UpstreamError::NoAnswer {
+                upstream: up.name().to_owned(),
+                detail,
+            },
         })?;
         let (parts, body) = resp.into_parts();
-        Ok((parts.status, parts.headers, body, used))
+        Ok((parts.status, parts.headers, body, used, lease))
     }
 
     async fn answer(
@@ -212,14 +218,15 @@ impl HttpLink {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .is_some();
-        let (mut status, mut headers, mut body, used) =
+        let (mut status, mut headers, mut body, used, mut lease) =
             self.post(up, message, presented, stateless).await?;
         // A refused OAuth token: fetch a new one and try this call once more.
         if status == StatusCode::UNAUTHORIZED {
             if let (Some(used), Some(oauth)) = (used, &presented.oauth) {
                 let _ = read_limited(body).await;
                 oauth.refused(&used).await;
-                (status, headers, body, _) = self.post(up, message, presented, stateless).await?;
+                (status, headers, body, _, lease) =
+                    self.post(up, message, presented, stateless).await?;
             }
         }
         let no_answer = |detail: String| UpstreamError::NoAnswer {
@@ -257,12 +264,14 @@ impl HttpLink {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if is_events {
+            // Its connection closes once the stream ends.
             Ok(Answer::Events(body))
         } else {
-            read_limited(body)
+            let bytes = read_limited(body)
                 .await
-                .map(Answer::Json)
-                .map_err(|e| no_answer(format!("reading the answer: {e}")))
+                .map_err(|e| no_answer(format!("reading the answer: {e}")))?;
+            lease.done();
+            Ok(Answer::Json(bytes))
         }
     }
 
@@ -422,8 +431,10 @@ impl HttpLink {
     }
 
     pub async fn send(&self, up: &dyn Host, message: &Message) -> Result<(), UpstreamError> {
-        let (status, _, body, _) = self.post(up, message, &up.credentials(), None).await?;
-        let _ = read_limited(body).await;
+        let (status, _, body, _, lease) = self.post(up, message, &up.credentials(), None).await?;
+        if read_limited(body).await.is_ok() {
+            lease.done();
+        }
         if status.is_success() {
             Ok(())
         } else {

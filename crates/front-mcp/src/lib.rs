@@ -7,6 +7,7 @@ pub mod auth;
 mod call;
 pub mod caller_state;
 pub mod cancel;
+mod conns;
 mod data;
 pub mod data_rules;
 pub mod http_link;

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use super::{decode, encode};
+use super::{decode, encode_into};
 use dgw_core::state::StorageError;
 
 const HEADER: usize = 8;
@@ -294,7 +294,20 @@ impl Journal {
     }
 
     fn push<T: Serialize>(&self, record: &T, waiter: Option<Waiter>) {
-        let body = encode(record);
+        thread_local! {
+            /// Each record is encoded here before it is framed (no
+            /// allocation per record).
+            static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BODY.with(|body| {
+            let mut body = body.borrow_mut();
+            body.clear();
+            encode_into(&mut body, record);
+            self.push_body(&body, waiter);
+        });
+    }
+
+    fn push_body(&self, body: &[u8], waiter: Option<Waiter>) {
         let (lock, wake) = &*self.shared;
         let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = &p.failed {
@@ -313,8 +326,8 @@ impl Journal {
             .expect("there is always a current segment")
             .1;
         seg.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        seg.extend_from_slice(&check(&body));
-        seg.extend_from_slice(&body);
+        seg.extend_from_slice(&check(body));
+        seg.extend_from_slice(body);
         p.waiters.extend(waiter);
         drop(p);
         if wake_flusher {

@@ -8,6 +8,7 @@ use super::{forbidden, ledger_error, GateError, Gatekeeper};
 use crate::budget::{HolderDigest, Settlement};
 use crate::caller::Caller;
 use crate::telemetry;
+use crate::trail::TrailEntry;
 use tracing::Instrument;
 
 /// How many delegations get a spend gauge of their own.
@@ -59,13 +60,15 @@ impl Gatekeeper {
     }
 
     fn trail_settlement(&self, s: &Settlement, caller: &Caller) {
-        self.trail.event(
-            "settle",
-            serde_json::json!({"reservationId": s.reservation_id,
-                "chargedMicrocents": s.charged_microcents,
-                "releasedMicrocents": s.released_microcents,
-                "by": caller.admin_name()}),
-        );
+        self.trail.record(|| {
+            Ended::now(
+                "settle",
+                &s.reservation_id,
+                Some(s.charged_microcents),
+                s.released_microcents,
+                caller,
+            )
+        });
     }
 
     /// Settles a reservation made with [`OnExpiry::Charge`] without waiting
@@ -94,11 +97,8 @@ impl Gatekeeper {
             .instrument(settle_span("released"))
             .await
             .map_err(ledger_error)?;
-        self.trail.event(
-            "release",
-            serde_json::json!({"reservationId": reservation_id,
-                "releasedMicrocents": released, "by": caller.admin_name()}),
-        );
+        self.trail
+            .record(|| Ended::now("release", reservation_id, None, released, caller));
         Ok(released)
     }
 
@@ -197,9 +197,116 @@ impl Gatekeeper {
     }
 }
 
+/// A reservation settled or released, as the trail records it: the bytes
+/// the event's JSON object gave (its keys in their sorted order), written
+/// without building the object and its keys per call (issue 36).
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Ended {
+    at: u64,
+    by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    charged_microcents: Option<u64>,
+    event: &'static str,
+    released_microcents: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<std::sync::Arc<str>>,
+    reservation_id: String,
+}
+
+impl Ended {
+    fn now(
+        event: &'static str,
+        reservation_id: &str,
+        charged_microcents: Option<u64>,
+        released_microcents: u64,
+        caller: &Caller,
+    ) -> TrailEntry {
+        TrailEntry::Typed(std::sync::Arc::new(Self {
+            at: crate::trail::TrailSlot::now_ms(),
+            by: caller.admin_name(),
+            charged_microcents,
+            event,
+            released_microcents,
+            request_id: crate::request_id::current(),
+            reservation_id: reservation_id.to_owned(),
+        }))
+    }
+}
+
+impl crate::trail::Record for Ended {
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        serde_json::to_writer(out, self)
+    }
+}
+
 /// The settle stage's span: a reservation charged or released.
 fn settle_span(decision: &'static str) -> tracing::Span {
     let span = crate::stage_span!("settle");
     span.record("dgw.decision", decision);
     span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// What `TrailSlot::event` made of the same fields.
+    fn as_event(kind: &str, at: u64, request_id: Option<&str>, fields: Value) -> Value {
+        let mut record = json!({"event": kind, "at": at});
+        if let (Some(r), Some(id)) = (record.as_object_mut(), request_id) {
+            r.insert("requestId".into(), id.into());
+        }
+        if let (Some(r), Value::Object(f)) = (record.as_object_mut(), fields) {
+            r.extend(f);
+        }
+        record
+    }
+
+    fn typed(e: &Ended) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::trail::Record::write_json(e, &mut out).unwrap();
+        out
+    }
+
+    /// The typed record writes the very bytes the JSON event did, so the
+    /// audit log reads (and hashes) as before: settle and release, with and
+    /// without a request ID and an administrator.
+    #[test]
+    fn a_reservations_end_is_written_as_the_event_was() {
+        for request_id in [None, Some("req_7")] {
+            for by in [None, Some("token:ops".to_owned())] {
+                let settle = Ended {
+                    at: 1_764_000_000_123,
+                    by: by.clone(),
+                    charged_microcents: Some(7),
+                    event: "settle",
+                    released_microcents: 3,
+                    request_id: request_id.map(std::sync::Arc::from),
+                    reservation_id: "res_abc".into(),
+                };
+                let old = as_event(
+                    "settle",
+                    1_764_000_000_123,
+                    request_id,
+                    json!({"reservationId": "res_abc", "chargedMicrocents": 7,
+                        "releasedMicrocents": 3, "by": by}),
+                );
+                assert_eq!(typed(&settle), serde_json::to_vec(&old).unwrap());
+                let release = Ended {
+                    charged_microcents: None,
+                    event: "release",
+                    ..settle
+                };
+                let old = as_event(
+                    "release",
+                    1_764_000_000_123,
+                    request_id,
+                    json!({"reservationId": "res_abc", "releasedMicrocents": 3, "by": by}),
+                );
+                assert_eq!(typed(&release), serde_json::to_vec(&old).unwrap());
+            }
+        }
+    }
 }

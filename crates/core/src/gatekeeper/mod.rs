@@ -19,7 +19,7 @@ use delegateos::{
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::budget::{BudgetKey, LedgerError, LevelReport, Reservation};
+use crate::budget::{BudgetKey, HolderDigest, LedgerError, LevelReport, Reservation};
 use crate::protocol::{ProtocolId, ProtocolInfo};
 use crate::revocations::Revocations;
 use crate::state::{BudgetStore, DelegationStore, StorageError};
@@ -98,6 +98,10 @@ type ContractsById = BTreeMap<delegateos::ContractId, delegateos::TaskContract>;
 struct Verified {
     token: VerifiedDct,
     levels: Vec<(BudgetKey, u64)>,
+    /// The digest a reservation made with these bytes is held by, computed
+    /// with the verification: BLAKE2b of a kilobyte token per authorize
+    /// was a tenth of its instructions (issue 36).
+    holder: HolderDigest,
     /// The [`Tenants::generation`] it was verified against: an entry from
     /// before a reload is verified again.
     generation: u64,
@@ -243,6 +247,7 @@ impl Gatekeeper {
         let verified = Arc::new(Verified {
             token: checked,
             levels,
+            holder: HolderDigest::of(token),
             generation: tenants.generation,
         });
         let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());

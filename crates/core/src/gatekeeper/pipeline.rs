@@ -27,7 +27,12 @@ impl Gatekeeper {
     /// expiry at that instant).
     pub fn dct_grant(&self, token: &str) -> Result<Grant, Denial> {
         let verified = self.verified(token).map_err(|r| denied(r, None))?;
-        Ok(Grant {
+        Ok(self.grant_of(verified))
+    }
+
+    /// The grant of a verified DCT (see [`Self::dct_grant`]).
+    fn grant_of(&self, verified: Arc<Verified>) -> Grant {
+        Grant {
             protocol: DELEGATEOS,
             tenant: self.tenant_of(&verified.token),
             levels: verified.levels.clone(),
@@ -46,7 +51,7 @@ impl Gatekeeper {
             }),
             context: Box::new(()),
             within: None,
-        })
+        }
     }
 
     /// The contract a DCT is for, if its chain verifies.
@@ -82,21 +87,24 @@ impl Gatekeeper {
             return Ok(Decision::Denied(d));
         }
         let verify = crate::stage_span!("credential_verify");
-        let grant = match verify.in_scope(|| self.dct_grant(token)) {
-            Ok(g) => {
+        let (grant, holder) = match verify.in_scope(|| self.verified(token)) {
+            Ok(v) => {
+                // The digest the verification computed, not a second one.
+                let holder = v.holder;
+                let g = self.grant_of(v);
                 g.record_in(&verify);
                 stages::allowed(&verify);
-                g
+                (g, holder)
             }
-            Err(d) => {
-                let d = d.for_request(first);
+            Err(reason) => {
+                let d = denied(reason, Some(first));
                 d.record_in(&verify);
                 self.publish_authorize(None, first, cost_microcents, Err(&d));
                 return Ok(Decision::Denied(d));
             }
         };
         drop(verify);
-        self.authorize_grant(&grant, token, requests, cost_microcents, hold)
+        self.authorize_held(&grant, || holder, requests, cost_microcents, hold)
             .await
     }
 
@@ -109,6 +117,21 @@ impl Gatekeeper {
         &self,
         grant: &Grant,
         presented: &str,
+        requests: &[CapabilityRequest],
+        cost_microcents: u64,
+        hold: impl Into<Hold>,
+    ) -> Result<Decision<Authorization>, GateError> {
+        let holder = || HolderDigest::of(presented);
+        self.authorize_held(grant, holder, requests, cost_microcents, hold.into())
+            .await
+    }
+
+    /// [`Self::authorize_grant`], the holder's digest given by `holder`
+    /// (asked only for a caller's reservation).
+    async fn authorize_held(
+        &self,
+        grant: &Grant,
+        holder: impl FnOnce() -> HolderDigest,
         requests: &[CapabilityRequest],
         cost_microcents: u64,
         hold: impl Into<Hold>,
@@ -180,7 +203,7 @@ impl Gatekeeper {
             None
         } else {
             // Digested only here: the digest of a kilobyte token is not free.
-            let holder = hold.by_caller.then(|| HolderDigest::of(presented));
+            let holder = hold.by_caller.then(holder);
             let reserving = crate::stage_span!("reserve");
             grant.record_in(&reserving);
             match self
