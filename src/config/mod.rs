@@ -210,6 +210,7 @@ struct RawConfig {
     telemetry: telemetry::RawTelemetry,
     #[serde(default)]
     oauth: oauth::RawOAuth,
+    #[serde(default)]
     console: console::RawConsole,
 }
 
