@@ -15,7 +15,11 @@ import sys
 import threading
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -49,7 +53,13 @@ def browser():
 
 d = browser()
 # A page being replaced under a check is checked again.
-wait = WebDriverWait(d, 30, ignored_exceptions=[StaleElementReferenceException])
+# An element read while its page is being replaced is stale; chromedriver
+# sometimes reports that as an "unknown error" (a node that "does not belong
+# to the document") rather than as a stale element: both mean "look again",
+# until the deadline.
+wait = WebDriverWait(
+    d, 30, ignored_exceptions=[StaleElementReferenceException, WebDriverException]
+)
 
 
 def path():
