@@ -94,3 +94,46 @@ impl Running for Built {
         Ok(Staged::Apply(Box::new(move || motebit.set_config(config))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::{err, GOOD};
+    use crate::config::Config;
+    use std::path::Path;
+
+    fn motebit_of(c: &Config) -> MotebitConfig {
+        read(&c.document()).unwrap()
+    }
+
+    #[test]
+    fn the_motebit_section_is_checked_key_by_key() {
+        let key = "8a88e3dd7409f195fd52db2d3cba5d72ca6709bf1d94121bf3748801b40f6f5c";
+        let motebit = format!(
+            "[motebit]\naudience = \"custom:dgw\"\n[[motebit.delegators]]\nmotebit_id = \"d-1\"\n\
+             public_key = \"{key}\"\ntenant = \"acme\"\nbudget_microcents = 500\n"
+        );
+        let c = Config::parse(&format!("{GOOD}{motebit}"), Path::new("t.toml")).unwrap();
+        assert_eq!(motebit_of(&c).audience, "custom:dgw");
+        assert_eq!(motebit_of(&c).delegators[0].budget_microcents, 500);
+        let default = Config::parse(GOOD, Path::new("t.toml")).unwrap();
+        assert_eq!(motebit_of(&default).audience, "task:submit");
+        assert!(motebit_of(&default).delegators.is_empty());
+        for (from, to, at) in [
+            ("\"acme\"", "\"nobody\"", "`motebit.delegators[0].tenant`"),
+            (
+                key,
+                &key.to_uppercase(),
+                "`motebit.delegators[0].public_key`",
+            ),
+            ("\"d-1\"", "\"\"", "`motebit.delegators[0].motebit_id`"),
+            ("\"custom:dgw\"", "\"\"", "`motebit.audience`"),
+        ] {
+            assert!(
+                err(&format!("{GOOD}{}", motebit.replace(from, to))).contains(at),
+                "{at}"
+            );
+        }
+        assert!(err(&format!("{GOOD}{motebit}extra = 1\n")).contains("extra"));
+    }
+}
