@@ -903,6 +903,10 @@ const MOVED: &[(&str, &[&str])] = &[(
         "dgw_proto_delegateos",
         "protocols::delegateos",
         "DelegateOs",
+        // Its JSON-RPC methods and the spec's names for the pipeline's
+        // (`delegateos/settle`): the fronts and the binary use the neutral
+        // `dgw/*` ones.
+        "delegateos/",
     ],
 )];
 
@@ -953,4 +957,12 @@ fn the_moved_check_finds_a_protocol_named_in_the_wiring() {
         "{named:?}"
     );
     assert!(naming_outside("crates/", &["DelegateOs"]).is_empty());
+    // Its method names, seen from another's crate.
+    let named = naming_outside("crates/proto-talos/", &["delegateos/"]);
+    assert!(
+        named
+            .iter()
+            .any(|f| f.starts_with("crates/proto-delegateos/")),
+        "{named:?}"
+    );
 }

@@ -1,7 +1,7 @@
 //! Revocation from the command line: `dgw token revoke` signs a §4.1 entry
 //! for one block of a token, offline, with the key that signed that block
 //! (only its signer's entry takes effect, decision 10); `dgw revoke` hands
-//! an entry to a running gateway (`delegateos/revoke`), or, as an
+//! an entry to a running gateway (`dgw/revocations/submit`), or, as an
 //! administrator, revokes a token's block without its signer's key
 //! (`dgw/revoke`: the stolen-key case).
 
@@ -145,7 +145,7 @@ pub(super) fn submit(a: SubmitArgs) -> Result<Outcome, CliError> {
             if let Some(t) = token {
                 params["dct"] = Value::String(t);
             }
-            admin_call::run(&a.auth, &a.gateway, "delegateos/revoke", params)
+            admin_call::run(&a.auth, &a.gateway, "dgw/revocations/submit", params)
         }
         None => {
             let token = decode(token.as_deref().unwrap_or_default())?;

@@ -100,7 +100,8 @@ impl Gatekeeper {
         })
     }
 
-    /// `delegateos/budget`: spent, reserved and remaining at each level.
+    /// `dgw/budget` (DelegateOS's `delegateos/budget`): spent, reserved and
+    /// remaining at each level.
     pub async fn budget(
         &self,
         caller: &Caller,

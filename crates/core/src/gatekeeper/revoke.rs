@@ -13,9 +13,10 @@ use crate::revocations::RevokeError;
 use crate::telemetry;
 
 impl Gatekeeper {
-    /// `delegateos/revoke` (§9.5): record the entry durably; from then on every
-    /// token carrying the block is denied, and the delegations recorded with
-    /// such tokens are marked revoked.
+    /// `dgw/revocations/submit` (DelegateOS's `delegateos/revoke`, §9.5):
+    /// record the entry durably; from then on every token carrying the
+    /// block is denied, and the delegations recorded with such tokens are
+    /// marked revoked.
     pub async fn revoke(&self, caller: &Caller, p: RevokeParams) -> Result<Revocation, GateError> {
         let entry = p.revocation;
         self.check_revoker(caller, &entry)?;

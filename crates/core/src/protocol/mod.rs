@@ -16,6 +16,7 @@ mod credentials;
 mod denial;
 pub mod endpoint;
 pub mod event;
+mod method;
 mod registry;
 
 /// Capability sets as an [`Authority`].
@@ -36,6 +37,7 @@ use crate::gatekeeper::error::GateError;
 pub use credentials::{admitting, Admits, Credential, Credentials, Outcome, Presented};
 pub use denial::{Decision, Denial, DenialKind, MALFORMED_CREDENTIAL, MAX_ECHOED_BYTES};
 pub use endpoint::{HttpAnswer, HttpRequest};
+pub use method::{parse_params, MethodAnswer, MethodResult};
 pub use registry::{Found, Registry};
 
 /// A protocol's name, as metrics, audit and `data.protocol` label it
@@ -265,9 +267,6 @@ pub enum Translation {
     },
 }
 
-/// What a protocol answers to a JSON-RPC method it serves.
-pub type MethodResult = Result<Value, GateError>;
-
 /// A delegation protocol, as the gateway registers it: its name, its
 /// credentials job if it has one ([`Protocol::admits`], typed in
 /// [`Credentials`]), what it translates and the services it hosts.
@@ -318,6 +317,28 @@ pub trait Protocol: Send + Sync {
     /// Serves one of [`Protocol::methods`].
     async fn call_method(&self, _caller: &Caller, method: &str, _params: Value) -> MethodResult {
         Err(GateError::InvalidParams(format!("{method} is not served")))
+    }
+
+    /// Answers one of [`Protocol::methods`], as the JSON-RPC front asks:
+    /// [`Protocol::call_method`]'s result (params absent: `{}`), unless
+    /// the protocol's methods refuse or deny of their own.
+    async fn answer_method(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<MethodAnswer, GateError> {
+        let params = params.unwrap_or_else(|| Value::Object(Default::default()));
+        self.call_method(caller, method, params)
+            .await
+            .map(MethodAnswer::Done)
+    }
+
+    /// The names its specification gives methods of the gateway's own, as
+    /// (its name, the gateway's): DelegateOS's `delegateos/settle` is
+    /// `dgw/settle`. The front serves them as the gateway's method.
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
     }
 
     /// The HTTP paths it serves itself (each a prefix of a path segment,
