@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::error::Forbidden;
 use super::{forbidden, ledger_error, GateError, Gatekeeper};
 use crate::budget::{HolderDigest, Settlement};
 use crate::caller::Caller;
+use crate::error::Forbidden;
 use crate::telemetry;
 use crate::trail::TrailEntry;
 use tracing::Instrument;

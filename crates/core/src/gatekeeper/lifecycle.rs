@@ -11,12 +11,12 @@ use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse};
 use delegateos::{Delegation, DelegationStatus};
 use time::OffsetDateTime;
 
-use super::error::{Conflict, Missing};
 use super::{
     ledger_error, now, AttestationsById, Completion, ContractsById, DecisionEvent, DecisionKind,
     GateError, Gatekeeper,
 };
 use crate::budget::LedgerError;
+use crate::error::{Conflict, Missing};
 use crate::state::ContractPut;
 use crate::telemetry;
 

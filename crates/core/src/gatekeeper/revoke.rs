@@ -6,9 +6,9 @@
 use delegateos::messages::RevokeParams;
 use delegateos::{DelegationId, DelegationStatus, PrincipalId, RevocationScope};
 
-use super::error::Forbidden;
 use super::{forbidden, now, GateError, Gatekeeper, Revocation};
 use crate::caller::Caller;
+use crate::error::Forbidden;
 use crate::revocations::RevokeError;
 use crate::telemetry;
 

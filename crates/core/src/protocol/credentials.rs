@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::{Call, Completed, Decision, Denial, EarlyRefusal, Grant, Protocol};
 use crate::budget::HolderDigest;
-use crate::gatekeeper::error::GateError;
+use crate::error::GateError;
 
 /// A credential as a protocol read it: what its holder presented (the
 /// bytes reservations and sessions are bound to) and the protocol's own

@@ -19,7 +19,7 @@ pub async fn record(
     let mut record = json!({
         "protocol": protocol.name,
         "event": event,
-        "at": crate::gatekeeper::now().1,
+        "at": crate::trail::TrailSlot::now_ms(),
     });
     if let (Some(r), Value::Object(f)) = (record.as_object_mut(), fields) {
         r.extend(f);

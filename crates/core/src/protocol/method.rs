@@ -4,7 +4,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::Denial;
-use crate::gatekeeper::error::GateError;
+use crate::error::GateError;
 
 /// What a protocol answers to a JSON-RPC method it serves.
 pub type MethodResult = Result<Value, GateError>;

@@ -32,7 +32,7 @@ use serde_json::Value;
 
 use crate::budget::BudgetKey;
 use crate::caller::Caller;
-use crate::gatekeeper::error::GateError;
+use crate::error::GateError;
 
 pub use credentials::{admitting, Admits, Credential, Credentials, Outcome, Presented};
 pub use denial::{Decision, Denial, DenialKind, MALFORMED_CREDENTIAL, MAX_ECHOED_BYTES};

@@ -322,7 +322,7 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::gatekeeper::GateError;
+    use crate::error::GateError;
     use crate::protocol::{admitting, Call, Credentials, Decision, Grant, Presented};
 
     /// A protocol whose credentials travel as `Bearer <prefix>…`, in two
