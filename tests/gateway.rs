@@ -868,49 +868,35 @@ fn the_neutral_names_and_the_delegateos_aliases_answer_alike() {
     let dct = t0.encode();
     let rid =
         gw.ok("delegateos/authorize", authorize(&dct, "/project/a", 30))["reservationId"].clone();
-    for (neutral, alias, params) in [
-        (
-            "dgw/budget",
-            "delegateos/budget",
-            json!({"delegationId": del(1), "dct": dct}),
-        ),
-        (
-            "dgw/delegation",
-            "delegateos/delegation",
-            json!({"delegationId": del(1), "dct": dct}),
-        ),
-    ] {
-        assert_eq!(
-            gw.ok(neutral, params.clone()),
-            gw.ok(alias, params),
-            "{neutral}"
-        );
-    }
-    for (neutral, alias, params) in [
+    let pairs = [
+        ("dgw/budget", "delegateos/budget", del(1)),
+        ("dgw/delegation", "delegateos/delegation", del(1)),
         // Unknown delegations.
-        (
-            "dgw/delegation",
-            "delegateos/delegation",
-            json!({"delegationId": del(8), "dct": dct}),
-        ),
-        (
-            "dgw/budget",
-            "delegateos/budget",
-            json!({"delegationId": del(7), "dct": dct}),
-        ),
-        // Params the method does not take.
-        (
-            "dgw/settle",
-            "delegateos/settle",
-            json!({"reservationId": rid, "extra": 1}),
-        ),
-    ] {
-        assert_eq!(
-            gw.err(neutral, params.clone()),
-            gw.err(alias, params),
-            "{neutral}"
-        );
+        ("dgw/budget", "delegateos/budget", del(7)),
+        ("dgw/delegation", "delegateos/delegation", del(8)),
+    ];
+    let mut answers = Vec::new();
+    for (neutral, alias, id) in pairs {
+        let params = json!({"delegationId": id, "dct": dct});
+        let answer = gw.call(neutral, params.clone());
+        assert_eq!(answer, gw.call(alias, params), "{neutral}");
+        answers.push(answer);
     }
+    // Those answered (two results, two errors), and so do params the
+    // method does not take.
+    assert!(
+        answers[..2].iter().all(|a| a.get("result").is_some()),
+        "{answers:?}"
+    );
+    assert!(
+        answers[2..].iter().all(|a| a.get("error").is_some()),
+        "{answers:?}"
+    );
+    let extra = json!({"reservationId": rid, "extra": 1});
+    assert_eq!(
+        gw.err("dgw/settle", extra.clone()),
+        gw.err("delegateos/settle", extra)
+    );
     // A reservation ended under one name is ended for the other.
     let released = gw.ok("dgw/release", json!({"reservationId": rid, "dct": dct}));
     assert_eq!(released["releasedMicrocents"], 30, "{released}");
