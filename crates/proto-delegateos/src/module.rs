@@ -18,6 +18,7 @@ pub static MODULE: DelegateOsModule = DelegateOsModule;
 /// `[delegateos]`: no keys yet (a key written there is refused by name).
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "DelegateOsSection")]
 struct Section {}
 
 struct Built(Arc<DelegateOs>);
