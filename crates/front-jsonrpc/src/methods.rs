@@ -1,7 +1,7 @@
 //! The method table: each method's typed params, and what it asks of the
 //! gatekeeper or of a protocol. The gateway's own are `dgw/*`; a protocol
-//! serves its own (`talos/revoke`) and names the gateway's by its
-//! specification's words (aliases: DelegateOS's `delegateos/settle`).
+//! serves its own (`<protocol>/revoke`) and may name the gateway's by its
+//! specification's words (aliases of `dgw/settle`, …).
 
 use delegateos::messages::RevokeParams;
 use delegateos::{CapabilityRequest, DelegationId};
@@ -68,7 +68,7 @@ struct RevokeWithProof {
 struct EmptyParams {}
 
 /// `dgw/authorize` params: the request, and the credential of any
-/// registered protocol in its members (`_delegateos`, a Talos envelope) or
+/// registered protocol in its members (`_delegateos`, an envelope) or
 /// the `Authorization` header.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -210,7 +210,7 @@ impl JsonRpc {
         Ok((json!(d), Outcome::Ok))
     }
 
-    /// A method a protocol serves (`talos/revoke`).
+    /// A method a protocol serves (`<protocol>/revoke`).
     async fn protocol_method(
         &self,
         caller: &Caller,
@@ -260,7 +260,7 @@ impl JsonRpc {
         let found: Found = match (in_params.map_err(|d| denied(&d))?, from_header) {
             (Some(f), None) => f,
             (None, Some(f)) => f.map_err(|d| denied(&d))?,
-            // Two parts of one credential (Motebit's) combine; two
+            // Two parts of one credential (a header's and the params') combine; two
             // credentials conflict.
             (Some(carried), Some(header)) => {
                 let header = header.map_err(|d| denied(&d))?;

@@ -100,7 +100,7 @@ impl Gatekeeper {
         })
     }
 
-    /// `dgw/budget` (DelegateOS's `delegateos/budget`): spent, reserved and
+    /// `dgw/budget` (DelegateOS's budget method too): spent, reserved and
     /// remaining at each level.
     pub async fn budget(
         &self,

@@ -13,7 +13,7 @@ use crate::revocations::RevokeError;
 use crate::telemetry;
 
 impl Gatekeeper {
-    /// `dgw/revocations/submit` (DelegateOS's `delegateos/revoke`, §9.5):
+    /// `dgw/revocations/submit` (DelegateOS's revoke, §9.5):
     /// record the entry durably; from then on every token carrying the
     /// block is denied, and the delegations recorded with such tokens are
     /// marked revoked.

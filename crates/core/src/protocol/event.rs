@@ -1,5 +1,5 @@
-//! A protocol's own audit events (a purchase, Motebit's grants and
-//! receipts): one JSON line with the protocol, the event and the time,
+//! A protocol's own audit events (a purchase, a grant, a verified
+//! receipt): one JSON line with the protocol, the event and the time,
 //! counted in `dgw_protocol_events_total`, logged under `dgw::audit` and
 //! appended to the audit log.
 

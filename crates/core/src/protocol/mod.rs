@@ -285,8 +285,8 @@ pub trait Protocol: Send + Sync {
 
     /// An upstream's successful answer to a forwarded call (whoever's
     /// credential it carried), before anything is settled or the caller
-    /// sees it: a protocol whose proofs of work travel in answers (Motebit's
-    /// signed receipts) checks them here, and may add to the result.
+    /// sees it: a protocol whose proofs of work travel in answers (signed
+    /// receipts) checks them here, and may add to the result.
     async fn review(&self, _call: &Call<'_>, _result: &mut Value) -> Review {
         Review::Pass
     }
@@ -297,8 +297,8 @@ pub trait Protocol: Send + Sync {
         Err(Translation::Unsupported("contracts"))
     }
 
-    /// Its receipt or result (a seller's execution receipt, a Motebit
-    /// receipt) as a DelegateOS attestation draft, which the gateway signs.
+    /// Its receipt or result (a seller's execution receipt, an agent's
+    /// signed receipt) as a DelegateOS attestation draft, which the gateway signs.
     fn to_attestation(&self, _receipt: &Value) -> Result<AttestationDraft, Translation> {
         Err(Translation::Unsupported("receipts"))
     }
@@ -335,7 +335,7 @@ pub trait Protocol: Send + Sync {
     }
 
     /// The names its specification gives methods of the gateway's own, as
-    /// (its name, the gateway's): DelegateOS's `delegateos/settle` is
+    /// (its name, the gateway's): DelegateOS's settle is
     /// `dgw/settle`. The front serves them as the gateway's method.
     fn aliases(&self) -> &'static [(&'static str, &'static str)] {
         &[]
@@ -352,8 +352,8 @@ pub trait Protocol: Send + Sync {
         HttpAnswer::not_found()
     }
 
-    /// MCP tools it serves itself beside the upstreams' (Motebit's
-    /// `motebit_identity`), as `tools/list` gives them. They are open:
+    /// MCP tools it serves itself beside the upstreams' (an identity
+    /// card), as `tools/list` gives them. They are open:
     /// anyone may call them, so they reveal only what is public. An
     /// upstream's tool of the same name is not offered.
     fn tools(&self) -> Vec<Value> {

@@ -125,7 +125,7 @@ impl Registry {
             .find(|p| p.methods().contains(&method))
     }
 
-    /// The gateway's method a protocol's alias names (`delegateos/settle`:
+    /// The gateway's method a protocol's alias names (DelegateOS's settle:
     /// `dgw/settle`).
     pub fn alias_of(&self, method: &str) -> Option<&'static str> {
         self.protocols.iter().find_map(|p| {
