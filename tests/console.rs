@@ -374,7 +374,9 @@ fn budget_words(addr: &str, cookie: &str) -> Vec<String> {
 }
 
 /// The same traffic on sled and on Redis shows the same figures: the
-/// budgets page reads the budget store, whichever backend it is.
+/// budgets page reads the budget store, whichever backend it is. The whole
+/// tree, attenuations included, comes from the store: after a restart
+/// (a gateway that decided none of those calls) it is all there.
 #[test]
 fn the_budgets_page_shows_the_same_figures_on_sled_and_redis() {
     let redis = RedisServer::start();
@@ -388,26 +390,44 @@ fn the_budgets_page_shows_the_same_figures_on_sled_and_redis() {
     let mut seen = Vec::new();
     for state in &backends {
         let dir = tempfile::tempdir().unwrap();
-        let gw = console_gateway(dir.path(), state);
+        let mut gw = console_gateway(dir.path(), state);
         let root = seed(1);
-        let token = root_token(&root, &seed(2), &["docs:read:*"], 1000, 3600).encode();
-        support::audit::traffic(&gw, &token, 3);
+        let agent = root_token(&root, &seed(2), &["docs:read:*"], 1000, 3600);
+        // An attenuation of the agent's delegation, to a sub-agent.
+        let sub = attenuate(&agent, &seed(2), &seed(4), 5, Some(500), None).encode();
+        support::audit::traffic(&gw, &sub, 3);
         // One reservation left open: reserved shows.
         gw.ok(
             "delegateos/authorize",
-            support::audit::authorize(&token, "/project/open"),
+            support::audit::authorize(&sub, "/project/open"),
         );
+        let config = gw.config.clone();
+        assert!(gw.terminate().success());
+        let gw = Gateway::start(&config);
         let secret = sign_in(&gw.addr);
         let words = budget_words(&gw.addr, &secret);
-        assert_eq!(words.len(), 1, "{words:?}");
+        assert_eq!(
+            words.len(),
+            2,
+            "the delegation and its attenuation: {words:?}"
+        );
+        let (_, _, body) = get(&gw.addr, "/ui/budgets", Some(&secret));
+        let page = String::from_utf8(body).unwrap();
+        let (top, below) = (
+            page.find("del_000000000001").unwrap(),
+            page.find("del_000000000005").unwrap(),
+        );
+        assert!(top < below, "the attenuation below its delegation: {page}");
         seen.push(words);
     }
     assert_eq!(seen[0], seen[1]);
-    assert!(
-        seen[0][0].contains("$0.00000021 spent, $0.0000001 reserved"),
-        "{:?}",
-        seen[0]
-    );
+    for words in &seen[0] {
+        assert!(
+            words.contains("$0.00000021 spent, $0.0000001 reserved"),
+            "{words}"
+        );
+    }
+    assert!(seen[0][1].ends_with("of $0.000005"), "{:?}", seen[0]);
 }
 
 /// The audit page's export: the period's records as JSON lines (the
