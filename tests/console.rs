@@ -67,14 +67,7 @@ fn get(addr: &str, path: &str, cookie: Option<&str>) -> HttpResponse {
 
 /// Signs in with the admin token: the session cookie's secret.
 fn sign_in(addr: &str) -> String {
-    let (status, headers, body) = post(addr, "/ui/signin", None, None, &format!("token={ADMIN}"));
-    assert_eq!(status, 303, "{}", String::from_utf8_lossy(&body));
-    let cookie = header(&headers, "set-cookie").expect("a session cookie");
-    cookie
-        .strip_prefix("dgw_console=")
-        .and_then(|c| c.split(';').next())
-        .unwrap()
-        .to_owned()
+    support::console::sign_in(addr, ADMIN)
 }
 
 /// The CSRF token on a page of the session.

@@ -565,3 +565,37 @@ mod cancel;
 mod holder;
 #[path = "ldp/interleavings.rs"]
 mod interleavings;
+
+/// The operator console's "Upstreams & protocols" page shows LDP's own
+/// panel (through its registration; the console names no protocol): its
+/// sessions counted by state, overall and per delegate, with open tasks.
+#[test]
+fn the_console_shows_ldps_sessions_by_state() {
+    use sha2::Digest;
+    let admin = "ldp-console-admin-secret-0123456789abcdef";
+    let digest = hex::encode(sha2::Sha256::digest(admin.as_bytes()));
+    let w = World::with(
+        1000,
+        100,
+        &format!(
+            "[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n[console]\nenabled = true\n"
+        ),
+    );
+    let addr = w.gw().addr.clone();
+    let cookie = support::console::sign_in(&addr, admin);
+    let rows = support::console::panel(&addr, &cookie, "LDP");
+    assert_eq!(rows, [("sessions".to_owned(), "none kept".to_owned())]);
+    w.open("71111111-2222-4333-8444-555555555551");
+    w.open("71111111-2222-4333-8444-555555555552");
+    let rows = support::console::panel(&addr, &cookie, "LDP");
+    assert_eq!(
+        rows,
+        [
+            ("sessions".to_owned(), "2 active".to_owned()),
+            (
+                "delegate echo".to_owned(),
+                "2 active; 0 open tasks".to_owned()
+            ),
+        ]
+    );
+}
