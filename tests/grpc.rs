@@ -1184,3 +1184,34 @@ async fn grpc_advertises_a_stream_limit_per_connection() {
         send = send.ready().await.unwrap();
     }
 }
+
+/// A decision made over gRPC is recorded with its front and protocol in
+/// the audit log, and no tool (a DCT's `Authorize` names none; decision
+/// 490).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grpc_decision_is_recorded_with_its_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let gw = start(dir.path(), &root);
+    let mut c = client(&gw).await;
+    let token = root_token(&root, &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    c.authorize(ask(&token, "/project/a", 10)).await.unwrap();
+    let log = dir.path().join("data/audit");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let decision = support::audit::records(&log)
+            .into_iter()
+            .find(|r| r.event["event"] == "decision");
+        if let Some(r) = decision {
+            assert_eq!(
+                (&r.event["front"], &r.event["protocol"], r.event.get("tool")),
+                (&json!("grpc"), &json!("delegateos"), None),
+                "{}",
+                r.event
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no decision recorded");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
