@@ -397,6 +397,15 @@ async fn watch_decisions_streams_what_the_json_rpc_front_decides() {
     assert_eq!(first.request.unwrap().resource, "/project/a");
     assert!(first.reservation_id.starts_with("res_"));
     assert_eq!(first.cost_microcents, 5);
+    // Its protocol and front; a DCT's authorization names no tool.
+    assert_eq!(
+        (
+            first.protocol.as_str(),
+            first.front.as_str(),
+            first.tool.as_str()
+        ),
+        ("delegateos", "jsonrpc", "")
+    );
     let second = next(&mut all).await;
     assert_eq!(second.outcome(), DecisionOutcome::Denied);
     assert_eq!(second.denial_type, "capability_not_granted");
@@ -408,6 +417,7 @@ async fn watch_decisions_streams_what_the_json_rpc_front_decides() {
     c.authorize(ask(&token, "/project/b", 1)).await.unwrap();
     let third = next(&mut all).await;
     assert_eq!(third.request.unwrap().resource, "/project/b");
+    assert_eq!(third.front, "grpc");
 
     // SIGTERM ends the streams and the gateway drains and exits 0.
     let mut gw = gw;
