@@ -322,7 +322,7 @@ mod tests {
         assert_eq!(keeps("request=demo%3Aecho"), (true, false));
         assert_eq!(keeps("request_id=r2"), (false, true));
         assert_eq!(keeps("protocol=delegateos"), (true, false));
-        assert_eq!(keeps("protocol=talos"), (false, false));
+        assert_eq!(keeps("protocol=toy"), (false, false));
         assert_eq!(keeps("front=mcp"), (true, false));
         assert_eq!(keeps("front=any"), (true, true));
         assert_eq!(keeps("front=grpc"), (false, false));

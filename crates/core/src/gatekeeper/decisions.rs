@@ -44,8 +44,8 @@ pub struct DecisionEvent {
     pub detail: Option<String>,
     /// The request it was made for ([`crate::request_id`]).
     pub request_id: Option<std::sync::Arc<str>>,
-    /// The protocol whose credential was presented (`delegateos`,
-    /// `talos`, …); for a denial, the protocol that refused.
+    /// The protocol whose credential was presented (its `ProtocolId`
+    /// name: `delegateos`, …); for a denial, the protocol that refused.
     pub protocol: Option<&'static str>,
     /// The front the request came in on (`mcp`, `jsonrpc`, `grpc`,
     /// `http`; [`crate::request_id::front`]).
@@ -240,13 +240,13 @@ mod tests {
         let old = r#"{"event":"decision","at":1700000000000,"decision":"authorize","allowed":false,"requestId":"r1","tenant":"acme","chain":["del_000000000001"],"request":{"namespace":"demo","action":"echo","resource":"/text"},"costMicrocents":10,"denialType":"revoked","detail":"gone"}"#;
         assert_eq!(json(&event()), old);
         let mut e = event();
-        e.protocol = Some("talos");
+        e.protocol = Some("toy");
         e.front = Some("mcp");
         e.tool = Some("<img src=x>".into());
         assert_eq!(
             json(&e),
             format!(
-                "{},\"protocol\":\"talos\",\"front\":\"mcp\",\"tool\":\"<img src=x>\"}}",
+                "{},\"protocol\":\"toy\",\"front\":\"mcp\",\"tool\":\"<img src=x>\"}}",
                 &old[..old.len() - 1]
             )
         );
