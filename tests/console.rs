@@ -698,6 +698,12 @@ fn decisions_are_filtered_by_protocol_front_and_tool() {
             table_rows(&page, "log-table"),
         )
     };
+    // The live stream reaches the console off the call's path too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rows("").0.len() < 3 {
+        assert!(Instant::now() < deadline, "{:?}", rows(""));
+        std::thread::sleep(Duration::from_millis(100));
+    }
     for (query, n) in [
         ("", 3),
         ("protocol=delegateos", 3),
