@@ -616,15 +616,13 @@ where
             let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
             // Exported when traces are on, parented to the caller's trace.
             let traced = dgw_net::trace_context::request_span(
-                front_of(req.uri().path()),
-                req.headers().get("traceparent").map(|v| v.as_bytes()),
-                req.headers().get("tracestate").map(|v| v.as_bytes()),
+                || front_of(req.uri().path()),
+                req.headers(),
+                &id,
             );
-            traced.record("request_id", &*id);
-            let routed = tracing::Instrument::instrument(front.route(req), traced);
             let mut response = dgw_core::request_id::scope(
                 id.clone(),
-                tracing::Instrument::instrument(routed, span),
+                dgw_net::trace_context::in_request(front.route(req), span, traced),
             )
             .await;
             if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {
