@@ -12,14 +12,24 @@
 //! run's connections, sessions and the writers' batches cost is shared out
 //! over its calls, so the figures move by a few allocations between runs:
 //! the budgets leave that room and no more.
+//!
+//! The trace code a call runs with traces off (issue 37: "no allocation
+//! per call") is pinned apart, exactly: none at all.
 
 mod support;
 
+use std::future::Future;
 use std::path::Path;
 use std::process::Command;
+use std::task::{Context, Waker};
 
+use delegate_gateway::logs::{init_logs, LogFormat};
 use delegate_gateway::serve::{Extensions, Listening};
+use dgw_core::stages;
+use dgw_net::trace_context;
+use hyper::header::{HeaderMap, HeaderValue};
 use support::*;
+use tracing::Instrument;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -98,6 +108,8 @@ fn allocations_per_enforced_call_stay_within_their_budgets() {
         .testing()
         .trim_backtraces(Some(1))
         .build();
+    // The subscriber `dgw serve` installs without `[telemetry]`.
+    init_logs(LogFormat::Json, None);
     let dir = tempfile::tempdir().unwrap();
     let root = seed(1);
     let upstream = LoadServer::start("--serve-upstream", "dgw-load upstream listening http=");
@@ -155,4 +167,75 @@ fn allocations_per_enforced_call_stay_within_their_budgets() {
             "{path}: {per_call:.1} allocations per call, more than its budget of {budget}"
         );
     }
+}
+
+/// What one enforced call runs of the trace code, in its order: the
+/// request's span (a caller's `traceparent` present), both request spans
+/// around the work, each stage's span with what is recorded on it, a
+/// stage around an awaited step, the context for an upstream's headers.
+fn one_call_of_trace_code(headers: &HeaderMap) {
+    let traced = trace_context::request_span(|| "mcp", headers, "req-1");
+    let log = tracing::debug_span!(target: "dgw::request", "request", request_id = "req-1");
+    let work = async {
+        for stage in [
+            dgw_core::stage_span!("credential_verify"),
+            dgw_core::stage_span!("capability_match"),
+            dgw_core::stage_span!("reserve"),
+            dgw_core::stage_span!("upstream_call"),
+            dgw_core::stage_span!("settle"),
+            dgw_core::stage_span!("audit"),
+        ] {
+            stages::record_grant(&stage, "delegateos", "bench", Some("del_000000000001"));
+            stage.in_scope(|| stages::allowed(&stage));
+            std::future::ready(()).instrument(stage.clone()).await;
+            stages::denied(&stage, "delegateos", "budget_exceeded");
+            stages::decided(&stage, "charged");
+            let mut upstream = HeaderMap::new();
+            trace_context::inject_headers(&mut upstream);
+            assert!(upstream.is_empty() || trace_context::enabled());
+        }
+    };
+    let mut call = std::pin::pin!(trace_context::in_request(work, log, traced));
+    assert!(call
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_ready());
+}
+
+/// Heap blocks allocated by 1,000 calls' worth of trace code.
+fn trace_code_allocations(headers: &HeaderMap) -> u64 {
+    let before = dhat::HeapStats::get().total_blocks;
+    for _ in 0..1000 {
+        one_call_of_trace_code(headers);
+    }
+    dhat::HeapStats::get().total_blocks - before
+}
+
+#[test]
+fn trace_code_allocates_nothing_while_traces_are_off() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    init_logs(LogFormat::Json, None);
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "traceparent",
+        HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+    );
+    headers.insert("tracestate", HeaderValue::from_static("vendor=x"));
+    assert!(!trace_context::enabled());
+    // Once first: the subscriber registers each call site on first use.
+    one_call_of_trace_code(&headers);
+    let off = trace_code_allocations(&headers);
+    assert_eq!(
+        off, 0,
+        "the trace code allocated {off} blocks in 1,000 calls with traces off"
+    );
+    // Turned on (the caller's context is parsed), the same code allocates:
+    // this count sees the trace code.
+    trace_context::enable();
+    let on = trace_code_allocations(&headers);
+    assert!(on >= 1000, "traces on: only {on} blocks in 1,000 calls");
+    eprintln!(
+        "trace code per call: 0 allocations off, {:.1} on",
+        on as f64 / 1000.0
+    );
 }

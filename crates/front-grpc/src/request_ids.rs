@@ -10,7 +10,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tonic::codegen::http;
-use tracing::Instrument;
 
 /// The layer the server is built with.
 #[derive(Debug, Clone, Copy, Default)]
@@ -51,12 +50,7 @@ where
         let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
         // Exported when traces are on, parented to the caller's trace
         // (`traceparent` metadata).
-        let traced = dgw_net::trace_context::request_span(
-            "grpc",
-            request.headers().get("traceparent").map(|v| v.as_bytes()),
-            request.headers().get("tracestate").map(|v| v.as_bytes()),
-        );
-        traced.record("request_id", &*id);
+        let traced = dgw_net::trace_context::request_span(|| "grpc", request.headers(), &id);
         let busy = request
             .extensions()
             .get::<dgw_net::connections::ConnInfo>()
@@ -64,12 +58,8 @@ where
         let answer = self.0.call(request);
         Box::pin(async move {
             let _busy = busy;
-            let mut response = dgw_core::request_id::scope(
-                id.clone(),
-                "grpc",
-                answer.instrument(traced).instrument(span),
-            )
-            .await?;
+            let answer = dgw_net::trace_context::in_request(answer, span, traced);
+            let mut response = dgw_core::request_id::scope(id.clone(), "grpc", answer).await?;
             if let Ok(value) = http::HeaderValue::from_str(&id) {
                 response.headers_mut().insert("x-request-id", value);
             }

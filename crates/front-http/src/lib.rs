@@ -610,19 +610,13 @@ where
             // At debug (`[log] level = "info,dgw::request=debug"`): a span per
             // request costs too much to keep on at info.
             let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
-            // Exported when traces are on, parented to the caller's trace.
             let front_name = front_of(req.uri().path());
-            let traced = dgw_net::trace_context::request_span(
-                front_name,
-                req.headers().get("traceparent").map(|v| v.as_bytes()),
-                req.headers().get("tracestate").map(|v| v.as_bytes()),
-            );
-            traced.record("request_id", &*id);
-            let routed = tracing::Instrument::instrument(front.route(req), traced);
+            // Exported when traces are on, parented to the caller's trace.
+            let traced = dgw_net::trace_context::request_span(|| front_name, req.headers(), &id);
             let mut response = dgw_core::request_id::scope(
                 id.clone(),
                 front_name,
-                tracing::Instrument::instrument(routed, span),
+                dgw_net::trace_context::in_request(front.route(req), span, traced),
             )
             .await;
             if let Ok(value) = hyper::header::HeaderValue::from_str(&id) {

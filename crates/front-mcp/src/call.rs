@@ -550,8 +550,8 @@ impl McpProxy {
                 span.clone(),
             )
             .await;
-            span.record(
-                "dgw.decision",
+            dgw_core::stages::decided(
+                &span,
                 match &reply {
                     Ok(Reply::Result(_)) => "answered",
                     Ok(Reply::Error(_)) => "error",

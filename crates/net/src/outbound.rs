@@ -157,10 +157,7 @@ impl JsonClient {
             .await
             .map_err(|_| OutboundError::Timeout(self.timeout))
             .and_then(|a| a);
-        span.record(
-            "dgw.decision",
-            if answer.is_ok() { "answered" } else { "failed" },
-        );
+        dgw_core::stages::decided(&span, if answer.is_ok() { "answered" } else { "failed" });
         answer
     }
 }

@@ -1,21 +1,22 @@
 //! W3C trace context (`traceparent`, `tracestate`): a caller's becomes the
 //! parent of its request's span, and the current span's travels on to the
 //! services dgw calls, when traces are on (`[telemetry] otlp_endpoint`).
-//! Off, nothing is read, parsed or made: one relaxed load per request.
+//! Off, nothing is read, parsed or made: one relaxed load per request
+//! ([`dgw_core::stages::on`]), before any header is looked at.
 //!
 //! A caller's header is hostile input: one longer than a W3C header can
 //! need, not ASCII, or malformed is ignored (the request starts a new
 //! trace), never an error.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-
-/// Set once the exporter's layer is installed.
-static ON: AtomicBool = AtomicBool::new(false);
 
 /// The longest `traceparent` read: version 00 is 55 bytes; a later
 /// version may append fields, within reason.
@@ -26,38 +27,69 @@ pub const MAX_TRACESTATE: usize = 512;
 
 /// Traces are on from now on (the binary, once it installed the layer).
 pub fn enable() {
-    ON.store(true, Ordering::Relaxed);
+    dgw_core::stages::turn_on();
 }
 
 /// Whether traces are on.
 #[inline]
 pub fn enabled() -> bool {
-    ON.load(Ordering::Relaxed)
+    dgw_core::stages::on()
 }
 
-/// The span a request runs in on `front` (`http`, `grpc`), parented to
-/// the caller's trace context when it is well formed; a disabled span
-/// when traces are off.
+/// The span request `request_id` runs in on the front `front` names
+/// (`jsonrpc`, `mcp`, `http`, `grpc`), parented to the caller's trace
+/// context in `headers` when it is well formed; [`Span::none`] when traces
+/// are off, `front` not called and no header read.
 pub fn request_span(
-    front: &'static str,
-    traceparent: Option<&[u8]>,
-    tracestate: Option<&[u8]>,
-) -> tracing::Span {
+    front: impl FnOnce() -> &'static str,
+    headers: &hyper::HeaderMap,
+    request_id: &str,
+) -> Span {
     if !enabled() {
-        return tracing::Span::none();
+        return Span::none();
     }
     let span = tracing::trace_span!(
         target: dgw_core::telemetry::TRACE_TARGET,
         "request",
         otel.kind = "server",
-        dgw.front = front,
-        request_id = tracing::field::Empty,
+        dgw.front = front(),
+        request_id = request_id,
     );
-    if let Some(parent) = parent(traceparent, tracestate) {
+    let header = |name| headers.get(name).map(|v| v.as_bytes());
+    if let Some(parent) = parent(header("traceparent"), header("tracestate")) {
         // Only fails when the span is disabled or already started.
         let _ = span.set_parent(parent);
     }
     span
+}
+
+pin_project_lite::pin_project! {
+    /// A request's work in its log span and its trace span: one wrapper
+    /// for both, so the work (a front's whole route, many kilobytes) is
+    /// moved into it once, as it was before traces existed.
+    pub struct InRequest<F> {
+        log: Span,
+        traced: Span,
+        #[pin]
+        work: F,
+    }
+}
+
+/// `work` run inside `log` (the logs' request span) and `traced` (its
+/// [`request_span`]), in that order.
+pub fn in_request<F: Future>(work: F, log: Span, traced: Span) -> InRequest<F> {
+    InRequest { log, traced, work }
+}
+
+impl<F: Future> Future for InRequest<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let _log = this.log.enter();
+        let _traced = this.traced.enter();
+        this.work.poll(cx)
+    }
 }
 
 /// The caller's context, if its `traceparent` is well formed.
@@ -184,7 +216,10 @@ mod tests {
     fn off_nothing_is_made() {
         // Not enabled in this test binary's other tests either.
         assert!(!enabled());
-        assert!(request_span("http", Some(GOOD.as_bytes()), None).is_none());
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert("traceparent", hyper::header::HeaderValue::from_static(GOOD));
+        let span = request_span(|| unreachable!("no front named"), &headers, "r1");
+        assert!(span.is_none());
         let mut set = Vec::new();
         inject(|k, v| set.push((k, v)));
         assert!(set.is_empty());

@@ -243,7 +243,7 @@ impl crate::trail::Record for Ended {
 /// The settle stage's span: a reservation charged or released.
 fn settle_span(decision: &'static str) -> tracing::Span {
     let span = crate::stage_span!("settle");
-    span.record("dgw.decision", decision);
+    crate::stages::decided(&span, decision);
     span
 }
 
