@@ -261,7 +261,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("dgw-state-redis", &["dgw-core", "delegateos"]),
     ("dgw-net", &["dgw-core"]),
     // OAuth (issue 35): the protected resource and the authorization server.
-    ("dgw-oauth", &["dgw-core", "delegateos"]),
+    ("dgw-oauth", &["dgw-core", "dgw-net", "delegateos"]),
     ("dgw-front-jsonrpc", &["dgw-core", "delegateos"]),
     (
         "dgw-front-mcp",

@@ -8,8 +8,13 @@
 //! server: its metadata (RFC 8414) and token endpoint.
 
 pub mod challenge;
+pub mod client_metadata;
+pub mod expiring;
 pub mod limit;
 pub mod metrics;
+pub mod pkce;
+pub mod public_client;
+pub mod redirect;
 pub mod resource;
 pub mod server;
 
