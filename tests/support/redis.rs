@@ -4,15 +4,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A free loopback port. Another process may take it before Redis binds
-/// it: [`spawn_on_free_port`] retries on another port when that happens.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("a free port")
-        .local_addr()
-        .expect("its address")
-        .port()
-}
+// A free port ([`super::free_port`]) may be taken before Redis binds it:
+// [`spawn_on_free_port`] retries on another port when that happens.
+use super::free_port;
 
 /// Whether `child` came to listen on `port`: the port answers while the
 /// child is still alive a moment later (a `redis-server` that could not

@@ -14,8 +14,11 @@ use sha2::{Digest, Sha256};
 /// Why a record could not be kept.
 #[derive(Debug, thiserror::Error)]
 pub enum KeepError {
-    #[error("too many {0} are pending; try again later")]
+    #[error("too many {0} are kept; try again later")]
     Full(&'static str),
+    /// The key is taken (a family revoked before it was stored).
+    #[error("the record is already there")]
+    Taken,
     #[error("the state backend failed: {0}")]
     Storage(#[from] StorageError),
 }
@@ -64,8 +67,7 @@ impl Expiring {
                 .await?
             {
                 Capped::Inserted => return Ok(()),
-                // A digest of fresh randomness taken: as good as impossible.
-                Capped::Taken => return Err(KeepError::Full(self.space)),
+                Capped::Taken => return Err(KeepError::Taken),
                 Capped::Full if attempt == 0 => self.sweep().await?,
                 Capped::Full => {}
             }

@@ -1,0 +1,321 @@
+//! `GET /oauth/callback`: the identity provider sends the user back here
+//! with its code and dgw's `state`. The pending login is taken (once: a
+//! replayed or unknown `state` is refused and shown, never redirected),
+//! the browser must be the one that started it (its cookie), the
+//! provider's `iss` must be its own (RFC 9207), its code is exchanged at
+//! its token endpoint with dgw's secret and PKCE verifier, and the ID
+//! token verified ([`crate::idp`]) with the login's `nonce`. The claims
+//! choose the first grant that applies; dgw then sends the client a
+//! short-lived, single-use code bound to it, its PKCE challenge, its
+//! redirect URI, the resource and the scope granted ([`crate::code`]).
+
+use delegateos::Capability;
+use dgw_net::outbound::OutboundError;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use subtle::ConstantTimeEq;
+
+use crate::authorize::{get, query, random, AuthorizeError, BrowserAnswer, ReturnTo};
+use crate::code::{Code, CODE_TTL_SECS};
+use crate::code_flow::{CodeFlow, CALLBACK_PATH, PENDING_TTL_SECS};
+use crate::expiring::{self, key_of};
+use crate::idp::IdpError;
+use crate::server::{AuthorizationServer, TokenError};
+
+/// A login dgw sent to the identity provider, kept until it comes back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pending {
+    pub client_id: String,
+    pub redirect_uri: String,
+    /// The client's `state`, echoed back to it.
+    pub state: Option<String>,
+    pub challenge: String,
+    pub resource: String,
+    /// The capabilities asked for (`None`: not said).
+    pub scope: Option<Vec<String>>,
+    /// The `nonce` the ID token must carry.
+    pub nonce: String,
+    /// dgw's PKCE verifier at the identity provider.
+    pub verifier: String,
+    /// The digest of the browser's cookie value.
+    pub binding: String,
+    pub idp: String,
+}
+
+/// The cookie binding a pending login (kept under `key`) to the browser.
+const COOKIE_PREFIX: &str = "dgw_login_";
+
+/// The cookie's name for the login kept under `key`.
+fn cookie_name(key: &str) -> String {
+    format!("{COOKIE_PREFIX}{}", &key[..16.min(key.len())])
+}
+
+/// `Set-Cookie` for a pending login: only sent back to the callback.
+pub fn pending_cookie(key: &str, binding: &str, secure: bool) -> String {
+    format!(
+        "{}={binding}; Path={CALLBACK_PATH}; Max-Age={PENDING_TTL_SECS}; HttpOnly; SameSite=Lax{}",
+        cookie_name(key),
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+/// Whether the `Cookie` header carries the login's binding.
+fn bound(cookie_header: Option<&str>, key: &str, binding_digest: &str) -> bool {
+    let name = cookie_name(key);
+    cookie_header
+        .into_iter()
+        .flat_map(|h| h.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .filter(|(n, _)| *n == name)
+        .any(|(_, v)| bool::from(key_of(v).as_bytes().ct_eq(binding_digest.as_bytes())))
+}
+
+impl AuthorizationServer {
+    /// `GET /oauth/callback` with `query` and the request's `Cookie`.
+    pub async fn callback(
+        &self,
+        source: &str,
+        query_text: Option<&str>,
+        cookie: Option<&str>,
+    ) -> BrowserAnswer {
+        let Some(flow) = self.code_flow() else {
+            return AuthorizeError::InvalidRequest("the authorization code flow is off".into())
+                .shown();
+        };
+        if !flow.by_source.allow(source, std::time::Instant::now()) {
+            return self.authorization_denied(
+                None,
+                &AuthorizeError::TemporarilyUnavailable(
+                    "too many requests from this address; try again in a minute".into(),
+                ),
+            );
+        }
+        let params = match query(query_text) {
+            Ok(p) => p,
+            Err(e) => return self.authorization_denied(None, &e),
+        };
+        let Some(state) = get(&params, "state") else {
+            return self.authorization_denied(
+                None,
+                &AuthorizeError::InvalidRequest("state is required".into()),
+            );
+        };
+        let key = key_of(state);
+        let pending = match flow.pending.take(&key).await {
+            Ok(Some(doc)) => serde_json::from_value::<Pending>(doc).ok(),
+            Ok(None) => None,
+            Err(e) => {
+                return self.authorization_denied(None, &AuthorizeError::ServerError(e.to_string()))
+            }
+        };
+        let Some(pending) = pending else {
+            return self.authorization_denied(
+                None,
+                &AuthorizeError::InvalidRequest(
+                    "state names no pending login (unknown, used or expired)".into(),
+                ),
+            );
+        };
+        if !bound(cookie, &key, &pending.binding) {
+            return self.authorization_denied(
+                None,
+                &AuthorizeError::InvalidRequest(
+                    "this browser did not start this login".into(),
+                ),
+            );
+        }
+        let back = ReturnTo {
+            redirect_uri: pending.redirect_uri.clone(),
+            state: pending.state.clone(),
+            iss: self.issuer().to_owned(),
+        };
+        match self.finish_login(flow, &pending, &params).await {
+            Ok((code, subject)) => {
+                crate::metrics::code_issued(flow.login.name());
+                self.gate().trail().event(
+                    "oauth_code_issued",
+                    json!({"clientId": pending.client_id, "subject": subject, "idp": pending.idp}),
+                );
+                back.with_code(&code)
+            }
+            Err(e) => self.authorization_denied(Some(&back), &e),
+        }
+    }
+
+    /// The provider's answer judged; the code for the client and the
+    /// subject it is for.
+    async fn finish_login(
+        &self,
+        flow: &CodeFlow,
+        pending: &Pending,
+        params: &[(String, String)],
+    ) -> Result<(String, String), AuthorizeError> {
+        let idp = &flow.login.idp.provider;
+        let denied = |why: String| AuthorizeError::AccessDenied(why);
+        if let Some(iss) = get(params, "iss") {
+            if iss != idp.issuer() {
+                return Err(denied(
+                    "the authorization response names another issuer than the identity provider"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(error) = get(params, "error") {
+            let known = error.len() <= 64 && error.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+            return Err(denied(format!(
+                "the identity provider answered {}",
+                if known { error } else { "an error" }
+            )));
+        }
+        let code = get(params, "code")
+            .ok_or_else(|| denied("the identity provider sent no code".into()))?;
+        let discovery = idp.discovery().await.map_err(|e| {
+            AuthorizeError::TemporarilyUnavailable(format!("the identity provider: {e}"))
+        })?;
+        let token_endpoint = discovery.token_endpoint.ok_or_else(|| {
+            AuthorizeError::ServerError(
+                "the identity provider's discovery names no token_endpoint".into(),
+            )
+        })?;
+        let redirect_uri = format!("{}{CALLBACK_PATH}", self.issuer());
+        let answer = flow
+            .login
+            .http
+            .post_form(
+                &token_endpoint,
+                &[
+                    ("grant_type", "authorization_code"),
+                    ("code", code),
+                    ("redirect_uri", &redirect_uri),
+                    ("code_verifier", &pending.verifier),
+                ],
+                Some((&flow.login.client_id, &flow.login.client_secret)),
+            )
+            .await
+            .map_err(|e| match e {
+                OutboundError::Status(400 | 401) => {
+                    denied("the identity provider refused its code".into())
+                }
+                other => AuthorizeError::TemporarilyUnavailable(format!(
+                    "the identity provider's token endpoint: {other}"
+                )),
+            })?;
+        let id_token = answer
+            .get("id_token")
+            .and_then(Value::as_str)
+            .ok_or_else(|| denied("the identity provider sent no ID token".into()))?;
+        let claims = idp
+            .verify(id_token, &flow.login.client_id, None)
+            .await
+            .map_err(|e| match e {
+                IdpError::Token(t) => denied(format!("the ID token: {t}")),
+                other => AuthorizeError::TemporarilyUnavailable(other.to_string()),
+            })?;
+        let nonce_ok = claims
+            .str("nonce")
+            .is_some_and(|n| bool::from(n.as_bytes().ct_eq(pending.nonce.as_bytes())));
+        if !nonce_ok {
+            return Err(denied("the ID token's nonce is not this login's".into()));
+        }
+        if claims
+            .str("azp")
+            .is_some_and(|azp| azp != flow.login.client_id)
+        {
+            return Err(denied("the ID token was issued to another client".into()));
+        }
+        let (grant, subject) = self
+            .grant_for(&flow.login.idp, &claims, TokenError::AccessDenied)
+            .map_err(|e| denied(e.to_string()))?;
+        let index = flow
+            .login
+            .idp
+            .grants
+            .iter()
+            .position(|g| std::ptr::eq(g, grant))
+            .unwrap_or(usize::MAX);
+        let scope = granted_scope(pending.scope.as_deref(), &grant.policy.capabilities)?;
+        let code = random()?;
+        let record = Code {
+            client_id: pending.client_id.clone(),
+            redirect_uri: pending.redirect_uri.clone(),
+            challenge: pending.challenge.clone(),
+            resource: pending.resource.clone(),
+            scope: scope.iter().map(Capability::to_string).collect(),
+            subject: subject.clone(),
+            idp: idp.name().to_owned(),
+            grant: index,
+            used: false,
+            family: None,
+        };
+        let mut doc =
+            serde_json::to_value(&record).map_err(|e| AuthorizeError::ServerError(e.to_string()))?;
+        doc["exp"] = json!(expiring::now() + CODE_TTL_SECS);
+        flow.codes.put(&key_of(&code), &doc).await.map_err(|e| match e {
+            expiring::KeepError::Full(_) => AuthorizeError::TemporarilyUnavailable(e.to_string()),
+            expiring::KeepError::Storage(s) => AuthorizeError::ServerError(s.to_string()),
+        })?;
+        Ok((code, subject))
+    }
+}
+
+/// The scope a code carries: what was asked for that the grant covers
+/// (RFC 6749 §3.3 lets the server grant less; the token answer says
+/// what), or all the grant has when nothing was asked; nothing covered
+/// is `invalid_scope` (decision 473).
+fn granted_scope(
+    asked: Option<&[String]>,
+    grant: &[Capability],
+) -> Result<Vec<Capability>, AuthorizeError> {
+    let Some(asked) = asked else {
+        return Ok(grant.to_vec());
+    };
+    let covered: Vec<Capability> = asked
+        .iter()
+        .filter_map(|s| s.parse::<Capability>().ok())
+        .filter(|c| c.is_covered_by(grant))
+        .collect();
+    if covered.is_empty() {
+        return Err(AuthorizeError::InvalidScope(
+            "none of the scopes asked for is within the user's grant".into(),
+        ));
+    }
+    Ok(covered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_login_cookie_binds_one_login_to_one_browser() {
+        let key = key_of("state");
+        let cookie = pending_cookie(&key, "B1", false);
+        assert!(cookie.contains("HttpOnly; SameSite=Lax"), "{cookie}");
+        assert!(!cookie.contains("Secure"));
+        assert!(pending_cookie(&key, "B1", true).ends_with("; Secure"));
+        let pair = cookie.split(';').next().unwrap();
+        assert!(bound(Some(&format!("x=1; {pair}")), &key, &key_of("B1")));
+        assert!(!bound(Some(pair), &key, &key_of("B2")));
+        assert!(!bound(None, &key, &key_of("B1")));
+        // Another login's cookie does not stand for this one.
+        let other = pending_cookie(&key_of("other"), "B1", false);
+        assert!(!bound(other.split(';').next(), &key, &key_of("B1")));
+    }
+
+    #[test]
+    fn the_scope_granted_is_what_was_asked_within_the_grant() {
+        let grant: Vec<Capability> = vec!["docs:read:/p/**".parse().unwrap()];
+        assert_eq!(granted_scope(None, &grant).unwrap(), grant);
+        let asked = vec!["docs:read:/p/a".to_owned(), "docs:write:/p/a".to_owned()];
+        assert_eq!(
+            granted_scope(Some(&asked), &grant).unwrap(),
+            vec!["docs:read:/p/a".parse::<Capability>().unwrap()]
+        );
+        let wider = vec!["docs:read:/**".to_owned()];
+        assert!(matches!(
+            granted_scope(Some(&wider), &grant),
+            Err(AuthorizeError::InvalidScope(_))
+        ));
+    }
+}
