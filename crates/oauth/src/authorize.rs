@@ -90,6 +90,15 @@ impl AuthorizeError {
     }
 }
 
+impl From<expiring::KeepError> for AuthorizeError {
+    fn from(e: expiring::KeepError) -> Self {
+        match e {
+            expiring::KeepError::Full(_) => AuthorizeError::TemporarilyUnavailable(e.to_string()),
+            other => AuthorizeError::ServerError(other.to_string()),
+        }
+    }
+}
+
 /// Where the client is sent back to, with what it must get back.
 #[derive(Debug, Clone)]
 pub struct ReturnTo {
@@ -108,7 +117,11 @@ impl ReturnTo {
             query.append_pair("state", s);
         }
         query.append_pair("iss", &self.iss);
-        let sep = if self.redirect_uri.contains('?') { '&' } else { '?' };
+        let sep = if self.redirect_uri.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
         format!("{}{sep}{}", self.redirect_uri, query.finish())
     }
 
@@ -124,10 +137,8 @@ impl ReturnTo {
     pub fn with_error(&self, error: &AuthorizeError) -> BrowserAnswer {
         let description = error.to_string();
         BrowserAnswer::Redirect {
-            location: self.location(&[
-                ("error", error.code()),
-                ("error_description", &description),
-            ]),
+            location: self
+                .location(&[("error", error.code()), ("error_description", &description)]),
             cookie: None,
         }
     }
@@ -150,8 +161,8 @@ pub(crate) fn get<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a 
 
 /// A fresh random value: 32 bytes, base64url.
 pub(crate) fn random() -> Result<String, AuthorizeError> {
-    let bytes = dgw_core::random::bytes::<32>()
-        .map_err(|e| AuthorizeError::ServerError(e.to_string()))?;
+    let bytes =
+        dgw_core::random::bytes::<32>().map_err(|e| AuthorizeError::ServerError(e.to_string()))?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
 
@@ -209,27 +220,28 @@ impl AuthorizationServer {
                     .authorization_denied(None, &AuthorizeError::InvalidClient(e.to_string()))
             }
         };
-        let redirect_uri = match redirect::choose(&client.redirect_uris, get(&params, "redirect_uri"))
-        {
-            Ok(_) => get(&params, "redirect_uri").unwrap_or_default().to_owned(),
-            Err(e) => {
-                return self
-                    .authorization_denied(None, &AuthorizeError::InvalidRequest(e.to_string()))
-            }
-        };
+        let redirect_uri =
+            match redirect::choose(&client.redirect_uris, get(&params, "redirect_uri")) {
+                Ok(_) => get(&params, "redirect_uri").unwrap_or_default().to_owned(),
+                Err(e) => {
+                    return self
+                        .authorization_denied(None, &AuthorizeError::InvalidRequest(e.to_string()))
+                }
+            };
         let state = get(&params, "state").map(str::to_owned);
         let back = ReturnTo {
             redirect_uri,
-            state: state
-                .clone()
-                .filter(|s| s.len() <= MAX_STATE_BYTES),
+            state: state.clone().filter(|s| s.len() <= MAX_STATE_BYTES),
             iss: self.issuer().to_owned(),
         };
-        match self.start_login(flow, &client.client_id, &params, &back).await {
+        match self
+            .start_login(flow, &client.client_id, &params, &back)
+            .await
+        {
             Ok(answer) => {
                 self.gate().trail().event(
                     "oauth_login_started",
-                    json!({"clientId": client.client_id, "clientName": client.name, "idp": flow.login.idp.name()}),
+                    json!({"clientId": client.client_id, "clientName": client.name, "idp": flow.login.name()}),
                 );
                 answer
             }
@@ -258,7 +270,11 @@ impl AuthorizationServer {
                     "response_type must be code".into(),
                 ))
             }
-            None => return Err(AuthorizeError::InvalidRequest("response_type is required".into())),
+            None => {
+                return Err(AuthorizeError::InvalidRequest(
+                    "response_type is required".into(),
+                ))
+            }
         }
         if get(params, "response_mode").is_some_and(|m| m != "query") {
             return Err(AuthorizeError::InvalidRequest(
@@ -274,7 +290,7 @@ impl AuthorizationServer {
             .resource_of(get(params, "resource"))
             .map_err(AuthorizeError::InvalidTarget)?;
         let scope = scope(get(params, "scope"))?;
-        let discovery = flow.login.idp.discovery().await.map_err(|e| {
+        let discovery = flow.login.idp.provider.discovery().await.map_err(|e| {
             AuthorizeError::TemporarilyUnavailable(format!("the identity provider: {e}"))
         })?;
         let endpoint = discovery.authorization_endpoint.ok_or_else(|| {
@@ -293,16 +309,13 @@ impl AuthorizationServer {
             nonce: nonce.clone(),
             verifier: verifier.clone(),
             binding: key_of(&binding),
-            idp: flow.login.idp.name().to_owned(),
+            idp: flow.login.name().to_owned(),
         };
         let key = key_of(&idp_state);
         let mut doc = serde_json::to_value(&pending)
             .map_err(|e| AuthorizeError::ServerError(e.to_string()))?;
         doc["exp"] = json!(expiring::now() + PENDING_TTL_SECS);
-        flow.pending.put(&key, &doc).await.map_err(|e| match e {
-            expiring::KeepError::Full(_) => AuthorizeError::TemporarilyUnavailable(e.to_string()),
-            expiring::KeepError::Storage(s) => AuthorizeError::ServerError(s.to_string()),
-        })?;
+        flow.pending.put(&key, &doc).await?;
         let idp_challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .encode(<sha2::Sha256 as sha2::Digest>::digest(verifier.as_bytes()));
         let redirect_uri = format!("{}{CALLBACK_PATH}", self.issuer());

@@ -120,9 +120,7 @@ impl AuthorizationServer {
         if !bound(cookie, &key, &pending.binding) {
             return self.authorization_denied(
                 None,
-                &AuthorizeError::InvalidRequest(
-                    "this browser did not start this login".into(),
-                ),
+                &AuthorizeError::InvalidRequest("this browser did not start this login".into()),
             );
         }
         let back = ReturnTo {
@@ -162,7 +160,8 @@ impl AuthorizationServer {
             }
         }
         if let Some(error) = get(params, "error") {
-            let known = error.len() <= 64 && error.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+            let known =
+                error.len() <= 64 && error.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
             return Err(denied(format!(
                 "the identity provider answered {}",
                 if known { error } else { "an error" }
@@ -248,13 +247,10 @@ impl AuthorizationServer {
             used: false,
             family: None,
         };
-        let mut doc =
-            serde_json::to_value(&record).map_err(|e| AuthorizeError::ServerError(e.to_string()))?;
+        let mut doc = serde_json::to_value(&record)
+            .map_err(|e| AuthorizeError::ServerError(e.to_string()))?;
         doc["exp"] = json!(expiring::now() + CODE_TTL_SECS);
-        flow.codes.put(&key_of(&code), &doc).await.map_err(|e| match e {
-            expiring::KeepError::Full(_) => AuthorizeError::TemporarilyUnavailable(e.to_string()),
-            expiring::KeepError::Storage(s) => AuthorizeError::ServerError(s.to_string()),
-        })?;
+        flow.codes.put(&key_of(&code), &doc).await?;
         Ok((code, subject))
     }
 }

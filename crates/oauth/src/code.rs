@@ -39,6 +39,24 @@ pub struct Code {
 }
 
 impl AuthorizationServer {
+    /// `grant_type=authorization_code`, when the code flow is on.
+    pub(crate) async fn authorization_code(
+        &self,
+        form: &[(String, String)],
+    ) -> Result<Issued, TokenError> {
+        let flow = self.code_flow().ok_or_else(|| {
+            TokenError::UnsupportedGrantType("the authorization code flow is off".into())
+        })?;
+        self.redeem_code(flow, form).await
+    }
+
+    /// `resource` as a code binds it: dgw's (RFC 8707), its root when
+    /// not given.
+    pub(crate) fn resource_of(&self, resource: Option<&str>) -> Result<String, String> {
+        self.check_resource(resource).map_err(|e| e.to_string())?;
+        Ok(resource.unwrap_or(self.issuer()).to_owned())
+    }
+
     /// `grant_type=authorization_code`: the public client names itself
     /// (`client_id`), proves it holds the verifier, and names the same
     /// redirect URI.
@@ -53,7 +71,8 @@ impl AuthorizationServer {
             .ok_or_else(|| TokenError::InvalidRequest("code is required".into()))?;
         let family = crate::refresh::new_family_id()?;
         let record = self.claim_code(flow, code, &family).await?;
-        let wrong = |what: &str| TokenError::InvalidGrant(format!("the code was not issued {what}"));
+        let wrong =
+            |what: &str| TokenError::InvalidGrant(format!("the code was not issued {what}"));
         if record.client_id != client_id {
             return Err(wrong("to this client"));
         }
@@ -70,11 +89,7 @@ impl AuthorizationServer {
                 ));
             }
         }
-        let scope: Vec<Capability> = record
-            .scope
-            .iter()
-            .filter_map(|s| s.parse().ok())
-            .collect();
+        let scope: Vec<Capability> = record.scope.iter().filter_map(|s| s.parse().ok()).collect();
         self.issue_with_refresh(
             flow,
             crate::server::grant::AUTHORIZATION_CODE,
@@ -97,17 +112,32 @@ impl AuthorizationServer {
 
     /// The code's record, marked used (with the family it is redeemed
     /// into) before anything else: one redemption, whatever its outcome.
-    async fn claim_code(&self, flow: &CodeFlow, code: &str, family: &str) -> Result<Code, TokenError> {
+    async fn claim_code(
+        &self,
+        flow: &CodeFlow,
+        code: &str,
+        family: &str,
+    ) -> Result<Code, TokenError> {
         let storage = |e: dgw_core::state::StorageError| TokenError::ServerError(e.to_string());
         let unknown = || TokenError::InvalidGrant("the code is unknown or expired".into());
         let key = crate::expiring::key_of(code);
-        let doc = flow.codes.get(&key).await.map_err(storage)?.ok_or_else(unknown)?;
+        let doc = flow
+            .codes
+            .get(&key)
+            .await
+            .map_err(storage)?
+            .ok_or_else(unknown)?;
         let record: Code = serde_json::from_value(doc.clone()).map_err(|_| unknown())?;
         if !record.used {
             let mut spent = doc.clone();
             spent["used"] = json!(true);
             spent["family"] = json!(family);
-            if flow.codes.replace(&key, &doc, &spent).await.map_err(storage)? {
+            if flow
+                .codes
+                .replace(&key, &doc, &spent)
+                .await
+                .map_err(storage)?
+            {
                 return Ok(record);
             }
         }

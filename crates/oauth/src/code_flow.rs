@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dgw_net::outbound::JsonClient;
+use serde_json::json;
 
 use crate::expiring::Expiring;
 use crate::limit::RateLimit;
@@ -113,8 +114,31 @@ impl CodeFlow {
         }
     }
 
-    /// Whether client ID metadata documents are accepted.
-    pub fn accepts_documents(&self) -> bool {
-        self.clients.accepts_documents()
+    /// Adds what the code flow supports to the metadata (RFC 8414).
+    pub fn describe(&self, issuer: &str, metadata: &mut serde_json::Value) {
+        let Some(m) = metadata.as_object_mut() else {
+            return;
+        };
+        m.insert(
+            "authorization_endpoint".into(),
+            format!("{issuer}{AUTHORIZE_PATH}").into(),
+        );
+        m.insert("response_types_supported".into(), json!(["code"]));
+        m.insert("response_modes_supported".into(), json!(["query"]));
+        m.insert("code_challenge_methods_supported".into(), json!(["S256"]));
+        m.insert(
+            "authorization_response_iss_parameter_supported".into(),
+            true.into(),
+        );
+        m.insert(
+            "client_id_metadata_document_supported".into(),
+            self.clients.accepts_documents().into(),
+        );
+        if let Some(methods) = m
+            .get_mut("token_endpoint_auth_methods_supported")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            methods.push("none".into());
+        }
     }
 }

@@ -7,14 +7,21 @@
 //! they always did. [`server::AuthorizationServer`] is the authorization
 //! server: its metadata (RFC 8414) and token endpoint.
 
+pub mod authorize;
+pub mod callback;
 pub mod challenge;
 pub mod client_metadata;
+pub mod code;
+pub mod code_flow;
 pub mod expiring;
+pub mod idp;
+pub mod jwt;
 pub mod limit;
 pub mod metrics;
 pub mod pkce;
 pub mod public_client;
 pub mod redirect;
+pub mod refresh;
 pub mod resource;
 pub mod server;
 

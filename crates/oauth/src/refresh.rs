@@ -45,13 +45,15 @@ pub struct Family {
 
 /// A new family's ID: 16 random bytes, base64url.
 pub(crate) fn new_family_id() -> Result<String, TokenError> {
-    let bytes = dgw_core::random::bytes::<16>().map_err(|e| TokenError::ServerError(e.to_string()))?;
+    let bytes =
+        dgw_core::random::bytes::<16>().map_err(|e| TokenError::ServerError(e.to_string()))?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
 
 /// A refresh token of `family`: its ID, a dot, 32 random bytes.
 fn new_token(family: &str) -> Result<String, TokenError> {
-    let bytes = dgw_core::random::bytes::<32>().map_err(|e| TokenError::ServerError(e.to_string()))?;
+    let bytes =
+        dgw_core::random::bytes::<32>().map_err(|e| TokenError::ServerError(e.to_string()))?;
     Ok(format!(
         "{family}.{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
@@ -65,7 +67,11 @@ fn storage(e: dgw_core::state::StorageError) -> TokenError {
 impl AuthorizationServer {
     /// The grant's policy for `family`, if the identity provider still
     /// has it.
-    fn family_policy<'a>(&self, flow: &'a CodeFlow, family: &Family) -> Result<&'a Policy, TokenError> {
+    fn family_policy<'a>(
+        &self,
+        flow: &'a CodeFlow,
+        family: &Family,
+    ) -> Result<&'a Policy, TokenError> {
         flow.login
             .policy(&family.idp, family.grant)
             .ok_or_else(|| TokenError::InvalidGrant("the grant it was issued under is gone".into()))
@@ -92,7 +98,8 @@ impl AuthorizationServer {
         doc_family.current = key_of(&refresh);
         doc_family.issued.retain(|(_, exp)| *exp > now);
         doc_family.issued.push(block.clone());
-        let mut doc = serde_json::to_value(&doc_family).map_err(|e| TokenError::ServerError(e.to_string()))?;
+        let mut doc = serde_json::to_value(&doc_family)
+            .map_err(|e| TokenError::ServerError(e.to_string()))?;
         doc["exp"] = json!(now + policy.subject_budget_period.as_secs() as i64);
         match flow.families.put(&key_of(family_id), &doc).await {
             Ok(()) => {}
@@ -110,9 +117,24 @@ impl AuthorizationServer {
         Ok(issued)
     }
 
+    /// `grant_type=refresh_token`, when the code flow is on.
+    pub(crate) async fn refresh_token(
+        &self,
+        form: &[(String, String)],
+    ) -> Result<Issued, TokenError> {
+        let flow = self.code_flow().ok_or_else(|| {
+            TokenError::UnsupportedGrantType("the authorization code flow is off".into())
+        })?;
+        self.refresh(flow, form).await
+    }
+
     /// `grant_type=refresh_token`: the family's live token rotated into a
     /// new one, with a new access token; a spent one revokes the family.
-    pub(crate) async fn refresh(&self, flow: &CodeFlow, form: &[(String, String)]) -> Result<Issued, TokenError> {
+    pub(crate) async fn refresh(
+        &self,
+        flow: &CodeFlow,
+        form: &[(String, String)],
+    ) -> Result<Issued, TokenError> {
         let client_id = param(form, "client_id")
             .ok_or_else(|| TokenError::InvalidRequest("client_id is required".into()))?;
         let token = param(form, "refresh_token")
@@ -120,23 +142,35 @@ impl AuthorizationServer {
         let unknown = || TokenError::InvalidGrant("the refresh token is unknown or expired".into());
         let (family_id, _) = token.split_once('.').ok_or_else(unknown)?;
         let key = key_of(family_id);
-        let doc = flow.families.get(&key).await.map_err(storage)?.ok_or_else(unknown)?;
+        let doc = flow
+            .families
+            .get(&key)
+            .await
+            .map_err(storage)?
+            .ok_or_else(unknown)?;
         let family: Family = serde_json::from_value(doc.clone()).map_err(|_| unknown())?;
         if family.revoked {
-            return Err(TokenError::InvalidGrant("the refresh token's family is revoked".into()));
+            return Err(TokenError::InvalidGrant(
+                "the refresh token's family is revoked".into(),
+            ));
         }
         if !bool::from(key_of(token).as_bytes().ct_eq(family.current.as_bytes())) {
-            self.revoke_family(flow, family_id, "refresh_token_reused").await;
+            self.revoke_family(flow, family_id, "refresh_token_reused")
+                .await;
             return Err(TokenError::InvalidGrant(
                 "the refresh token was already used; its family is revoked".into(),
             ));
         }
         if family.client_id != client_id {
-            return Err(TokenError::InvalidGrant("the refresh token was not issued to this client".into()));
+            return Err(TokenError::InvalidGrant(
+                "the refresh token was not issued to this client".into(),
+            ));
         }
         if let Some(asked) = param(form, "resource") {
             if asked != family.resource {
-                return Err(TokenError::InvalidTarget("resource is not the one the refresh token was issued for".into()));
+                return Err(TokenError::InvalidTarget(
+                    "resource is not the one the refresh token was issued for".into(),
+                ));
             }
         }
         let granted: Vec<Capability> = family.scope.iter().filter_map(|s| s.parse().ok()).collect();
@@ -146,7 +180,9 @@ impl AuthorizationServer {
             None => granted,
             Some(asked) => {
                 if let Some(wide) = asked.iter().find(|c| !c.is_covered_by(&granted)) {
-                    return Err(TokenError::InvalidScope(format!("{wide} is wider than the refresh token's scope")));
+                    return Err(TokenError::InvalidScope(format!(
+                        "{wide} is wider than the refresh token's scope"
+                    )));
                 }
                 asked
             }
@@ -157,7 +193,12 @@ impl AuthorizationServer {
         }
         let policy = self.family_policy(flow, &family)?.clone();
         let mut issued = self
-            .issue((crate::server::grant::REFRESH_TOKEN, &family.idp), &family.subject, &policy, scope)
+            .issue(
+                (crate::server::grant::REFRESH_TOKEN, &family.idp),
+                &family.subject,
+                &policy,
+                scope,
+            )
             .await?;
         let block = issued.block.clone();
         let refresh = new_token(family_id)?;
@@ -165,12 +206,19 @@ impl AuthorizationServer {
         next.current = key_of(&refresh);
         next.issued.retain(|(_, exp)| *exp > now);
         next.issued.push(block.clone());
-        let mut next_doc = serde_json::to_value(&next).map_err(|e| TokenError::ServerError(e.to_string()))?;
+        let mut next_doc =
+            serde_json::to_value(&next).map_err(|e| TokenError::ServerError(e.to_string()))?;
         next_doc["exp"] = doc.get("exp").cloned().unwrap_or(Value::Null);
-        if !flow.families.replace(&key, &doc, &next_doc).await.map_err(storage)? {
+        if !flow
+            .families
+            .replace(&key, &doc, &next_doc)
+            .await
+            .map_err(storage)?
+        {
             // Rotated by a concurrent request with the same token: a reuse.
             self.revoke_blocks(&[block.0]).await;
-            self.revoke_family(flow, family_id, "refresh_token_reused").await;
+            self.revoke_family(flow, family_id, "refresh_token_reused")
+                .await;
             return Err(TokenError::InvalidGrant(
                 "the refresh token was already used; its family is revoked".into(),
             ));
@@ -186,8 +234,11 @@ impl AuthorizationServer {
         for _ in 0..3 {
             match flow.families.get(&key).await {
                 Ok(Some(doc)) => {
-                    let Ok(mut family) = serde_json::from_value::<Family>(doc.clone()) else { return };
-                    let blocks: Vec<String> = family.issued.iter().map(|(b, _)| b.clone()).collect();
+                    let Ok(mut family) = serde_json::from_value::<Family>(doc.clone()) else {
+                        return;
+                    };
+                    let blocks: Vec<String> =
+                        family.issued.iter().map(|(b, _)| b.clone()).collect();
                     family.revoked = true;
                     let mut revoked = serde_json::to_value(&family).unwrap_or_default();
                     revoked["exp"] = doc.get("exp").cloned().unwrap_or(Value::Null);
@@ -211,7 +262,10 @@ impl AuthorizationServer {
                     let tomb = json!({"revoked": true, "exp": expiring::now() + 2 * crate::code::CODE_TTL_SECS});
                     match flow.families.put(&key, &tomb).await {
                         Ok(()) => {
-                            self.gate().trail().event("oauth_family_revoked", json!({"reason": why, "accessTokens": 0}));
+                            self.gate().trail().event(
+                                "oauth_family_revoked",
+                                json!({"reason": why, "accessTokens": 0}),
+                            );
                             return;
                         }
                         Err(KeepError::Taken) => continue,
