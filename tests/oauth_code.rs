@@ -326,7 +326,10 @@ fn token_request(s: &Site, body: &str) -> (u16, Value) {
         &[("Content-Type", "application/x-www-form-urlencoded")],
         body.as_bytes(),
     );
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }
 
 fn redeem(s: &Site, client: &str, code: &str, verifier: &str, redirect: &str) -> (u16, Value) {
@@ -389,8 +392,8 @@ fn metric(gw: &Gateway, series: &str) -> u64 {
 }
 
 #[test]
-fn the_official_sdk_client_logs_in_through_dgw_and_the_idp_and_calls_a_tool_on_the_subjects_budget(
-) {
+fn the_official_sdk_client_logs_in_through_dgw_and_the_idp_and_calls_a_tool_on_the_subjects_budget()
+{
     let s = site();
     let report = run_host(
         &s,
@@ -408,7 +411,10 @@ fn the_official_sdk_client_logs_in_through_dgw_and_the_idp_and_calls_a_tool_on_t
         "{report}"
     );
     assert_eq!(q(&asked, "code_challenge_method"), Some("S256"));
-    assert_eq!(q(&asked, "resource"), Some(format!("{}/mcp", s.public).as_str()));
+    assert_eq!(
+        q(&asked, "resource"),
+        Some(format!("{}/mcp", s.public).as_str())
+    );
     // The client got its code with dgw's issuer (RFC 9207).
     let back = query_of(report["callback"].as_str().unwrap());
     assert_eq!(q(&back, "iss"), Some(s.public.as_str()), "{report}");
@@ -454,17 +460,31 @@ fn the_official_sdk_client_logs_in_through_dgw_and_the_idp_and_calls_a_tool_on_t
     // The first refresh token again: a reuse. The family is revoked: the
     // newest refresh token is refused and the access tokens end.
     let (status, reused) = refresh(&s, &refresh_token);
-    assert_eq!((status, reused["error"].as_str()), (400, Some("invalid_grant")), "{reused}");
+    assert_eq!(
+        (status, reused["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{reused}"
+    );
     let (status, after) = refresh(&s, &second_refresh);
-    assert_eq!((status, after["error"].as_str()), (400, Some("invalid_grant")), "{after}");
+    assert_eq!(
+        (status, after["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{after}"
+    );
     for t in [&access, &second_access] {
         let (status, answer) = echo(&s, t, "revoked");
         assert_eq!(status, 401, "{answer}");
     }
 
     let m = |series: &str| metric(&s.gw, series);
-    assert_eq!(m("dgw_oauth_tokens_issued_total{grant=\"authorization_code\",idp=\"corp\"}"), 1);
-    assert_eq!(m("dgw_oauth_tokens_issued_total{grant=\"refresh_token\",idp=\"corp\"}"), 1);
+    assert_eq!(
+        m("dgw_oauth_tokens_issued_total{grant=\"authorization_code\",idp=\"corp\"}"),
+        1
+    );
+    assert_eq!(
+        m("dgw_oauth_tokens_issued_total{grant=\"refresh_token\",idp=\"corp\"}"),
+        1
+    );
     assert_eq!(m("dgw_oauth_codes_issued_total{idp=\"corp\"}"), 1);
     // Neither dgw's secret at the IdP nor a refresh token is in anything
     // dgw emitted.
@@ -500,42 +520,77 @@ fn hostile_authorization_requests_are_refused_where_the_rfc_says() {
     // Before the client and its redirect URI are known good: shown, never
     // redirected.
     let docs = format!("http://{}", s.documents.0);
-    let forbidden = format!("http://localhost:{}/good.json", s.documents.0.split(':').nth(1).unwrap());
+    let forbidden = format!(
+        "http://localhost:{}/good.json",
+        s.documents.0.split(':').nth(1).unwrap()
+    );
     for (client, extra, error) in [
         ("nobody", vec![], "invalid_client"),
-        ("mcp-host", vec![("redirect_uri", "http://127.0.0.1:50000/elsewhere")], "invalid_request"),
-        ("mcp-host", vec![("redirect_uri", "https://evil.example/callback")], "invalid_request"),
+        (
+            "mcp-host",
+            vec![("redirect_uri", "http://127.0.0.1:50000/elsewhere")],
+            "invalid_request",
+        ),
+        (
+            "mcp-host",
+            vec![("redirect_uri", "https://evil.example/callback")],
+            "invalid_request",
+        ),
         ("mcp-host", vec![("redirect_uri", "")], "invalid_request"),
         (forbidden.as_str(), vec![], "invalid_client"),
         (&format!("{docs}/big.json"), vec![], "invalid_client"),
     ] {
         let query = authorize_query(&s, client, &challenge, &extra);
         let (status, location, body) = authorize_get(&s, &query);
-        assert_eq!((status, location.as_deref()), (400, None), "{client} {extra:?} {body}");
+        assert_eq!(
+            (status, location.as_deref()),
+            (400, None),
+            "{client} {extra:?} {body}"
+        );
         assert_eq!(body["error"], error, "{client} {extra:?} {body}");
     }
     // A forbidden host is never asked.
     assert_eq!(*s.documents.1.lock().unwrap(), vec!["/big.json".to_owned()]);
     // A slow document: refused within the time limit.
     let started = Instant::now();
-    let (status, _, body) =
-        authorize_get(&s, &authorize_query(&s, &format!("{docs}/slow.json"), &challenge, &[]));
-    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_client")), "{body}");
-    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
+    let (status, _, body) = authorize_get(
+        &s,
+        &authorize_query(&s, &format!("{docs}/slow.json"), &challenge, &[]),
+    );
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_client")),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
 
     // After: back to the client with the RFC's error, its state and iss.
     for (extra, error) in [
         (vec![("code_challenge_method", "plain")], "invalid_request"),
         (vec![("code_challenge_method", "")], "invalid_request"),
         (vec![("code_challenge", "")], "invalid_request"),
-        (vec![("resource", "https://other.example/mcp")], "invalid_target"),
-        (vec![("response_type", "token")], "unsupported_response_type"),
+        (
+            vec![("resource", "https://other.example/mcp")],
+            "invalid_target",
+        ),
+        (
+            vec![("response_type", "token")],
+            "unsupported_response_type",
+        ),
         (vec![("scope", "openid")], "invalid_scope"),
     ] {
-        let (status, location, _) = authorize_get(&s, &authorize_query(&s, "mcp-host", &challenge, &extra));
+        let (status, location, _) =
+            authorize_get(&s, &authorize_query(&s, "mcp-host", &challenge, &extra));
         assert_eq!(status, 302, "{extra:?}");
         let location = location.unwrap();
-        assert!(location.starts_with("http://127.0.0.1:50000/callback?"), "{location}");
+        assert!(
+            location.starts_with("http://127.0.0.1:50000/callback?"),
+            "{location}"
+        );
         let back = query_of(&location);
         assert_eq!(q(&back, "error"), Some(error), "{extra:?} {location}");
         assert_eq!(q(&back, "state"), Some("client-state-1"), "{location}");
@@ -548,24 +603,47 @@ fn hostile_authorization_requests_are_refused_where_the_rfc_says() {
     let (status, headers, _) = http_exchange(
         &s.gw.addr,
         "GET",
-        &format!("/oauth/authorize?{}", authorize_query(&s, "mcp-host", &challenge, &[])),
+        &format!(
+            "/oauth/authorize?{}",
+            authorize_query(&s, "mcp-host", &challenge, &[])
+        ),
         &[],
         b"",
     );
     assert_eq!(status, 302);
     let location = &headers.iter().find(|(k, _)| k == "location").unwrap().1;
-    assert!(location.starts_with(&format!("{}/auth?", s.idp)), "{location}");
+    assert!(
+        location.starts_with(&format!("{}/auth?", s.idp)),
+        "{location}"
+    );
     let at_idp = query_of(location);
     for p in ["state", "nonce", "code_challenge"] {
-        assert!(q(&at_idp, p).is_some_and(|v| v.len() >= 43), "{p}: {location}");
+        assert!(
+            q(&at_idp, p).is_some_and(|v| v.len() >= 43),
+            "{p}: {location}"
+        );
     }
     assert_eq!(q(&at_idp, "code_challenge_method"), Some("S256"));
-    assert_eq!(q(&at_idp, "redirect_uri"), Some(format!("{}/oauth/callback", s.public).as_str()));
+    assert_eq!(
+        q(&at_idp, "redirect_uri"),
+        Some(format!("{}/oauth/callback", s.public).as_str())
+    );
     let cookie = &headers.iter().find(|(k, _)| k == "set-cookie").unwrap().1;
-    assert!(cookie.contains("HttpOnly") && cookie.contains("Path=/oauth/callback"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("Path=/oauth/callback"),
+        "{cookie}"
+    );
 
-    assert_eq!(metric(&s.gw, "dgw_oauth_codes_issued_total{idp=\"corp\"}"), 0);
-    assert!(metric(&s.gw, "dgw_oauth_authorization_denials_total{reason=\"invalid_client\"}") >= 4);
+    assert_eq!(
+        metric(&s.gw, "dgw_oauth_codes_issued_total{idp=\"corp\"}"),
+        0
+    );
+    assert!(
+        metric(
+            &s.gw,
+            "dgw_oauth_authorization_denials_total{reason=\"invalid_client\"}"
+        ) >= 4
+    );
 }
 
 #[test]
@@ -583,56 +661,122 @@ fn hostile_returns_from_the_idp_and_hostile_redemptions_get_nothing() {
     // Two logins, each stopped on its way back to dgw.
     let a = browse(&start(1), &callback, &json!({}));
     let b = browse(&start(2), &callback, &json!({}));
-    let (a_url, b_url) = (a["stopped"].as_str().unwrap(), b["stopped"].as_str().unwrap());
+    let (a_url, b_url) = (
+        a["stopped"].as_str().unwrap(),
+        b["stopped"].as_str().unwrap(),
+    );
     let (a_q, b_q) = (query_of(a_url), query_of(b_url));
-    let cookie_of = |landed: &Value| landed["cookies"][&s.gw.addr].as_str().unwrap_or("").to_owned();
+    let cookie_of = |landed: &Value| {
+        landed["cookies"][&s.gw.addr]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
     let deliver = |query: &str, cookie: &str| {
-        let headers: Vec<(&str, &str)> = if cookie.is_empty() { vec![] } else { vec![("Cookie", cookie)] };
-        let (status, h, body) = http_exchange(&s.gw.addr, "GET", &format!("/oauth/callback?{query}"), &headers, b"");
-        let location = h.iter().find(|(k, _)| k == "location").map(|(_, v)| v.clone());
-        (status, location, serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null))
+        let headers: Vec<(&str, &str)> = if cookie.is_empty() {
+            vec![]
+        } else {
+            vec![("Cookie", cookie)]
+        };
+        let (status, h, body) = http_exchange(
+            &s.gw.addr,
+            "GET",
+            &format!("/oauth/callback?{query}"),
+            &headers,
+            b"",
+        );
+        let location = h
+            .iter()
+            .find(|(k, _)| k == "location")
+            .map(|(_, v)| v.clone());
+        (
+            status,
+            location,
+            serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+        )
     };
     // A state dgw never sent: shown, not redirected.
     let (status, location, body) = deliver("code=x&state=forged", &cookie_of(&b));
-    assert_eq!((status, location, body["error"].as_str()), (400, None, Some("invalid_request")));
+    assert_eq!(
+        (status, location, body["error"].as_str()),
+        (400, None, Some("invalid_request"))
+    );
     // A's code with B's state (and B's browser): the ID token's nonce is
     // A's, so B's login is refused back to the client.
     let (status, location, _) = deliver(
-        &format!("code={}&state={}&iss={}", enc(q(&a_q, "code").unwrap()), enc(q(&b_q, "state").unwrap()), enc(&s.idp)),
+        &format!(
+            "code={}&state={}&iss={}",
+            enc(q(&a_q, "code").unwrap()),
+            enc(q(&b_q, "state").unwrap()),
+            enc(&s.idp)
+        ),
         &cookie_of(&b),
     );
     assert_eq!(status, 302);
     let back = query_of(&location.unwrap());
     assert_eq!(q(&back, "error"), Some("access_denied"), "{back:?}");
-    assert!(q(&back, "error_description").unwrap().contains("nonce"), "{back:?}");
+    assert!(
+        q(&back, "error_description").unwrap().contains("nonce"),
+        "{back:?}"
+    );
     assert_eq!(q(&back, "code"), None);
     // B's state again: used.
     let (status, _, body) = deliver(b_url.split_once('?').unwrap().1, &cookie_of(&b));
-    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_request")), "{body}");
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_request")),
+        "{body}"
+    );
     // A's own return, but from another browser (no cookie): refused, and
     // spent.
     let (status, _, body) = deliver(a_url.split_once('?').unwrap().1, "");
-    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_request")), "{body}");
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_request")),
+        "{body}"
+    );
     let (status, _, _) = deliver(a_url.split_once('?').unwrap().1, &cookie_of(&a));
     assert_eq!(status, 400);
     // A mix-up: an `iss` not the IdP's.
     let c = browse(&start(3), &callback, &json!({}));
-    let c_url = c["stopped"].as_str().unwrap().replace(&enc(&s.idp), &enc("https://evil.example"));
+    let c_url = c["stopped"]
+        .as_str()
+        .unwrap()
+        .replace(&enc(&s.idp), &enc("https://evil.example"));
     let (status, location, _) = deliver(c_url.split_once('?').unwrap().1, &cookie_of(&c));
     assert_eq!(status, 302);
-    assert_eq!(q(&query_of(&location.unwrap()), "error"), Some("access_denied"));
+    assert_eq!(
+        q(&query_of(&location.unwrap()), "error"),
+        Some("access_denied")
+    );
     // A user no grant applies to.
     let (status, _) = {
-        let (st, _, _) = http_exchange(&s.idp.replace("http://", ""), "POST", "/__login?sub=bob", &[], b"");
+        let (st, _, _) = http_exchange(
+            &s.idp.replace("http://", ""),
+            "POST",
+            "/__login?sub=bob",
+            &[],
+            b"",
+        );
         (st, ())
     };
     assert_eq!(status, 204);
     let (_, challenge) = pkce(4);
-    let url = format!("{}/oauth/authorize?{}", s.public, authorize_query(&s, "mcp-host", &challenge, &[]));
+    let url = format!(
+        "{}/oauth/authorize?{}",
+        s.public,
+        authorize_query(&s, "mcp-host", &challenge, &[])
+    );
     let landed = browse(&url, "http://127.0.0.1:50000/", &json!({}));
     let back = query_of(landed["stopped"].as_str().unwrap());
     assert_eq!(q(&back, "error"), Some("access_denied"), "{landed}");
-    http_exchange(&s.idp.replace("http://", ""), "POST", "/__login?sub=alice", &[], b"");
+    http_exchange(
+        &s.idp.replace("http://", ""),
+        "POST",
+        "/__login?sub=alice",
+        &[],
+        b"",
+    );
 
     // Redemptions: each hostile one spends the code and issues nothing.
     let redirect = "http://127.0.0.1:50000/callback";
@@ -641,23 +785,49 @@ fn hostile_returns_from_the_idp_and_hostile_redemptions_get_nothing() {
     for (client, verifier_used, redirect_used) in [
         ("mcp-host", pkce(6).0, redirect.to_owned()),
         ("other-host", verifier.clone(), redirect.to_owned()),
-        ("mcp-host", verifier.clone(), "http://127.0.0.1:50001/callback".to_owned()),
-        ("mcp-host", verifier.clone(), "http://127.0.0.1:50000/other".to_owned()),
+        (
+            "mcp-host",
+            verifier.clone(),
+            "http://127.0.0.1:50001/callback".to_owned(),
+        ),
+        (
+            "mcp-host",
+            verifier.clone(),
+            "http://127.0.0.1:50000/other".to_owned(),
+        ),
     ] {
         let code = code_of(login(&s, "mcp-host", &challenge, &[]));
         let (status, answer) = redeem(&s, client, &code, &verifier_used, &redirect_used);
-        assert_eq!((status, answer["error"].as_str()), (400, Some("invalid_grant")), "{client} {answer}");
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (400, Some("invalid_grant")),
+            "{client} {answer}"
+        );
         // Spent: the right redemption now fails too.
         let (status, answer) = redeem(&s, "mcp-host", &code, &verifier, redirect);
-        assert_eq!((status, answer["error"].as_str()), (400, Some("invalid_grant")), "{answer}");
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (400, Some("invalid_grant")),
+            "{answer}"
+        );
     }
     // A resource naming another server.
     let code = code_of(login(&s, "mcp-host", &challenge, &[]));
     let (status, answer) = token_request(&s, &format!(
         "grant_type=authorization_code&client_id=mcp-host&code={}&code_verifier={}&redirect_uri={}&resource={}",
         enc(&code), enc(&verifier), enc(redirect), enc("https://other.example/mcp")));
-    assert_eq!((status, answer["error"].as_str()), (400, Some("invalid_target")), "{answer}");
-    assert_eq!(metric(&s.gw, "dgw_oauth_tokens_issued_total{grant=\"authorization_code\",idp=\"corp\"}"), 0);
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (400, Some("invalid_target")),
+        "{answer}"
+    );
+    assert_eq!(
+        metric(
+            &s.gw,
+            "dgw_oauth_tokens_issued_total{grant=\"authorization_code\",idp=\"corp\"}"
+        ),
+        0
+    );
 
     // A good redemption, then the code again: refused, and what it gave
     // is revoked.
@@ -667,18 +837,36 @@ fn hostile_returns_from_the_idp_and_hostile_redemptions_get_nothing() {
     let (_, a) = echo(&s, good["access_token"].as_str().unwrap(), "once");
     assert_eq!(text_of(&a), "once", "{a}");
     let (status, again) = redeem(&s, "mcp-host", &code, &verifier, redirect);
-    assert_eq!((status, again["error"].as_str()), (400, Some("invalid_grant")), "{again}");
+    assert_eq!(
+        (status, again["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{again}"
+    );
     let (status, _) = echo(&s, good["access_token"].as_str().unwrap(), "after reuse");
     assert_eq!(status, 401);
     let (status, r) = refresh(&s, good["refresh_token"].as_str().unwrap());
-    assert_eq!((status, r["error"].as_str()), (400, Some("invalid_grant")), "{r}");
-    assert_eq!(metric(&s.gw, "dgw_oauth_tokens_issued_total{grant=\"authorization_code\",idp=\"corp\"}"), 1);
+    assert_eq!(
+        (status, r["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{r}"
+    );
+    assert_eq!(
+        metric(
+            &s.gw,
+            "dgw_oauth_tokens_issued_total{grant=\"authorization_code\",idp=\"corp\"}"
+        ),
+        1
+    );
 
     // A client identified by its metadata document logs in too.
     let doc_client = format!("http://{}/good.json", s.documents.0);
     let code = code_of(login(&s, &doc_client, &challenge, &[]));
     let (status, answer) = redeem(&s, "mcp-host", &code, &verifier, redirect);
-    assert_eq!((status, answer["error"].as_str()), (400, Some("invalid_grant")), "{answer}");
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{answer}"
+    );
     let code = code_of(login(&s, &doc_client, &challenge, &[]));
     let (status, answer) = redeem(&s, &doc_client, &code, &verifier, redirect);
     assert_eq!(status, 200, "{answer}");

@@ -222,7 +222,9 @@ impl RawOAuth {
         for (i, raw) in self.public_clients.into_iter().enumerate() {
             let key = format!("oauth.public_clients[{i}]");
             let client = raw.validate(&key, check)?;
-            if public_clients.iter().any(|c| c.client_id == client.client_id)
+            if public_clients
+                .iter()
+                .any(|c| c.client_id == client.client_id)
                 || clients.iter().any(|c| c.client_id == client.client_id)
             {
                 return Err(check.invalid(

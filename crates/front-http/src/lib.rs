@@ -85,7 +85,10 @@ fn preflight() -> Response<Body> {
     let h = r.headers_mut();
     for (name, value) in [
         (hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
-        (hyper::header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS"),
+        (
+            hyper::header::ACCESS_CONTROL_ALLOW_METHODS,
+            "GET, POST, OPTIONS",
+        ),
         (
             hyper::header::ACCESS_CONTROL_ALLOW_HEADERS,
             "Authorization, Content-Type, MCP-Protocol-Version",
@@ -535,7 +538,10 @@ impl HttpFront {
                 ),
             };
             let h = r.headers_mut();
-            h.insert(hyper::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            h.insert(
+                hyper::header::CACHE_CONTROL,
+                HeaderValue::from_static("no-store"),
+            );
             h.insert(
                 hyper::header::REFERRER_POLICY,
                 HeaderValue::from_static("no-referrer"),
