@@ -104,7 +104,7 @@ client_secret_file = {secret:?}
 tenant = "acme"
 [[oauth.identity_providers.grants]]
 claims = {{ groups = "engineering" }}
-capabilities = ["demo:echo:/text"]
+capabilities = ["demo:echo:text"]
 budget_microcents = 25
 ttl = "1h"
 subject_budget_period = "1d"
@@ -115,7 +115,7 @@ timeout = "5s"
 [[upstreams.tools]]
 name = "echo"
 capability = "demo:echo"
-resource = "/text"
+fixed_resource = "text"
 cost_microcents = 10
 "#,
             data = d.join("data"),
@@ -255,7 +255,7 @@ fn authorize_query(s: &Site, client: &str, challenge: &str, extra: &[(&str, &str
         ("code_challenge", challenge.into()),
         ("code_challenge_method", "S256".into()),
         ("state", "client-state-1".into()),
-        ("scope", "demo:echo:/text".into()),
+        ("scope", "demo:echo:text".into()),
         ("resource", resource),
     ];
     for (k, v) in extra {
@@ -424,7 +424,7 @@ fn the_official_sdk_client_logs_in_through_dgw_and_the_idp_and_calls_a_tool_on_t
     );
     let tokens = &report["tokens"];
     assert_eq!(tokens["token_type"], "Bearer", "{report}");
-    assert_eq!(tokens["scope"], "demo:echo:/text", "{report}");
+    assert_eq!(tokens["scope"], "demo:echo:text", "{report}");
     let access = tokens["access_token"].as_str().unwrap().to_owned();
     let refresh_token = tokens["refresh_token"].as_str().unwrap().to_owned();
 
@@ -439,7 +439,7 @@ fn the_official_sdk_client_logs_in_through_dgw_and_the_idp_and_calls_a_tool_on_t
         "--action",
         "echo",
         "--resource",
-        "/text",
+        "text",
         "--json",
         &access,
     ]);
@@ -658,14 +658,6 @@ fn hostile_returns_from_the_idp_and_hostile_redemptions_get_nothing() {
             authorize_query(&s, "mcp-host", &challenge, &[])
         )
     };
-    // Two logins, each stopped on its way back to dgw.
-    let a = browse(&start(1), &callback, &json!({}));
-    let b = browse(&start(2), &callback, &json!({}));
-    let (a_url, b_url) = (
-        a["stopped"].as_str().unwrap(),
-        b["stopped"].as_str().unwrap(),
-    );
-    let (a_q, b_q) = (query_of(a_url), query_of(b_url));
     let cookie_of = |landed: &Value| {
         landed["cookies"][&s.gw.addr]
             .as_str()
@@ -695,23 +687,28 @@ fn hostile_returns_from_the_idp_and_hostile_redemptions_get_nothing() {
             serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
         )
     };
-    // A state dgw never sent: shown, not redirected.
-    let (status, location, body) = deliver("code=x&state=forged", &cookie_of(&b));
-    assert_eq!(
-        (status, location, body["error"].as_str()),
-        (400, None, Some("invalid_request"))
-    );
-    // A's code with B's state (and B's browser): the ID token's nonce is
-    // A's, so B's login is refused back to the client.
-    let (status, location, _) = deliver(
-        &format!(
-            "code={}&state={}&iss={}",
-            enc(q(&a_q, "code").unwrap()),
-            enc(q(&b_q, "state").unwrap()),
-            enc(&s.idp)
-        ),
-        &cookie_of(&b),
-    );
+    let query_part = |url: &str| url.split_once('?').unwrap().1.to_owned();
+    // The browser is the attacker's to drive: stopped on its way to the
+    // IdP, dgw's request there is changed, and the IdP answers it.
+    let via_idp = |n: u8, change: &dyn Fn(String) -> String| {
+        let at_idp = browse(&start(n), &format!("{}/auth", s.idp), &json!({}));
+        let url = change(at_idp["stopped"].as_str().unwrap().to_owned());
+        let back = browse(&url, &callback, &at_idp["cookies"]);
+        (
+            back["stopped"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{back}"))
+                .to_owned(),
+            cookie_of(&back),
+        )
+    };
+    let replace_param = |url: String, name: &str, value: &str| {
+        let old = q(&query_of(&url), name).unwrap().to_owned();
+        url.replace(&format!("{name}={}", enc(&old)), &format!("{name}={value}"))
+    };
+    // A nonce not dgw's: the IdP's ID token carries it, dgw refuses it.
+    let (url, cookie) = via_idp(1, &|u| replace_param(u, "nonce", "not-dgws-nonce"));
+    let (status, location, _) = deliver(&query_part(&url), &cookie);
     assert_eq!(status, 302);
     let back = query_of(&location.unwrap());
     assert_eq!(q(&back, "error"), Some("access_denied"), "{back:?}");
@@ -720,62 +717,85 @@ fn hostile_returns_from_the_idp_and_hostile_redemptions_get_nothing() {
         "{back:?}"
     );
     assert_eq!(q(&back, "code"), None);
+    // A state not dgw's: the IdP echoes it, dgw knows no such login.
+    let (url, cookie) = via_idp(2, &|u| replace_param(u, "state", "forged-state"));
+    let (status, location, body) = deliver(&query_part(&url), &cookie);
+    assert_eq!(
+        (status, location, body["error"].as_str()),
+        (400, None, Some("invalid_request")),
+        "{body}"
+    );
+    // Two logins, each stopped on its way back to dgw.
+    let (a_url, a_cookie) = via_idp(3, &|u| u);
+    let (b_url, b_cookie) = via_idp(4, &|u| u);
+    let (a_q, b_q) = (query_of(&a_url), query_of(&b_url));
+    // A's code with B's state (and B's browser): a code injected from
+    // another login is refused back to the client (the IdP will not
+    // redeem it with B's PKCE verifier; its nonce would not do either).
+    let (status, location, _) = deliver(
+        &format!(
+            "code={}&state={}&iss={}",
+            enc(q(&a_q, "code").unwrap()),
+            enc(q(&b_q, "state").unwrap()),
+            enc(&s.idp)
+        ),
+        &b_cookie,
+    );
+    assert_eq!(status, 302);
+    let back = query_of(&location.unwrap());
+    assert_eq!(q(&back, "error"), Some("access_denied"), "{back:?}");
+    assert_eq!(q(&back, "code"), None);
     // B's state again: used.
-    let (status, _, body) = deliver(b_url.split_once('?').unwrap().1, &cookie_of(&b));
+    let (status, _, body) = deliver(&query_part(&b_url), &b_cookie);
     assert_eq!(
         (status, body["error"].as_str()),
         (400, Some("invalid_request")),
         "{body}"
     );
-    // A's own return, but from another browser (no cookie): refused, and
-    // spent.
-    let (status, _, body) = deliver(a_url.split_once('?').unwrap().1, "");
+    // A's own return, but in another browser (no cookie, or B's): refused,
+    // and spent.
+    let (status, _, body) = deliver(&query_part(&a_url), "");
     assert_eq!(
         (status, body["error"].as_str()),
         (400, Some("invalid_request")),
         "{body}"
     );
-    let (status, _, _) = deliver(a_url.split_once('?').unwrap().1, &cookie_of(&a));
+    let (status, _, _) = deliver(&query_part(&a_url), &a_cookie);
     assert_eq!(status, 400);
     // A mix-up: an `iss` not the IdP's.
-    let c = browse(&start(3), &callback, &json!({}));
-    let c_url = c["stopped"]
-        .as_str()
-        .unwrap()
-        .replace(&enc(&s.idp), &enc("https://evil.example"));
-    let (status, location, _) = deliver(c_url.split_once('?').unwrap().1, &cookie_of(&c));
+    let (c_url, c_cookie) = via_idp(5, &|u| u);
+    let c_url = c_url.replace(&enc(&s.idp), &enc("https://evil.example"));
+    let (status, location, _) = deliver(&query_part(&c_url), &c_cookie);
     assert_eq!(status, 302);
     assert_eq!(
         q(&query_of(&location.unwrap()), "error"),
         Some("access_denied")
     );
     // A user no grant applies to.
-    let (status, _) = {
-        let (st, _, _) = http_exchange(
-            &s.idp.replace("http://", ""),
-            "POST",
-            "/__login?sub=bob",
-            &[],
-            b"",
-        );
-        (st, ())
-    };
-    assert_eq!(status, 204);
-    let (_, challenge) = pkce(4);
-    let url = format!(
-        "{}/oauth/authorize?{}",
-        s.public,
-        authorize_query(&s, "mcp-host", &challenge, &[])
+    let idp_addr = s.idp.trim_start_matches("http://");
+    assert_eq!(
+        http_exchange(idp_addr, "POST", "/__login?sub=bob", &[], b"").0,
+        204
     );
-    let landed = browse(&url, "http://127.0.0.1:50000/", &json!({}));
+    let (_, challenge) = pkce(6);
+    let landed = browse(
+        &format!(
+            "{}/oauth/authorize?{}",
+            s.public,
+            authorize_query(&s, "mcp-host", &challenge, &[])
+        ),
+        "http://127.0.0.1:50000/",
+        &json!({}),
+    );
     let back = query_of(landed["stopped"].as_str().unwrap());
     assert_eq!(q(&back, "error"), Some("access_denied"), "{landed}");
-    http_exchange(
-        &s.idp.replace("http://", ""),
-        "POST",
-        "/__login?sub=alice",
-        &[],
-        b"",
+    assert_eq!(
+        http_exchange(idp_addr, "POST", "/__login?sub=alice", &[], b"").0,
+        204
+    );
+    assert_eq!(
+        metric(&s.gw, "dgw_oauth_codes_issued_total{idp=\"corp\"}"),
+        0
     );
 
     // Redemptions: each hostile one spends the code and issues nothing.

@@ -63,8 +63,17 @@ class Host {
 
 const host = new Host();
 const out = { steps: [] };
+// Every request the SDK makes, for a failure's report.
+const seen = [];
+const fetchLogged = async (input, init) => {
+  const headers = new Headers(init?.headers);
+  const res = await fetch(input, init);
+  const challenge = res.headers.get("www-authenticate") ?? "";
+  seen.push(`${init?.method ?? "GET"} ${input} ${res.status} ${challenge} auth=${(headers.get("authorization") ?? "-").slice(0, 24)} session=${headers.get("mcp-session-id") ?? "-"}`);
+  return res;
+};
 const connect = async () => {
-  const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: host });
+  const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: host, fetch: fetchLogged });
   const client = new Client({ name: "dgw-oauth-host", version: "1.0.0" });
   await client.connect(transport);
   return { client, transport };
@@ -85,7 +94,7 @@ if (!host.landed.stopped) {
 const callback = new URL(host.landed.stopped);
 out.callback = callback.href;
 if (callback.searchParams.get("state") !== host.sentState) throw new Error("the state did not come back");
-const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: host });
+const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: host, fetch: fetchLogged });
 await transport.finishAuth(callback.searchParams);
 out.tokens = host.saved.tokens;
 const { client } = await connect();
@@ -97,4 +106,5 @@ for (const [op, arg] of JSON.parse(stepsJson ?? "[]")) {
   }
 }
 await client.close();
+out.requests = seen;
 console.log(JSON.stringify(out));

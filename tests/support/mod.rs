@@ -283,11 +283,7 @@ pub struct Gateway {
 /// A free loopback port, for a server whose address must be known before
 /// it starts (another process may take it first: rare, and loud).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("a free port")
-        .local_addr()
-        .expect("its address")
-        .port()
+    redis::free_port()
 }
 
 /// Writes a gateway config in `dir` trusting `roots`; `extra` is appended.

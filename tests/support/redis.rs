@@ -4,9 +4,17 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-// A free port ([`super::free_port`]) may be taken before Redis binds it:
-// [`spawn_on_free_port`] retries on another port when that happens.
-use super::free_port;
+/// A free loopback port, for a server whose address must be known before
+/// it starts. Another process may take it first: [`spawn_on_free_port`]
+/// retries on another port when that happens (here; a rare loud failure
+/// elsewhere).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("its address")
+        .port()
+}
 
 /// Whether `child` came to listen on `port`: the port answers while the
 /// child is still alive a moment later (a `redis-server` that could not
