@@ -13,7 +13,7 @@ use hyper::{Request, Uri};
 use serde_json::Value;
 use tracing::Instrument;
 
-/// The most an answer may hold.
+/// The most an answer may hold, unless set lower.
 const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 /// Why a service gave no usable answer.
@@ -27,7 +27,7 @@ pub enum OutboundError {
     Unreachable(String),
     #[error("answered HTTP {0}")]
     Status(u16),
-    #[error("the answer is not JSON of at most 1 MiB: {0}")]
+    #[error("the answer is not JSON within the size limit: {0}")]
     Unreadable(String),
     #[error("HTTPS is not available: {0}")]
     Tls(String),
@@ -38,6 +38,7 @@ pub enum OutboundError {
 pub struct JsonClient {
     client: Result<HttpClient, String>,
     timeout: Duration,
+    max_answer_bytes: usize,
 }
 
 impl JsonClient {
@@ -45,7 +46,15 @@ impl JsonClient {
         Self {
             client: crate::tls::http_client(None, Some(timeout)),
             timeout,
+            max_answer_bytes: MAX_ANSWER_BYTES,
         }
+    }
+
+    /// The same client reading at most `bytes` of an answer (never more
+    /// than 1 MiB).
+    pub fn with_max_answer_bytes(mut self, bytes: usize) -> Self {
+        self.max_answer_bytes = bytes.min(MAX_ANSWER_BYTES);
+        self
     }
 
     /// Whether `endpoint` is a URL a service can be called at.
@@ -146,7 +155,7 @@ impl JsonClient {
             if !status.is_success() {
                 return Err(OutboundError::Status(status.as_u16()));
             }
-            Ok(Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+            Ok(Limited::new(response.into_body(), self.max_answer_bytes)
                 .collect()
                 .await
                 .map_err(|e| OutboundError::Unreadable(e.to_string()))?

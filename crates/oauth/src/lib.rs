@@ -5,9 +5,12 @@
 //! credential and carried none, or carried one too narrow, is answered with
 //! its challenge ([`challenge`]). Without `[oauth]` the fronts answer as
 //! they always did. [`server::AuthorizationServer`] is the authorization
-//! server: its metadata (RFC 8414) and token endpoint.
+//! server: its metadata (RFC 8414) and token endpoint. [`idp`] verifies
+//! the tokens a trusted identity provider signs ([`jwt`]: any signed JWT).
 
 pub mod challenge;
+pub mod idp;
+pub mod jwt;
 pub mod limit;
 pub mod metrics;
 pub mod resource;
