@@ -20,7 +20,8 @@ use serde_json::{json, Value};
 use support::mcp::*;
 use support::*;
 
-const IDP_SECRET: &str = "the-secret-dgw-has-at-the-idp-0123";
+/// dgw's secret at the test IdP (tests/mcp/oidc-idp.mjs).
+const IDP_SECRET: &str = "dgw-client-secret";
 /// The test host's registered redirect URI (any port: a loopback IP).
 const REDIRECT: &str = "http://127.0.0.1/callback";
 
@@ -67,7 +68,7 @@ fn site() -> Site {
     let mut command = Command::new("node");
     command
         .arg(tests_dir().join("mcp/oidc-idp.mjs"))
-        .arg(&secret)
+        .arg(format!("{public}/mcp"))
         .arg(format!("{public}/oauth/callback"));
     let (idp_process, idp_port) = spawn_listening(command, "oidc-idp listening port=");
     let idp = format!("http://127.0.0.1:{idp_port}");
@@ -317,19 +318,11 @@ fn login(s: &Site, client: &str, challenge: &str, extra: &[(&str, &str)]) -> Str
         .to_owned()
 }
 
-/// POSTs a form to `/oauth/token`: (status, answer).
+/// POSTs a form to `/oauth/token` as a public client: (status, answer).
 fn token_request(s: &Site, body: &str) -> (u16, Value) {
-    let (status, _, bytes) = http_exchange(
-        &s.gw.addr,
-        "POST",
-        "/oauth/token",
-        &[("Content-Type", "application/x-www-form-urlencoded")],
-        body.as_bytes(),
-    );
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    let (status, _, answer) =
+        support::oauth::token_request(&s.gw, support::oauth::FORM, None, body);
+    (status, answer)
 }
 
 fn redeem(s: &Site, client: &str, code: &str, verifier: &str, redirect: &str) -> (u16, Value) {

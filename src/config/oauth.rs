@@ -9,6 +9,7 @@ use std::time::Duration;
 use delegateos::Capability;
 use dgw_oauth::public_client::{PublicClient, PublicClients};
 use dgw_oauth::redirect::RedirectUri;
+use dgw_oauth::server::{ClientAuth, IdpGrant, Policy, TrustedIdp};
 use dgw_oauth::ProtectedResource;
 use serde::Deserialize;
 
@@ -444,7 +445,12 @@ struct RawClient {
     /// The client's ID at dgw's token endpoint.
     client_id: String,
     /// A file (0600) holding its secret; dgw keeps only its SHA-256.
-    secret_file: PathBuf,
+    #[serde(default)]
+    secret_file: Option<PathBuf>,
+    /// Instead of a secret: its public keys (a JWK Set), for
+    /// `private_key_jwt` (RFC 7523).
+    #[serde(default)]
+    jwks: Option<serde_json::Value>,
     /// The tenant whose issuing delegation its tokens attenuate.
     tenant: String,
     /// Capabilities (`namespace:action:resource`) its tokens may carry.
@@ -473,15 +479,29 @@ impl RawClient {
                 "must be 1-128 printable characters without ':'".into(),
             ));
         }
-        let secret = crate::mcp::secret::Secret::from_file(&check.file(self.secret_file))
-            .map_err(|e| check.invalid(&format!("{key}.secret_file"), e.to_string()))?;
-        if secret.expose().len() < 16 {
-            return Err(check.invalid(
-                &format!("{key}.secret_file"),
-                "the secret must be at least 16 characters".into(),
-            ));
-        }
-        let secret_sha256 = dgw_core::caller::AdminToken::digest(secret.expose());
+        let auth = match (self.secret_file, self.jwks) {
+            (Some(file), None) => {
+                let secret = crate::mcp::secret::Secret::from_file(&check.file(file))
+                    .map_err(|e| check.invalid(&format!("{key}.secret_file"), e.to_string()))?;
+                if secret.expose().len() < 16 {
+                    return Err(check.invalid(
+                        &format!("{key}.secret_file"),
+                        "the secret must be at least 16 characters".into(),
+                    ));
+                }
+                ClientAuth::Secret(dgw_core::caller::AdminToken::digest(secret.expose()))
+            }
+            (None, Some(jwks)) => ClientAuth::Jwks(
+                dgw_oauth::server::client_key_set(jwks)
+                    .map_err(|e| check.invalid(&format!("{key}.jwks"), e))?,
+            ),
+            _ => {
+                return Err(check.invalid(
+                    key,
+                    "needs secret_file or jwks (private_key_jwt), one of them".into(),
+                ))
+            }
+        };
         match tenants.iter().find(|t| t.name == self.tenant) {
             None => {
                 return Err(check.invalid(
@@ -510,8 +530,8 @@ impl RawClient {
         .validate(key, check)?;
         Ok(dgw_oauth::server::Client {
             client_id: self.client_id,
-            secret_sha256,
-            policy: dgw_oauth::server::Policy {
+            auth,
+            policy: Policy {
                 tenant: self.tenant,
                 capabilities: grant.capabilities,
                 budget_microcents: grant.budget_microcents,
@@ -519,5 +539,34 @@ impl RawClient {
                 subject_budget_period: grant.subject_budget_period,
             },
         })
+    }
+}
+
+impl IdentityProvider {
+    /// The provider as the authorization server trusts it: its verifier
+    /// (keys fetched on first use) and its grants.
+    pub fn trusted(&self) -> TrustedIdp {
+        TrustedIdp {
+            provider: std::sync::Arc::new(dgw_oauth::idp::IdentityProvider::new(
+                &self.name,
+                &self.issuer,
+                self.jwks_uri.as_deref(),
+                &self.audience,
+            )),
+            grants: self
+                .grants
+                .iter()
+                .map(|g| IdpGrant {
+                    claims: g.claims.clone(),
+                    policy: Policy {
+                        tenant: self.tenant.clone(),
+                        capabilities: g.capabilities.clone(),
+                        budget_microcents: g.budget_microcents,
+                        ttl: g.ttl,
+                        subject_budget_period: g.subject_budget_period,
+                    },
+                })
+                .collect(),
+        }
     }
 }

@@ -9,6 +9,7 @@
 pub mod audit;
 pub mod market;
 pub mod mcp;
+pub mod oauth;
 pub mod redis;
 pub mod talos_caps;
 

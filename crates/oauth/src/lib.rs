@@ -5,7 +5,8 @@
 //! credential and carried none, or carried one too narrow, is answered with
 //! its challenge ([`challenge`]). Without `[oauth]` the fronts answer as
 //! they always did. [`server::AuthorizationServer`] is the authorization
-//! server: its metadata (RFC 8414) and token endpoint.
+//! server: its metadata (RFC 8414) and token endpoint. [`idp`] verifies
+//! the tokens a trusted identity provider signs ([`jwt`]: any signed JWT).
 
 pub mod authorize;
 pub mod callback;

@@ -6,8 +6,9 @@
 use dgw_core::telemetry::Metric;
 use metrics::counter;
 
-/// Tokens issued, by `grant` (`client_credentials`) and `idp` (`-` for a
-/// registered client, which no identity provider vouches for).
+/// Tokens issued, by `grant` (its `grant_type`) and `idp` (the identity
+/// provider's name; `-` for a registered client's own, which no identity
+/// provider vouches for).
 pub const TOKENS_ISSUED: &str = "dgw_oauth_tokens_issued_total";
 /// Token requests refused, by `reason` (the RFC 6749 error).
 pub const TOKEN_DENIALS: &str = "dgw_oauth_token_denials_total";
@@ -86,6 +87,17 @@ pub fn export_code_flow_at_zero(idp: &str) {
     counter!(CODES_ISSUED, "idp" => idp.to_owned()).increment(0);
     for reason in AUTHORIZATION_REASONS {
         counter!(AUTHORIZATION_DENIALS, "reason" => *reason).increment(0);
+    }
+}
+
+/// Exports at zero the series of the grants an identity provider
+/// (`idp`, its configured name) vouches for.
+pub fn export_idp_at_zero(idp: &str) {
+    for grant in [
+        crate::server::grant::TOKEN_EXCHANGE,
+        crate::server::grant::JWT_BEARER,
+    ] {
+        counter!(TOKENS_ISSUED, "grant" => grant, "idp" => idp.to_owned()).increment(0);
     }
 }
 
