@@ -9,6 +9,7 @@
 //! the tokens a trusted identity provider signs ([`jwt`]: any signed JWT).
 
 pub mod challenge;
+pub mod grant;
 pub mod idp;
 pub mod jwt;
 pub mod limit;

@@ -56,14 +56,7 @@ pub struct Policy {
     pub subject_budget_period: Duration,
 }
 
-/// The grant types, as `grant_type` names them.
-pub mod grant {
-    pub const CLIENT_CREDENTIALS: &str = "client_credentials";
-    /// RFC 8693.
-    pub const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
-    /// RFC 7523, with an identity assertion (ID-JAG).
-    pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-}
+pub use crate::grant;
 
 /// A client registered in `[[oauth.clients]]`.
 #[derive(Debug, Clone)]
