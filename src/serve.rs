@@ -421,6 +421,7 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
         }
     }
     let authorization_server = config.oauth.as_ref().map(|o| {
+        let trusted: Vec<_> = o.identity_providers.iter().map(|p| p.trusted()).collect();
         Arc::new(
             dgw_oauth::server::AuthorizationServer::new(
                 o.resource.clone(),
@@ -430,8 +431,8 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
                 gate.clone(),
                 state.stores.records.clone(),
             )
-            .with_identity_providers(o.identity_providers.iter().map(|p| p.trusted()).collect())
-            .with_code_flow(o.code_flow(state.stores.records.clone())),
+            .with_code_flow(o.code_flow(state.stores.records.clone(), &trusted))
+            .with_identity_providers(trusted),
         )
     });
     let front = Arc::new(HttpFront {

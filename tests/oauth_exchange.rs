@@ -476,6 +476,19 @@ fn hostile_subject_tokens_are_refused_with_invalid_request_and_nothing_issued() 
         );
         assert!(a.get("access_token").is_none(), "{what}: {a}");
     }
+    // A flood of unknown kids: the keys are fetched again at most once per
+    // 30 s (the control's fetch, and perhaps one more on a slow machine).
+    let unknown = s.sign("stranger", json!({"kid": "stranger-2"}), claims(json!({})));
+    for _ in 0..20 {
+        let (status, _, a) = token_request(&s.gw, FORM, None, &exchange_body(&unknown, JWT, ""));
+        assert_eq!(
+            (status, a["error"].as_str()),
+            (400, Some("invalid_request")),
+            "{a}"
+        );
+    }
+    let fetches = s.idp_get("/__jwks_fetches")["fetches"].as_u64().unwrap();
+    assert!((1..=2).contains(&fetches), "{fetches} fetches of the JWKS");
     // Good tokens, bad requests.
     let alice = s.id_token("alice");
     for (what, body, error) in [
@@ -538,10 +551,10 @@ fn hostile_subject_tokens_are_refused_with_invalid_request_and_nothing_issued() 
     );
     assert_eq!(
         s.metric("dgw_oauth_token_denials_total{reason=\"invalid_request\"}"),
-        12
+        32
     );
-    let denied = s.trail("oauth_token_denied", cases.len() + 6);
-    assert_eq!(denied.len(), cases.len() + 6, "{denied:?}");
+    let denied = s.trail("oauth_token_denied", cases.len() + 26);
+    assert_eq!(denied.len(), cases.len() + 26, "{denied:?}");
     // The control's subject was the only one made: bob never got one.
     let subjects: Vec<String> = s
         .trail("oauth_token_issued", 1)

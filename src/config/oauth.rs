@@ -305,17 +305,25 @@ impl RawPublicClient {
 
 impl OAuthConfig {
     /// The authorization code flow, when an identity provider has a
-    /// `client_id` (the first such is where people log in, decision 475).
+    /// `client_id` (the first such is where people log in, decision 475),
+    /// logging in at its provider among `trusted` (one verifier, one key
+    /// cache, for every grant).
     pub fn code_flow(
         &self,
         records: std::sync::Arc<dyn dgw_core::state::RecordStore>,
+        trusted: &[TrustedIdp],
     ) -> Option<dgw_oauth::code_flow::CodeFlow> {
         let idp = self
             .identity_providers
             .iter()
             .find(|p| p.client_id.is_some())?;
+        let provider = trusted
+            .iter()
+            .find(|t| t.provider.name() == idp.name)?
+            .provider
+            .clone();
         let login = dgw_oauth::code_flow::Login::new(
-            idp.trusted(),
+            provider,
             idp.client_id.clone()?,
             idp.client_secret.as_ref()?.expose().to_owned(),
         );

@@ -284,7 +284,11 @@ pub struct Gateway {
 /// A free loopback port, for a server whose address must be known before
 /// it starts (another process may take it first: rare, and loud).
 pub fn free_port() -> u16 {
-    redis::free_port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("its address")
+        .port()
 }
 
 /// Writes a gateway config in `dir` trusting `roots`; `extra` is appended.

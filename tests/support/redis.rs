@@ -4,11 +4,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A free loopback port, for a server whose address must be known before
-/// it starts. Another process may take it first: [`spawn_on_free_port`]
-/// retries on another port when that happens (here; a rare loud failure
-/// elsewhere).
-pub fn free_port() -> u16 {
+/// A free loopback port. Another process may take it before Redis binds
+/// it: [`spawn_on_free_port`] retries on another port when that happens.
+fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("a free port")
         .local_addr()

@@ -14,9 +14,9 @@ use base64::Engine;
 use delegateos::Capability;
 use serde_json::{json, Value};
 
-use crate::callback::{pending_cookie, Pending};
 use crate::code_flow::{CodeFlow, CALLBACK_PATH, PENDING_TTL_SECS};
 use crate::expiring::{self, key_of};
+use crate::login::{pending_cookie, Pending};
 use crate::pkce::CodeChallenge;
 use crate::redirect;
 use crate::server::AuthorizationServer;
@@ -290,7 +290,7 @@ impl AuthorizationServer {
             .resource_of(get(params, "resource"))
             .map_err(AuthorizeError::InvalidTarget)?;
         let scope = scope(get(params, "scope"))?;
-        let discovery = flow.login.idp.provider.discovery().await.map_err(|e| {
+        let discovery = flow.login.idp.discovery().await.map_err(|e| {
             AuthorizeError::TemporarilyUnavailable(format!("the identity provider: {e}"))
         })?;
         let endpoint = discovery.authorization_endpoint.ok_or_else(|| {

@@ -13,7 +13,6 @@ use std::time::Duration;
 use dgw_net::outbound::{JsonClient, OutboundError};
 use serde_json::Value;
 
-use crate::public_client::PublicClient;
 use crate::redirect::RedirectUri;
 
 /// The most bytes of a document read (the draft suggests 5 KB).
@@ -38,6 +37,14 @@ pub enum DocumentError {
     Fetch(String),
     #[error("the client ID metadata document is not valid: {0}")]
     Invalid(String),
+}
+
+/// What a document says of its client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    /// What it calls itself (for the record).
+    pub name: Option<String>,
+    pub redirect_uris: Vec<RedirectUri>,
 }
 
 /// Fetches documents from the allowed hosts.
@@ -110,7 +117,7 @@ impl ClientMetadataDocuments {
     }
 
     /// The client the document at `url` describes.
-    pub async fn fetch(&self, url: &str) -> Result<PublicClient, DocumentError> {
+    pub async fn fetch(&self, url: &str) -> Result<Described, DocumentError> {
         let host = host_of(url)?;
         if !self.allowed_hosts.contains(&host) {
             return Err(DocumentError::ForbiddenHost(host));
@@ -128,7 +135,7 @@ impl ClientMetadataDocuments {
 }
 
 /// A fetched document as a client, if it describes `url`'s client.
-fn parse(url: &str, doc: &Value) -> Result<PublicClient, DocumentError> {
+fn parse(url: &str, doc: &Value) -> Result<Described, DocumentError> {
     let invalid = |why: &str| DocumentError::Invalid(why.to_owned());
     let doc = doc
         .as_object()
@@ -163,8 +170,7 @@ fn parse(url: &str, doc: &Value) -> Result<PublicClient, DocumentError> {
         .get("client_name")
         .and_then(Value::as_str)
         .map(|n| n.chars().filter(|c| !c.is_control()).take(128).collect());
-    Ok(PublicClient {
-        client_id: url.to_owned(),
+    Ok(Described {
         name,
         redirect_uris,
     })

@@ -92,7 +92,7 @@ impl AuthorizationServer {
         let scope: Vec<Capability> = record.scope.iter().filter_map(|s| s.parse().ok()).collect();
         self.issue_with_refresh(
             flow,
-            crate::server::grant::AUTHORIZATION_CODE,
+            crate::grant::AUTHORIZATION_CODE,
             crate::refresh::Family {
                 client_id: record.client_id,
                 subject: record.subject,

@@ -12,9 +12,9 @@ use dgw_net::outbound::JsonClient;
 use serde_json::json;
 
 use crate::expiring::Expiring;
+use crate::idp::IdentityProvider;
 use crate::limit::RateLimit;
 use crate::public_client::PublicClients;
-use crate::server::{Policy, TrustedIdp};
 
 /// The authorization endpoint's path.
 pub const AUTHORIZE_PATH: &str = "/oauth/authorize";
@@ -34,8 +34,9 @@ pub const PENDING_TTL_SECS: i64 = 600;
 
 /// dgw as a client of the identity provider people log in at.
 pub struct Login {
-    /// The provider (its verifier) and its grants, first match wins.
-    pub idp: TrustedIdp,
+    /// The provider (its verifier; its grants are the authorization
+    /// server's, by its name).
+    pub idp: Arc<IdentityProvider>,
     /// For the provider's token endpoint.
     pub(crate) http: JsonClient,
     /// dgw's client ID there (also the ID token's audience).
@@ -47,7 +48,7 @@ pub struct Login {
 impl std::fmt::Debug for Login {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Login")
-            .field("idp", &self.idp.provider.name())
+            .field("idp", &self.idp.name())
             .field("client_id", &self.client_id)
             .field("client_secret", &"<redacted>")
             .finish_non_exhaustive()
@@ -60,7 +61,7 @@ const IDP_TIMEOUT: Duration = Duration::from_secs(10);
 const IDP_MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 impl Login {
-    pub fn new(idp: TrustedIdp, client_id: String, client_secret: String) -> Self {
+    pub fn new(idp: Arc<IdentityProvider>, client_id: String, client_secret: String) -> Self {
         Self {
             idp,
             http: JsonClient::new(IDP_TIMEOUT).with_max_answer_bytes(IDP_MAX_ANSWER_BYTES),
@@ -71,15 +72,7 @@ impl Login {
 
     /// The provider's name.
     pub fn name(&self) -> &str {
-        self.idp.provider.name()
-    }
-
-    /// The policy of the provider's grant `index`, if it still has it.
-    pub fn policy(&self, idp: &str, index: usize) -> Option<&Policy> {
-        (self.name() == idp)
-            .then(|| self.idp.grants.get(index))
-            .flatten()
-            .map(|g| &g.policy)
+        self.idp.name()
     }
 }
 

@@ -93,10 +93,7 @@ pub fn export_code_flow_at_zero(idp: &str) {
 /// Exports at zero the series of the grants an identity provider
 /// (`idp`, its configured name) vouches for.
 pub fn export_idp_at_zero(idp: &str) {
-    for grant in [
-        crate::server::grant::TOKEN_EXCHANGE,
-        crate::server::grant::JWT_BEARER,
-    ] {
+    for grant in [crate::grant::TOKEN_EXCHANGE, crate::grant::JWT_BEARER] {
         counter!(TOKENS_ISSUED, "grant" => grant, "idp" => idp.to_owned()).increment(0);
     }
 }

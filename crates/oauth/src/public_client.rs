@@ -59,7 +59,12 @@ impl PublicClients {
             .ok_or(ClientError::Missing)?;
         if client_metadata::is_document_id(id) {
             let documents = self.documents.as_ref().ok_or(DocumentError::Disabled)?;
-            return Ok(documents.fetch(id).await?);
+            let described = documents.fetch(id).await?;
+            return Ok(PublicClient {
+                client_id: id.to_owned(),
+                name: described.name,
+                redirect_uris: described.redirect_uris,
+            });
         }
         self.registered
             .iter()

@@ -21,6 +21,9 @@ use crate::code_flow::CodeFlow;
 use crate::expiring::{self, key_of, KeepError};
 use crate::server::{param, AuthorizationServer, Issued, Policy, TokenError};
 
+/// How long a family revoked before it was stored stays refused (longer
+/// than a code lives, so its redemption cannot outlast it).
+const TOMBSTONE_TTL_SECS: i64 = 300;
 /// The most live access tokens one family may hold at once (a client
 /// refreshing faster than its tokens expire is told to slow down).
 const MAX_LIVE_TOKENS: usize = 64;
@@ -67,13 +70,10 @@ fn storage(e: dgw_core::state::StorageError) -> TokenError {
 impl AuthorizationServer {
     /// The grant's policy for `family`, if the identity provider still
     /// has it.
-    fn family_policy<'a>(
-        &self,
-        flow: &'a CodeFlow,
-        family: &Family,
-    ) -> Result<&'a Policy, TokenError> {
-        flow.login
-            .policy(&family.idp, family.grant)
+    fn family_policy(&self, family: &Family) -> Result<&Policy, TokenError> {
+        self.trusted(&family.idp)
+            .and_then(|t| t.grants.get(family.grant))
+            .map(|g| &g.policy)
             .ok_or_else(|| TokenError::InvalidGrant("the grant it was issued under is gone".into()))
     }
 
@@ -87,7 +87,7 @@ impl AuthorizationServer {
         family_id: &str,
         scope: Vec<Capability>,
     ) -> Result<Issued, TokenError> {
-        let policy = self.family_policy(flow, &family)?.clone();
+        let policy = self.family_policy(&family)?.clone();
         let mut issued = self
             .issue((grant, &family.idp), &family.subject, &policy, scope)
             .await?;
@@ -191,10 +191,10 @@ impl AuthorizationServer {
         if family.issued.iter().filter(|(_, exp)| *exp > now).count() >= MAX_LIVE_TOKENS {
             return Err(TokenError::RateLimited("refresh token family"));
         }
-        let policy = self.family_policy(flow, &family)?.clone();
+        let policy = self.family_policy(&family)?.clone();
         let mut issued = self
             .issue(
-                (crate::server::grant::REFRESH_TOKEN, &family.idp),
+                (crate::grant::REFRESH_TOKEN, &family.idp),
                 &family.subject,
                 &policy,
                 scope,
@@ -259,7 +259,8 @@ impl AuthorizationServer {
                     }
                 }
                 Ok(None) => {
-                    let tomb = json!({"revoked": true, "exp": expiring::now() + 2 * crate::code::CODE_TTL_SECS});
+                    let tomb =
+                        json!({"revoked": true, "exp": expiring::now() + TOMBSTONE_TTL_SECS});
                     match flow.families.put(&key, &tomb).await {
                         Ok(()) => {
                             self.gate().trail().event(

@@ -56,18 +56,7 @@ pub struct Policy {
     pub subject_budget_period: Duration,
 }
 
-/// The grant types, as `grant_type` names them.
-pub mod grant {
-    pub const CLIENT_CREDENTIALS: &str = "client_credentials";
-    /// RFC 8693.
-    pub const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
-    /// RFC 7523, with an identity assertion (ID-JAG).
-    pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-    /// RFC 6749 §4.1.3, for the code flow's public clients.
-    pub const AUTHORIZATION_CODE: &str = "authorization_code";
-    /// RFC 6749 §6, rotated (OAuth 2.1 §4.3).
-    pub const REFRESH_TOKEN: &str = "refresh_token";
-}
+pub use crate::grant;
 
 /// A client registered in `[[oauth.clients]]`.
 #[derive(Debug, Clone)]
@@ -161,6 +150,11 @@ impl AuthorizationServer {
     pub fn with_code_flow(mut self, flow: Option<crate::code_flow::CodeFlow>) -> Self {
         self.code_flow = flow;
         self
+    }
+
+    /// The trusted identity provider named `name`.
+    pub(crate) fn trusted(&self, name: &str) -> Option<&TrustedIdp> {
+        self.idps.iter().find(|t| t.provider.name() == name)
     }
 
     /// The code flow, when on.
