@@ -484,6 +484,16 @@ fn the_official_sdk_client_logs_in_through_dgw_and_the_idp_and_calls_a_tool_on_t
     let emitted = everything_dgw_emitted(&s.gw, &s.dir.path().join("data"));
     assert!(!contains(&emitted, IDP_SECRET));
     assert!(!contains(&emitted, &refresh_token));
+    // Each step is on the record.
+    for event in [
+        "oauth_login_started",
+        "oauth_code_issued",
+        "oauth_token_issued",
+        "oauth_token_denied",
+        "oauth_family_revoked",
+    ] {
+        assert!(contains(&emitted, event), "no {event} record");
+    }
 }
 
 /// `GET /oauth/authorize?query`: (status, Location, JSON body).
@@ -637,6 +647,75 @@ fn hostile_authorization_requests_are_refused_where_the_rfc_says() {
             "dgw_oauth_authorization_denials_total{reason=\"invalid_client\"}"
         ) >= 4
     );
+    // The metadata says what the code flow supports; it and the token
+    // endpoint answer browser-based clients of any origin.
+    let (status, headers, body) = http_exchange(
+        &s.gw.addr,
+        "GET",
+        "/.well-known/oauth-authorization-server",
+        &[("Origin", "https://app.example")],
+        b"",
+    );
+    assert_eq!(status, 200);
+    assert!(headers
+        .iter()
+        .any(|(k, v)| k == "access-control-allow-origin" && v == "*"));
+    let m: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        m["authorization_endpoint"],
+        format!("{}/oauth/authorize", s.public),
+        "{m}"
+    );
+    assert_eq!(
+        m["code_challenge_methods_supported"],
+        json!(["S256"]),
+        "{m}"
+    );
+    assert_eq!(m["response_types_supported"], json!(["code"]), "{m}");
+    assert_eq!(m["client_id_metadata_document_supported"], true, "{m}");
+    assert_eq!(
+        m["authorization_response_iss_parameter_supported"], true,
+        "{m}"
+    );
+    for g in ["authorization_code", "refresh_token"] {
+        assert!(
+            m["grant_types_supported"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(g)),
+            "{m}"
+        );
+    }
+    let (status, headers, _) = http_exchange(
+        &s.gw.addr,
+        "OPTIONS",
+        "/oauth/token",
+        &[
+            ("Origin", "https://app.example"),
+            ("Access-Control-Request-Method", "POST"),
+            ("Access-Control-Request-Headers", "content-type"),
+        ],
+        b"",
+    );
+    assert_eq!(status, 204);
+    assert!(headers
+        .iter()
+        .any(|(k, v)| k == "access-control-allow-origin" && v == "*"));
+    assert!(headers
+        .iter()
+        .any(|(k, v)| k == "access-control-allow-methods" && v.contains("POST")));
+    // The browser endpoints keep the Origin check.
+    let (status, _, _) = http_exchange(
+        &s.gw.addr,
+        "GET",
+        &format!(
+            "/oauth/authorize?{}",
+            authorize_query(&s, "mcp-host", &challenge, &[])
+        ),
+        &[("Origin", "https://app.example")],
+        b"",
+    );
+    assert_eq!(status, 403);
 }
 
 #[test]
@@ -883,4 +962,62 @@ fn hostile_returns_from_the_idp_and_hostile_redemptions_get_nothing() {
     let code = code_of(login(&s, &doc_client, &challenge, &[]));
     let (status, answer) = redeem(&s, &doc_client, &code, &verifier, redirect);
     assert_eq!(status, 200, "{answer}");
+}
+
+#[test]
+fn the_code_flows_keys_are_checked_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    secret_file(d, "idp.secret", IDP_SECRET, 0o600);
+    let base = format!(
+        "data_dir = \"data\"\nkey_file = \"data/gateway.key\"\n[server]\nhttp = \"127.0.0.1:0\"\n[[tenants]]\nname = \"acme\"\nroot = \"{}\"\n",
+        seed(1).principal_id()
+    );
+    let oauth = "[oauth]\npublic_url = \"https://dgw.example\"\nclient_id_metadata_document_hosts = [\"app.example\", \"[::1]\"]\n";
+    let client = "[[oauth.public_clients]]\nclient_id = \"host\"\nredirect_uris = [\"http://127.0.0.1/callback\", \"https://app.example/cb\"]\n";
+    let idp = "[[oauth.identity_providers]]\nname = \"corp\"\nissuer = \"https://idp.example\"\naudience = \"dgw\"\nclient_id = \"dgw\"\nclient_secret_file = \"idp.secret\"\ntenant = \"acme\"\n";
+    let good = format!("{base}{oauth}{client}{idp}");
+    let out = config_check_in(d, &good);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    for (bad, key) in [
+        (
+            good.replace(
+                "client_id = \"host\"",
+                "client_id = \"https://app.example/c\"",
+            ),
+            "oauth.public_clients[0].client_id",
+        ),
+        (
+            good.replace("http://127.0.0.1/callback", "http://app.example/callback"),
+            "oauth.public_clients[0].redirect_uris[0]",
+        ),
+        (
+            good.replace("https://app.example/cb", "https://app.example/cb#x"),
+            "oauth.public_clients[0].redirect_uris[1]",
+        ),
+        (
+            good.replace(
+                "redirect_uris = [\"http://127.0.0.1/callback\", \"https://app.example/cb\"]",
+                "redirect_uris = []",
+            ),
+            "oauth.public_clients[0].redirect_uris",
+        ),
+        (
+            format!("{good}{client}"),
+            "oauth.public_clients[1].client_id",
+        ),
+        (
+            good.replace("\"app.example\", ", "\"https://app.example\", "),
+            "oauth.client_id_metadata_document_hosts[0]",
+        ),
+        (
+            good.replace("client_secret_file = \"idp.secret\"\n", ""),
+            "oauth.identity_providers[0].client_id",
+        ),
+        (format!("{base}[oauth]\n{client}"), "oauth.public_clients"),
+    ] {
+        let out = config_check_in(d, &bad);
+        assert!(!out.status.success(), "{bad}");
+        assert!(stderr(&out).contains(key), "{key}: {}", stderr(&out));
+    }
 }
