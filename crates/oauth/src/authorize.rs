@@ -144,8 +144,11 @@ impl ReturnTo {
     }
 }
 
+/// A request's parameters, in order.
+pub(crate) type Params = Vec<(String, String)>;
+
 /// The query's parameters, each at most once.
-pub(crate) fn query(text: Option<&str>) -> Result<Vec<(String, String)>, AuthorizeError> {
+pub(crate) fn query(text: Option<&str>) -> Result<Params, AuthorizeError> {
     let text = text.unwrap_or_default();
     if text.len() > MAX_QUERY_BYTES {
         return Err(AuthorizeError::InvalidRequest(format!(
@@ -194,22 +197,9 @@ pub(crate) fn scope(text: Option<&str>) -> Result<Option<Vec<Capability>>, Autho
 impl AuthorizationServer {
     /// `GET /oauth/authorize` with `query`, from `source`.
     pub async fn authorize(&self, source: &str, query_text: Option<&str>) -> BrowserAnswer {
-        let Some(flow) = self.code_flow() else {
-            return AuthorizeError::InvalidRequest("the authorization code flow is off".into())
-                .shown();
-        };
-        if !flow.by_source.allow(source, std::time::Instant::now()) {
-            return self.authorization_denied(
-                None,
-                &AuthorizeError::TemporarilyUnavailable(
-                    "too many authorization requests from this address; try again in a minute"
-                        .into(),
-                ),
-            );
-        }
-        let params = match query(query_text) {
-            Ok(p) => p,
-            Err(e) => return self.authorization_denied(None, &e),
+        let (flow, params) = match self.browser_request(source, query_text) {
+            Ok(r) => r,
+            Err(answer) => return answer,
         };
         // The client and its redirect URI first: until both are known
         // good, nothing is sent anywhere but back to this browser.
@@ -340,6 +330,32 @@ impl AuthorizationServer {
                 self.issuer().starts_with("https://"),
             )),
         })
+    }
+
+    /// A browser's request to the code flow: the flow (when on), within
+    /// the source's rate, and its query's parameters; else the refusal
+    /// shown.
+    pub(crate) fn browser_request(
+        &self,
+        source: &str,
+        query_text: Option<&str>,
+    ) -> Result<(&CodeFlow, Params), BrowserAnswer> {
+        let Some(flow) = self.code_flow() else {
+            return Err(AuthorizeError::InvalidRequest(
+                "the authorization code flow is off".into(),
+            )
+            .shown());
+        };
+        if !flow.by_source.allow(source, std::time::Instant::now()) {
+            return Err(self.authorization_denied(
+                None,
+                &AuthorizeError::TemporarilyUnavailable(
+                    "too many requests from this address; try again in a minute".into(),
+                ),
+            ));
+        }
+        let params = query(query_text).map_err(|e| self.authorization_denied(None, &e))?;
+        Ok((flow, params))
     }
 
     /// A refusal: counted, recorded, and sent back to the client when its

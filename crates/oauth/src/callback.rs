@@ -14,7 +14,7 @@ use dgw_net::outbound::OutboundError;
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
-use crate::authorize::{get, query, random, AuthorizeError, BrowserAnswer, ReturnTo};
+use crate::authorize::{get, random, AuthorizeError, BrowserAnswer, ReturnTo};
 use crate::code::{Code, CODE_TTL_SECS};
 use crate::code_flow::{CodeFlow, CALLBACK_PATH};
 use crate::expiring::{self, key_of};
@@ -30,21 +30,9 @@ impl AuthorizationServer {
         query_text: Option<&str>,
         cookie: Option<&str>,
     ) -> BrowserAnswer {
-        let Some(flow) = self.code_flow() else {
-            return AuthorizeError::InvalidRequest("the authorization code flow is off".into())
-                .shown();
-        };
-        if !flow.by_source.allow(source, std::time::Instant::now()) {
-            return self.authorization_denied(
-                None,
-                &AuthorizeError::TemporarilyUnavailable(
-                    "too many requests from this address; try again in a minute".into(),
-                ),
-            );
-        }
-        let params = match query(query_text) {
-            Ok(p) => p,
-            Err(e) => return self.authorization_denied(None, &e),
+        let (flow, params) = match self.browser_request(source, query_text) {
+            Ok(r) => r,
+            Err(answer) => return answer,
         };
         let Some(state) = get(&params, "state") else {
             return self.authorization_denied(

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::code_flow::CodeFlow;
 use crate::pkce::CodeChallenge;
+use crate::refresh::required;
 use crate::server::{param, AuthorizationServer, Issued, TokenError};
 
 /// How long a code lives.
@@ -65,10 +66,8 @@ impl AuthorizationServer {
         flow: &CodeFlow,
         form: &[(String, String)],
     ) -> Result<Issued, TokenError> {
-        let client_id = param(form, "client_id")
-            .ok_or_else(|| TokenError::InvalidRequest("client_id is required".into()))?;
-        let code = param(form, "code")
-            .ok_or_else(|| TokenError::InvalidRequest("code is required".into()))?;
+        let client_id = required(form, "client_id")?;
+        let code = required(form, "code")?;
         let family = crate::refresh::new_family_id()?;
         let record = self.claim_code(flow, code, &family).await?;
         let wrong =

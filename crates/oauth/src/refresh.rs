@@ -63,6 +63,14 @@ fn new_token(family: &str) -> Result<String, TokenError> {
     ))
 }
 
+/// A parameter the code flow's grants cannot go without.
+pub(crate) fn required<'a>(
+    form: &'a [(String, String)],
+    name: &str,
+) -> Result<&'a str, TokenError> {
+    param(form, name).ok_or_else(|| TokenError::InvalidRequest(format!("{name} is required")))
+}
+
 fn storage(e: dgw_core::state::StorageError) -> TokenError {
     TokenError::ServerError(e.to_string())
 }
@@ -135,10 +143,8 @@ impl AuthorizationServer {
         flow: &CodeFlow,
         form: &[(String, String)],
     ) -> Result<Issued, TokenError> {
-        let client_id = param(form, "client_id")
-            .ok_or_else(|| TokenError::InvalidRequest("client_id is required".into()))?;
-        let token = param(form, "refresh_token")
-            .ok_or_else(|| TokenError::InvalidRequest("refresh_token is required".into()))?;
+        let client_id = required(form, "client_id")?;
+        let token = required(form, "refresh_token")?;
         let unknown = || TokenError::InvalidGrant("the refresh token is unknown or expired".into());
         let (family_id, _) = token.split_once('.').ok_or_else(unknown)?;
         let key = key_of(family_id);
