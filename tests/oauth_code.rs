@@ -865,6 +865,25 @@ fn hostile_returns_from_the_idp_and_hostile_redemptions_get_nothing() {
         http_exchange(idp_addr, "POST", "/__login?sub=alice", &[], b"").0,
         204
     );
+    // A scope wider than the user's grant: nothing of it is granted.
+    let (_, challenge) = pkce(7);
+    let landed = browse(
+        &format!(
+            "{}/oauth/authorize?{}",
+            s.public,
+            authorize_query(
+                &s,
+                "mcp-host",
+                &challenge,
+                &[("scope", "demo:echo:* demo:write:text")]
+            )
+        ),
+        "http://127.0.0.1:50000/",
+        &json!({}),
+    );
+    let back = query_of(landed["stopped"].as_str().unwrap());
+    assert_eq!(q(&back, "error"), Some("invalid_scope"), "{landed}");
+    assert_eq!(q(&back, "code"), None);
     assert_eq!(
         metric(&s.gw, "dgw_oauth_codes_issued_total{idp=\"corp\"}"),
         0
