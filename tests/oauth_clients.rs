@@ -12,12 +12,8 @@ mod support;
 
 use serde_json::{json, Value};
 use support::mcp::secret_file;
-use support::oauth::{issuing_delegation, token_request, FORM};
+use support::oauth::{issuing_delegation, token_request, ADMIN, FORM, PUBLIC, SECRET};
 use support::*;
-
-const SECRET: &str = "s3cret-of-the-agent-client";
-const PUBLIC: &str = "https://dgw.example";
-const ADMIN: &str = "the-admin-secret-of-this-test";
 
 struct Site {
     dir: tempfile::TempDir,

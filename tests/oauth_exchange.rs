@@ -15,12 +15,9 @@ use serde_json::{json, Value};
 use support::mcp::{
     echo_server_on_port, secret_file, spawn_listening, tests_dir, text_of, Killed, McpHttp,
 };
-use support::oauth::{issuing_delegation, sha256_hex, token_request, FORM};
+use support::oauth::{issuing_delegation, sha256_hex, token_request, ADMIN, FORM, PUBLIC, SECRET};
 use support::*;
 
-const PUBLIC: &str = "https://dgw.example";
-const SECRET: &str = "s3cret-of-the-agent-client";
-const ADMIN: &str = "the-admin-secret-of-this-test";
 const EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const ID_TOKEN: &str = "urn:ietf:params:oauth:token-type:id_token";

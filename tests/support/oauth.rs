@@ -7,6 +7,13 @@ use serde_json::Value;
 
 use super::{del, key_file, root_token_for, Gateway};
 
+/// dgw's `public_url` in the OAuth tests.
+pub const PUBLIC: &str = "https://dgw.example";
+/// Client `agent`'s secret.
+pub const SECRET: &str = "s3cret-of-the-agent-client";
+/// The administrator's secret (`[[admin.tokens]]` holds its digest).
+pub const ADMIN: &str = "the-admin-secret-of-this-test";
+
 /// The gateway's key (seed 9) and tenant `root`'s issuing delegation to it
 /// for `caps` (100,000 microcents, an hour), as files in `dir`: the key
 /// file's path, the delegation's.
