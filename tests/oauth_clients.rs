@@ -12,12 +12,8 @@ mod support;
 
 use serde_json::{json, Value};
 use support::mcp::secret_file;
-use support::oauth::{token_request, FORM};
+use support::oauth::{issuing_delegation, token_request, ADMIN, FORM, PUBLIC, SECRET};
 use support::*;
-
-const SECRET: &str = "s3cret-of-the-agent-client";
-const PUBLIC: &str = "https://dgw.example";
-const ADMIN: &str = "the-admin-secret-of-this-test";
 
 struct Site {
     dir: tempfile::TempDir,
@@ -31,13 +27,7 @@ struct Site {
 fn site() -> Site {
     let dir = tempfile::tempdir().unwrap();
     let root = seed(1);
-    let (gateway_key, gateway) = key_file(dir.path(), "gateway", 9);
-    let issuing = dir.path().join("acme-issuing.dct");
-    std::fs::write(
-        &issuing,
-        root_token_for(&root, &gateway, &["docs:*:/p/**"], 100_000, 3600, del(1)).encode(),
-    )
-    .unwrap();
+    let (gateway_key, issuing) = issuing_delegation(dir.path(), &root, &["docs:*:/p/**"]);
     let secret = secret_file(dir.path(), "agent.secret", SECRET, 0o600);
     let config = dir.path().join("gateway.toml");
     std::fs::write(

@@ -15,12 +15,9 @@ use serde_json::{json, Value};
 use support::mcp::{
     echo_server_on_port, secret_file, spawn_listening, tests_dir, text_of, Killed, McpHttp,
 };
-use support::oauth::{sha256_hex, token_request, FORM};
+use support::oauth::{issuing_delegation, sha256_hex, token_request, ADMIN, FORM, PUBLIC, SECRET};
 use support::*;
 
-const PUBLIC: &str = "https://dgw.example";
-const SECRET: &str = "s3cret-of-the-agent-client";
-const ADMIN: &str = "the-admin-secret-of-this-test";
 const EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const ID_TOKEN: &str = "urn:ietf:params:oauth:token-type:id_token";
@@ -52,13 +49,7 @@ fn site() -> Site {
     let idp = format!("http://127.0.0.1:{port}");
     let (echo, echo_port) = echo_server_on_port(&[]);
     let root = seed(1);
-    let (gateway_key, gateway) = key_file(dir.path(), "gateway", 9);
-    let issuing = dir.path().join("acme-issuing.dct");
-    std::fs::write(
-        &issuing,
-        root_token_for(&root, &gateway, &["demo:*:*"], 100_000, 3600, del(1)).encode(),
-    )
-    .unwrap();
+    let (gateway_key, issuing) = issuing_delegation(dir.path(), &root, &["demo:*:*"]);
     let secret = secret_file(dir.path(), "agent.secret", SECRET, 0o600);
     let (_, _, client_jwks) = http_exchange(
         &idp.replace("http://", ""),

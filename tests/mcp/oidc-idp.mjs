@@ -25,6 +25,7 @@ import { createServer } from "node:http";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import Provider from "oidc-provider";
 import { SignJWT, exportJWK, exportSPKI, generateKeyPair } from "jose";
+import { memoryAdapter } from "./oidc-memory.mjs";
 
 const [resource, dgwCallback] = process.argv.slice(2);
 let nextLogin = "alice";
@@ -38,35 +39,7 @@ const clientKeys = await generateKeyPair("ES256", { extractable: true });
 const clientPublic = { ...(await exportJWK(clientKeys.publicKey)), kid: "client-1", alg: "ES256", use: "sig" };
 const idpPem = await exportSPKI(idpKeys.publicKey);
 
-const store = new Map();
-class MemoryAdapter {
-  constructor(name) {
-    this.name = name;
-  }
-  key(id) {
-    return `${this.name}:${id}`;
-  }
-  async upsert(id, payload) {
-    store.set(this.key(id), payload);
-    if (payload.uid) store.set(`${this.name}:uid:${payload.uid}`, id);
-  }
-  async find(id) {
-    return store.get(this.key(id));
-  }
-  async findByUid(uid) {
-    const id = store.get(`${this.name}:uid:${uid}`);
-    return id && store.get(this.key(id));
-  }
-  async findByUserCode() {}
-  async consume(id) {
-    const p = store.get(this.key(id));
-    if (p) p.consumed = Math.floor(Date.now() / 1000);
-  }
-  async destroy(id) {
-    store.delete(this.key(id));
-  }
-  async revokeByGrantId() {}
-}
+const MemoryAdapter = memoryAdapter();
 
 let jwksFetches = 0;
 const server = createServer();

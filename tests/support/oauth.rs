@@ -5,7 +5,32 @@ use std::io::{Read, Write};
 
 use serde_json::Value;
 
-use super::Gateway;
+use super::{del, key_file, root_token_for, Gateway};
+
+/// dgw's `public_url` in the OAuth tests.
+pub const PUBLIC: &str = "https://dgw.example";
+/// Client `agent`'s secret.
+pub const SECRET: &str = "s3cret-of-the-agent-client";
+/// The administrator's secret (`[[admin.tokens]]` holds its digest).
+pub const ADMIN: &str = "the-admin-secret-of-this-test";
+
+/// The gateway's key (seed 9) and tenant `root`'s issuing delegation to it
+/// for `caps` (100,000 microcents, an hour), as files in `dir`: the key
+/// file's path, the delegation's.
+pub fn issuing_delegation(
+    dir: &std::path::Path,
+    root: &delegateos::Keypair,
+    caps: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (gateway_key, gateway) = key_file(dir, "gateway", 9);
+    let issuing = dir.join("acme-issuing.dct");
+    std::fs::write(
+        &issuing,
+        root_token_for(root, &gateway, caps, 100_000, 3600, del(1)).encode(),
+    )
+    .unwrap();
+    (gateway_key, issuing)
+}
 
 /// The hex SHA-256 of `secret`, as `[[admin.tokens]]` holds it.
 pub fn sha256_hex(secret: &str) -> String {

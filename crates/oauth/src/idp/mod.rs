@@ -268,3 +268,6 @@ pub fn parse_key_set(doc: Value) -> Result<JwkSet, String> {
         .collect();
     Ok(JwkSet { keys })
 }
+
+#[cfg(test)]
+mod tests;
