@@ -55,13 +55,7 @@ fn site() -> Site {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let root = seed(1);
-    let (gateway_key, gateway) = key_file(d, "gateway", 9);
-    let issuing = d.join("acme-issuing.dct");
-    std::fs::write(
-        &issuing,
-        root_token_for(&root, &gateway, &["demo:*:*"], 100_000, 3600, del(1)).encode(),
-    )
-    .unwrap();
+    let (gateway_key, issuing) = support::oauth::issuing_delegation(d, &root, &["demo:*:*"]);
     let port = free_port();
     let public = format!("http://127.0.0.1:{port}");
     let secret = secret_file(d, "idp-client.secret", IDP_SECRET, 0o600);

@@ -45,10 +45,7 @@ impl AuthorizationServer {
         &self,
         form: &[(String, String)],
     ) -> Result<Issued, TokenError> {
-        let flow = self.code_flow().ok_or_else(|| {
-            TokenError::UnsupportedGrantType("the authorization code flow is off".into())
-        })?;
-        self.redeem_code(flow, form).await
+        self.redeem_code(self.code_flow_on()?, form).await
     }
 
     /// `resource` as a code binds it: dgw's (RFC 8707), its root when

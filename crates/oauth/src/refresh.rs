@@ -130,10 +130,14 @@ impl AuthorizationServer {
         &self,
         form: &[(String, String)],
     ) -> Result<Issued, TokenError> {
-        let flow = self.code_flow().ok_or_else(|| {
+        self.refresh(self.code_flow_on()?, form).await
+    }
+
+    /// The code flow, for its grants: off, they are unsupported.
+    pub(crate) fn code_flow_on(&self) -> Result<&CodeFlow, TokenError> {
+        self.code_flow().ok_or_else(|| {
             TokenError::UnsupportedGrantType("the authorization code flow is off".into())
-        })?;
-        self.refresh(flow, form).await
+        })
     }
 
     /// `grant_type=refresh_token`: the family's live token rotated into a
