@@ -407,18 +407,29 @@ pub async fn run_with(config: Config, extensions: Extensions) -> Result<(), Serv
             }),
         },
     ));
-    if config.oauth.is_some() {
+    if let Some(o) = &config.oauth {
         dgw_oauth::metrics::export_at_zero();
+        for idp in &o.identity_providers {
+            dgw_oauth::metrics::export_idp_at_zero(&idp.name);
+        }
+        if let Some(login) = o.identity_providers.iter().find(|p| p.client_id.is_some()) {
+            dgw_oauth::metrics::export_code_flow_at_zero(&login.name);
+        }
     }
     let authorization_server = config.oauth.as_ref().map(|o| {
-        Arc::new(dgw_oauth::server::AuthorizationServer::new(
-            o.resource.clone(),
-            o.access_token_ttl,
-            o.clients.clone(),
-            state.issuing.clone(),
-            gate.clone(),
-            state.stores.records.clone(),
-        ))
+        let trusted: Vec<_> = o.identity_providers.iter().map(|p| p.trusted()).collect();
+        Arc::new(
+            dgw_oauth::server::AuthorizationServer::new(
+                o.resource.clone(),
+                o.access_token_ttl,
+                o.clients.clone(),
+                state.issuing.clone(),
+                gate.clone(),
+                state.stores.records.clone(),
+            )
+            .with_code_flow(o.code_flow(state.stores.records.clone(), &trusted))
+            .with_identity_providers(trusted),
+        )
     });
     let front = Arc::new(HttpFront {
         rpc: {

@@ -266,8 +266,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("dgw-state-sled", &["dgw-core", "delegateos"]),
     ("dgw-state-redis", &["dgw-core", "delegateos"]),
     ("dgw-net", &["dgw-core"]),
-    // OAuth (issue 35): the protected resource and the authorization server.
-    ("dgw-oauth", &["dgw-core", "delegateos"]),
+    // OAuth (issue 35): the protected resource and the authorization
+    // server, fetching identity providers' keys with dgw-net's client.
+    ("dgw-oauth", &["dgw-core", "dgw-net", "delegateos"]),
     ("dgw-front-jsonrpc", &["dgw-core", "delegateos"]),
     (
         "dgw-front-mcp",

@@ -10,15 +10,10 @@
 #![allow(clippy::unwrap_used)]
 mod support;
 
-use std::io::{Read, Write};
-
 use serde_json::{json, Value};
 use support::mcp::secret_file;
+use support::oauth::{issuing_delegation, token_request, ADMIN, FORM, PUBLIC, SECRET};
 use support::*;
-
-const SECRET: &str = "s3cret-of-the-agent-client";
-const PUBLIC: &str = "https://dgw.example";
-const ADMIN: &str = "the-admin-secret-of-this-test";
 
 struct Site {
     dir: tempfile::TempDir,
@@ -32,13 +27,7 @@ struct Site {
 fn site() -> Site {
     let dir = tempfile::tempdir().unwrap();
     let root = seed(1);
-    let (gateway_key, gateway) = key_file(dir.path(), "gateway", 9);
-    let issuing = dir.path().join("acme-issuing.dct");
-    std::fs::write(
-        &issuing,
-        root_token_for(&root, &gateway, &["docs:*:/p/**"], 100_000, 3600, del(1)).encode(),
-    )
-    .unwrap();
+    let (gateway_key, issuing) = issuing_delegation(dir.path(), &root, &["docs:*:/p/**"]);
     let secret = secret_file(dir.path(), "agent.secret", SECRET, 0o600);
     let config = dir.path().join("gateway.toml");
     std::fs::write(
@@ -52,67 +41,13 @@ fn site() -> Site {
              capabilities = [\"docs:read:/p/**\"]\nbudget_microcents = 50\nttl = \"1h\"\nsubject_budget_period = \"1d\"\n",
             data = dir.path().join("data"),
             root = root.principal_id(),
-            admin = admin_sha256(),
+            admin = support::oauth::sha256_hex(ADMIN),
         ),
     )
     .unwrap();
     let gw = Gateway::start(&config);
     Site { dir, gw, root }
 }
-
-/// The hex SHA-256 of [`ADMIN`], as `[[admin.tokens]]` holds it.
-fn admin_sha256() -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(ADMIN.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// POSTs `body` to `/oauth/token` as `content_type`, with HTTP Basic
-/// `basic` when given: (status, headers, answer).
-fn token_request(
-    gw: &Gateway,
-    content_type: &str,
-    basic: Option<(&str, &str)>,
-    body: &str,
-) -> (u16, String, Value) {
-    let mut stream = std::net::TcpStream::connect(&gw.addr).unwrap();
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
-        .unwrap();
-    let auth = basic
-        .map(|(id, secret)| {
-            // Standard base64 with padding (RFC 7617), from base64url.
-            let mut pair = delegateos::base64url::encode(format!("{id}:{secret}").as_bytes())
-                .replace('-', "+")
-                .replace('_', "/");
-            while !pair.len().is_multiple_of(4) {
-                pair.push('=');
-            }
-            format!("Authorization: Basic {pair}\r\n")
-        })
-        .unwrap_or_default();
-    let head = format!(
-        "POST /oauth/token HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n{auth}\r\n",
-        gw.addr,
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).unwrap();
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (
-        status,
-        head.to_ascii_lowercase(),
-        serde_json::from_str(body).unwrap_or(Value::Null),
-    )
-}
-
-const FORM: &str = "application/x-www-form-urlencoded";
 
 fn token(gw: &Gateway, body: &str) -> String {
     let (status, head, answer) = token_request(gw, FORM, Some(("agent", SECRET)), body);

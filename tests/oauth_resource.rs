@@ -427,7 +427,25 @@ fn the_oauth_section_is_checked_key_by_key() {
         ),
         (
             format!("{good}[[oauth.clients]]\nclient_id = \"a\"\n"),
-            "missing field `secret_file`",
+            "missing field `tenant`",
+        ),
+        // A secret or public keys (private_key_jwt), one of them, and
+        // never a private or symmetric key in the config.
+        (
+            format!("{good}[[oauth.clients]]\nclient_id = \"a\"\ntenant = \"acme\"\ncapabilities = [\"docs:read:/p/**\"]\nbudget_microcents = 1\nttl = \"1h\"\nsubject_budget_period = \"1d\"\n"),
+            "needs secret_file or jwks (private_key_jwt), one of them",
+        ),
+        (
+            format!("{good}[[oauth.clients]]\nclient_id = \"a\"\nsecret_file = \"a.secret\"\njwks = {{ keys = [] }}\ntenant = \"acme\"\ncapabilities = [\"docs:read:/p/**\"]\nbudget_microcents = 1\nttl = \"1h\"\nsubject_budget_period = \"1d\"\n"),
+            "needs secret_file or jwks (private_key_jwt), one of them",
+        ),
+        (
+            format!("{good}[[oauth.clients]]\nclient_id = \"a\"\njwks = {{ keys = [{{ kty = \"oct\", k = \"c2VjcmV0\" }}] }}\ntenant = \"acme\"\ncapabilities = [\"docs:read:/p/**\"]\nbudget_microcents = 1\nttl = \"1h\"\nsubject_budget_period = \"1d\"\n"),
+            "oauth.clients[0].jwks",
+        ),
+        (
+            format!("{good}[[oauth.clients]]\nclient_id = \"a\"\njwks = {{ keys = [{{ kty = \"OKP\", crv = \"Ed25519\", x = \"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo\", d = \"nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A\" }}] }}\ntenant = \"acme\"\ncapabilities = [\"docs:read:/p/**\"]\nbudget_microcents = 1\nttl = \"1h\"\nsubject_budget_period = \"1d\"\n"),
+            "holds a private or symmetric key",
         ),
     ] {
         let out = config_check_in(dir.path(), &bad);

@@ -7,6 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use delegateos::Capability;
+use dgw_oauth::public_client::{PublicClient, PublicClients};
+use dgw_oauth::redirect::RedirectUri;
+use dgw_oauth::server::{ClientAuth, IdpGrant, Policy, TrustedIdp};
 use dgw_oauth::ProtectedResource;
 use serde::Deserialize;
 
@@ -24,6 +27,12 @@ pub struct OAuthConfig {
     pub identity_providers: Vec<IdentityProvider>,
     /// `[[oauth.clients]]`: agents with a secret, for client credentials.
     pub clients: Vec<dgw_oauth::server::Client>,
+    /// `[[oauth.public_clients]]`: MCP hosts registered for the
+    /// authorization code flow.
+    pub public_clients: Vec<PublicClient>,
+    /// The hosts client ID metadata documents are fetched from (none:
+    /// a URL `client_id` is refused).
+    pub client_id_metadata_document_hosts: Vec<String>,
 }
 
 /// One `[[oauth.identity_providers]]` entry.
@@ -35,6 +44,8 @@ pub struct IdentityProvider {
     pub audience: String,
     pub client_id: Option<String>,
     pub client_secret_file: Option<PathBuf>,
+    /// dgw's secret at the provider (read from `client_secret_file`).
+    pub client_secret: Option<crate::mcp::secret::Secret>,
     pub tenant: String,
     /// First match wins; none matching: `access_denied`.
     pub grants: Vec<GrantRule>,
@@ -71,6 +82,28 @@ pub(super) struct RawOAuth {
     /// Agents registered with a secret (client credentials).
     #[serde(default)]
     clients: Vec<RawClient>,
+    /// MCP hosts registered for the authorization code flow (public
+    /// clients: no secret, PKCE).
+    #[serde(default)]
+    public_clients: Vec<RawPublicClient>,
+    /// The hosts (names or IP literals, any port) dgw fetches client ID
+    /// metadata documents from: a `client_id` that is a URL on one of them
+    /// identifies an MCP host without registration. Empty: none accepted.
+    #[serde(default)]
+    client_id_metadata_document_hosts: Vec<String>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawPublicClient {
+    /// Its ID at dgw (not a URL: a URL names a metadata document).
+    client_id: String,
+    /// Where codes may be sent: `https://`, or `http://` on a loopback
+    /// host; matched exactly, but for the port of a loopback IP.
+    redirect_uris: Vec<String>,
+    /// What it is called (for the record).
+    #[serde(default)]
+    client_name: Option<String>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -144,6 +177,11 @@ impl RawOAuth {
                     "oauth.identity_providers",
                     !self.identity_providers.is_empty(),
                 ),
+                ("oauth.public_clients", !self.public_clients.is_empty()),
+                (
+                    "oauth.client_id_metadata_document_hosts",
+                    !self.client_id_metadata_document_hosts.is_empty(),
+                ),
             ] {
                 if set {
                     return Err(check.invalid(key, "has no effect without oauth.public_url".into()));
@@ -181,6 +219,34 @@ impl RawOAuth {
             }
             clients.push(client);
         }
+        let mut public_clients: Vec<PublicClient> = Vec::new();
+        for (i, raw) in self.public_clients.into_iter().enumerate() {
+            let key = format!("oauth.public_clients[{i}]");
+            let client = raw.validate(&key, check)?;
+            if public_clients
+                .iter()
+                .any(|c| c.client_id == client.client_id)
+                || clients.iter().any(|c| c.client_id == client.client_id)
+            {
+                return Err(check.invalid(
+                    &format!("{key}.client_id"),
+                    format!("{:?} names another client too", client.client_id),
+                ));
+            }
+            public_clients.push(client);
+        }
+        for (i, host) in self.client_id_metadata_document_hosts.iter().enumerate() {
+            let v6 = host.starts_with('[') && host.ends_with(']');
+            let name = host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+            if host.is_empty() || host.len() > 253 || !(v6 || name) {
+                return Err(check.invalid(
+                    &format!("oauth.client_id_metadata_document_hosts[{i}]"),
+                    format!("{host:?} is not a host name or IP literal (no scheme, port or path)"),
+                ));
+            }
+        }
         let mut scopes: Vec<String> = identity_providers
             .iter()
             .flat_map(|p| &p.grants)
@@ -197,7 +263,78 @@ impl RawOAuth {
             access_token_ttl,
             identity_providers,
             clients,
+            public_clients,
+            client_id_metadata_document_hosts: self.client_id_metadata_document_hosts,
         }))
+    }
+}
+
+impl RawPublicClient {
+    fn validate(self, key: &str, check: &Check<'_>) -> Result<PublicClient, ConfigError> {
+        if self.client_id.is_empty()
+            || self.client_id.len() > 128
+            || self.client_id.chars().any(|c| c.is_control() || c == ':')
+        {
+            return Err(check.invalid(
+                &format!("{key}.client_id"),
+                "must be 1-128 printable characters without ':' (a URL names a client ID metadata document, not a registered client)".into(),
+            ));
+        }
+        if self.redirect_uris.is_empty() {
+            return Err(check.invalid(
+                &format!("{key}.redirect_uris"),
+                "must list at least one redirect URI".into(),
+            ));
+        }
+        let redirect_uris = self
+            .redirect_uris
+            .iter()
+            .enumerate()
+            .map(|(j, u)| {
+                RedirectUri::parse(u)
+                    .map_err(|e| check.invalid(&format!("{key}.redirect_uris[{j}]"), e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PublicClient {
+            client_id: self.client_id,
+            name: self.client_name,
+            redirect_uris,
+        })
+    }
+}
+
+impl OAuthConfig {
+    /// The authorization code flow, when an identity provider has a
+    /// `client_id` (the first such is where people log in, decision 475),
+    /// logging in at its provider among `trusted` (one verifier, one key
+    /// cache, for every grant).
+    pub fn code_flow(
+        &self,
+        records: std::sync::Arc<dyn dgw_core::state::RecordStore>,
+        trusted: &[TrustedIdp],
+    ) -> Option<dgw_oauth::code_flow::CodeFlow> {
+        let idp = self
+            .identity_providers
+            .iter()
+            .find(|p| p.client_id.is_some())?;
+        let provider = trusted
+            .iter()
+            .find(|t| t.provider.name() == idp.name)?
+            .provider
+            .clone();
+        let login = dgw_oauth::code_flow::Login::new(
+            provider,
+            idp.client_id.clone()?,
+            idp.client_secret.as_ref()?.expose().to_owned(),
+        );
+        Some(dgw_oauth::code_flow::CodeFlow::new(
+            PublicClients::new(
+                self.public_clients.clone(),
+                self.client_id_metadata_document_hosts.clone(),
+            ),
+            login,
+            records,
+        ))
     }
 }
 
@@ -234,6 +371,19 @@ impl RawIdentityProvider {
                 "has no effect without client_id".into(),
             ));
         }
+        let client_secret = match (&self.client_id, &self.client_secret_file) {
+            (Some(_), None) => {
+                return Err(check.invalid(
+                    &format!("{key}.client_id"),
+                    "needs client_secret_file: dgw logs people in as a confidential client of the identity provider".into(),
+                ))
+            }
+            (Some(_), Some(file)) => Some(
+                crate::mcp::secret::Secret::from_file(&check.file(file.clone()))
+                    .map_err(|e| check.invalid(&format!("{key}.client_secret_file"), e.to_string()))?,
+            ),
+            _ => None,
+        };
         if !tenants.contains(&self.tenant.as_str()) {
             return Err(check.invalid(
                 &format!("{key}.tenant"),
@@ -251,6 +401,7 @@ impl RawIdentityProvider {
             audience: self.audience,
             client_id: self.client_id,
             client_secret_file: self.client_secret_file.map(|p| check.file(p)),
+            client_secret,
             tenant: self.tenant,
             grants,
         })
@@ -302,7 +453,12 @@ struct RawClient {
     /// The client's ID at dgw's token endpoint.
     client_id: String,
     /// A file (0600) holding its secret; dgw keeps only its SHA-256.
-    secret_file: PathBuf,
+    #[serde(default)]
+    secret_file: Option<PathBuf>,
+    /// Instead of a secret: its public keys (a JWK Set), for
+    /// `private_key_jwt` (RFC 7523).
+    #[serde(default)]
+    jwks: Option<serde_json::Value>,
     /// The tenant whose issuing delegation its tokens attenuate.
     tenant: String,
     /// Capabilities (`namespace:action:resource`) its tokens may carry.
@@ -331,15 +487,29 @@ impl RawClient {
                 "must be 1-128 printable characters without ':'".into(),
             ));
         }
-        let secret = crate::mcp::secret::Secret::from_file(&check.file(self.secret_file))
-            .map_err(|e| check.invalid(&format!("{key}.secret_file"), e.to_string()))?;
-        if secret.expose().len() < 16 {
-            return Err(check.invalid(
-                &format!("{key}.secret_file"),
-                "the secret must be at least 16 characters".into(),
-            ));
-        }
-        let secret_sha256 = dgw_core::caller::AdminToken::digest(secret.expose());
+        let auth = match (self.secret_file, self.jwks) {
+            (Some(file), None) => {
+                let secret = crate::mcp::secret::Secret::from_file(&check.file(file))
+                    .map_err(|e| check.invalid(&format!("{key}.secret_file"), e.to_string()))?;
+                if secret.expose().len() < 16 {
+                    return Err(check.invalid(
+                        &format!("{key}.secret_file"),
+                        "the secret must be at least 16 characters".into(),
+                    ));
+                }
+                ClientAuth::Secret(dgw_core::caller::AdminToken::digest(secret.expose()))
+            }
+            (None, Some(jwks)) => ClientAuth::Jwks(
+                dgw_oauth::server::client_key_set(jwks)
+                    .map_err(|e| check.invalid(&format!("{key}.jwks"), e))?,
+            ),
+            _ => {
+                return Err(check.invalid(
+                    key,
+                    "needs secret_file or jwks (private_key_jwt), one of them".into(),
+                ))
+            }
+        };
         match tenants.iter().find(|t| t.name == self.tenant) {
             None => {
                 return Err(check.invalid(
@@ -368,8 +538,8 @@ impl RawClient {
         .validate(key, check)?;
         Ok(dgw_oauth::server::Client {
             client_id: self.client_id,
-            secret_sha256,
-            policy: dgw_oauth::server::Policy {
+            auth,
+            policy: Policy {
                 tenant: self.tenant,
                 capabilities: grant.capabilities,
                 budget_microcents: grant.budget_microcents,
@@ -377,5 +547,34 @@ impl RawClient {
                 subject_budget_period: grant.subject_budget_period,
             },
         })
+    }
+}
+
+impl IdentityProvider {
+    /// The provider as the authorization server trusts it: its verifier
+    /// (keys fetched on first use) and its grants.
+    pub fn trusted(&self) -> TrustedIdp {
+        TrustedIdp {
+            provider: std::sync::Arc::new(dgw_oauth::idp::IdentityProvider::new(
+                &self.name,
+                &self.issuer,
+                self.jwks_uri.as_deref(),
+                &self.audience,
+            )),
+            grants: self
+                .grants
+                .iter()
+                .map(|g| IdpGrant {
+                    claims: g.claims.clone(),
+                    policy: Policy {
+                        tenant: self.tenant.clone(),
+                        capabilities: g.capabilities.clone(),
+                        budget_microcents: g.budget_microcents,
+                        ttl: g.ttl,
+                        subject_budget_period: g.subject_budget_period,
+                    },
+                })
+                .collect(),
+        }
     }
 }

@@ -10,36 +10,14 @@
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import Provider from "oidc-provider";
+import { memoryAdapter } from "./oidc-memory.mjs";
 
 const [secretFile, ttl] = process.argv.slice(2);
-const store = new Map();
 let issued = 0;
-
-class MemoryAdapter {
-  constructor(name) {
-    this.name = name;
-  }
-  key(id) {
-    return `${this.name}:${id}`;
-  }
-  async upsert(id, payload) {
-    if (this.name === "ClientCredentials") issued += 1;
-    store.set(this.key(id), payload);
-  }
-  async find(id) {
-    return store.get(this.key(id));
-  }
-  async findByUid() {}
-  async findByUserCode() {}
-  async consume(id) {
-    const p = store.get(this.key(id));
-    if (p) p.consumed = Math.floor(Date.now() / 1000);
-  }
-  async destroy(id) {
-    store.delete(this.key(id));
-  }
-  async revokeByGrantId() {}
-}
+const MemoryAdapter = memoryAdapter((name) => {
+  if (name === "ClientCredentials") issued += 1;
+});
+const store = MemoryAdapter.store;
 
 const server = createServer();
 server.listen(0, "127.0.0.1", () => {

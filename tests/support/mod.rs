@@ -10,6 +10,7 @@ pub mod audit;
 pub mod console;
 pub mod market;
 pub mod mcp;
+pub mod oauth;
 pub mod redis;
 pub mod talos_caps;
 
@@ -279,6 +280,16 @@ pub struct Gateway {
     pub grpc: Option<String>,
     pub config: PathBuf,
     pub stderr_log: PathBuf,
+}
+
+/// A free loopback port, for a server whose address must be known before
+/// it starts (another process may take it first: rare, and loud).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("its address")
+        .port()
 }
 
 /// Writes a gateway config in `dir` trusting `roots`; `extra` is appended.

@@ -38,6 +38,8 @@ use dgw_front_mcp::sse::EventBody;
 use dgw_front_mcp::streamable::{answer_headers, HeaderDigests, StreamableHttp};
 use dgw_net::connections::{ConnState, Limits, Tracker};
 use dgw_net::http_guard::HttpGuard;
+use dgw_oauth::authorize::BrowserAnswer;
+use dgw_oauth::code_flow::{AUTHORIZE_PATH, CALLBACK_PATH};
 use dgw_oauth::resource::METADATA_PATH;
 use dgw_oauth::server::AuthorizationServer;
 use dgw_oauth::{Challenge, ProtectedResource};
@@ -66,6 +68,36 @@ pub struct HttpFront {
     pub authorization_server: Option<Arc<AuthorizationServer>>,
     /// The operator console at `/ui` (`[console] enabled`).
     pub ui: Option<Arc<dyn Ui>>,
+}
+
+/// The OAuth endpoints browser-based clients call from other origins
+/// (RFC 8414 and RFC 9728 metadata, the token endpoint).
+fn is_cors_path(path: &str) -> bool {
+    path == dgw_oauth::server::TOKEN_PATH
+        || path == dgw_oauth::server::METADATA_PATH
+        || path.starts_with(METADATA_PATH)
+}
+
+/// A CORS preflight's answer for an OAuth endpoint.
+fn preflight() -> Response<Body> {
+    let mut r = Response::new(full(Bytes::new()));
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    let h = r.headers_mut();
+    for (name, value) in [
+        (hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        (
+            hyper::header::ACCESS_CONTROL_ALLOW_METHODS,
+            "GET, POST, OPTIONS",
+        ),
+        (
+            hyper::header::ACCESS_CONTROL_ALLOW_HEADERS,
+            "Authorization, Content-Type, MCP-Protocol-Version",
+        ),
+        (hyper::header::ACCESS_CONTROL_MAX_AGE, "600"),
+    ] {
+        h.insert(name, HeaderValue::from_static(value));
+    }
+    r
 }
 
 /// One body, or an MCP answer's event stream.
@@ -108,10 +140,11 @@ impl HttpFront {
             .get(HOST)
             .map(|v| v.as_bytes())
             .or_else(|| req.uri().authority().map(|a| a.as_str().as_bytes()));
-        if let Err(e) = self
-            .guard
-            .check(host, headers.get(ORIGIN).map(|v| v.as_bytes()))
-        {
+        // OAuth's public endpoints answer any origin (CORS, no cookies:
+        // nothing ambient to abuse); the Host check still holds.
+        let cors = self.oauth.is_some() && is_cors_path(req.uri().path());
+        let origin = headers.get(ORIGIN).map(|v| v.as_bytes()).filter(|_| !cors);
+        if let Err(e) = self.guard.check(host, origin) {
             return json_response(
                 StatusCode::FORBIDDEN,
                 &RpcError::new(INVALID_REQUEST, e.kind(), e.to_string()).response(Value::Null),
@@ -190,6 +223,12 @@ impl HttpFront {
             {
                 Box::pin(self.oauth_token(req)).await
             }
+            (&Method::GET, AUTHORIZE_PATH | CALLBACK_PATH)
+                if self.authorization_server.is_some() =>
+            {
+                Box::pin(self.oauth_browser(req)).await
+            }
+            (&Method::OPTIONS, _) if cors => preflight(),
             (&Method::GET, path) if path.starts_with(METADATA_PATH) && self.oauth.is_some() => {
                 match self.oauth.as_ref().and_then(|o| o.metadata_at(path)) {
                     Some(metadata) => {
@@ -448,6 +487,61 @@ impl HttpFront {
             if let Some(w) = answer.www_authenticate {
                 h.insert(WWW_AUTHENTICATE, HeaderValue::from_static(w));
             }
+            r
+        })
+        .await
+    }
+
+    /// `GET /oauth/authorize` and `GET /oauth/callback`: a redirect, or
+    /// the refusal shown to the user; never cached.
+    async fn oauth_browser(&self, req: Request<Incoming>) -> Response<Body> {
+        let Some(server) = self.authorization_server.clone() else {
+            return text_response(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain");
+        };
+        self.limited(async {
+            let source = req
+                .extensions()
+                .get::<PeerAddr>()
+                .map_or_else(|| "-".to_owned(), |p| p.0.ip().to_string());
+            let query = req.uri().query();
+            let answer = if req.uri().path() == AUTHORIZE_PATH {
+                server.authorize(&source, query).await
+            } else {
+                let cookie = req
+                    .headers()
+                    .get(hyper::header::COOKIE)
+                    .and_then(|v| v.to_str().ok());
+                server.callback(&source, query, cookie).await
+            };
+            let mut r = match answer {
+                BrowserAnswer::Redirect { location, cookie } => {
+                    let mut r = Response::new(full(Bytes::new()));
+                    *r.status_mut() = StatusCode::FOUND;
+                    match HeaderValue::from_str(&location) {
+                        Ok(v) => {
+                            r.headers_mut().insert(hyper::header::LOCATION, v);
+                        }
+                        Err(_) => *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR,
+                    }
+                    if let Some(c) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                        r.headers_mut().insert(hyper::header::SET_COOKIE, c);
+                    }
+                    r
+                }
+                BrowserAnswer::Refused { status, body } => json_response(
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+                    &body,
+                ),
+            };
+            let h = r.headers_mut();
+            h.insert(
+                hyper::header::CACHE_CONTROL,
+                HeaderValue::from_static("no-store"),
+            );
+            h.insert(
+                hyper::header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            );
             r
         })
         .await
