@@ -119,7 +119,7 @@ impl GrpcFront {
         })
     }
 
-    /// The credential of a protocol without a scheme (Talos), in the
+    /// The credential of a protocol without a scheme (an envelope), in the
     /// members it adds to a JSON-RPC request.
     async fn credential_in_json(&self, text: &str) -> Result<Found, Failure> {
         let parsed = delegateos::canonical::parse_strict(text.as_bytes(), self.max_message_bytes);
@@ -473,8 +473,8 @@ impl DelegationGateway for GrpcFront {
                 self.credential_in_metadata(&caller)?
             } else {
                 let carried = self.credential_in_json(&r.credential_json).await?;
-                // The metadata's half of a two-part credential (Motebit's
-                // bearer token) combines with the JSON's delegation.
+                // The metadata's half of a two-part credential (a bearer
+                // token) combines with the JSON's delegation.
                 match caller.presented() {
                     Some(_) => {
                         let header = self.credential_in_metadata(&caller)?;
