@@ -653,7 +653,7 @@ pub async fn run_stdio(config: Config, dct: Option<String>) -> Result<(), ServeE
         Some(token) => {
             let found = proxy
                 .protocols()
-                .from_header(&format!("DCT {token}"))
+                .from_scheme(crate::caller::DCT_SCHEME, &token)
                 .ok_or_else(|| ServeError::SessionDct("not a DCT".into()))?
                 .map_err(|d| ServeError::SessionDct(d.message()))?;
             proxy

@@ -1,7 +1,7 @@
 //! Revocation from the command line: `dgw token revoke` signs a §4.1 entry
 //! for one block of a token, offline, with the key that signed that block
 //! (only its signer's entry takes effect, decision 10); `dgw revoke` hands
-//! an entry to a running gateway (`delegateos/revoke`), or, as an
+//! an entry to a running gateway (`dgw/revocations/submit`), or, as an
 //! administrator, revokes a token's block without its signer's key
 //! (`dgw/revoke`: the stolen-key case).
 
@@ -148,7 +148,7 @@ pub(super) fn submit(a: SubmitArgs) -> Result<Outcome, CliError> {
             Ok(admin::run(
                 &a.auth,
                 &a.gateway,
-                "delegateos/revoke",
+                "dgw/revocations/submit",
                 params,
             )?)
         }

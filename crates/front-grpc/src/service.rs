@@ -18,7 +18,7 @@ use super::{convert, status};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller::{Authenticator, Caller};
 use dgw_core::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
-use dgw_core::protocol::{Call, Decision, Denial, Found, Registry};
+use dgw_core::protocol::{Call, Decision, Denial, Found, MethodAnswer, Registry};
 use dgw_core::telemetry::{Outcome, RequestRecord};
 use dgw_net::connections::{Busy, ConnInfo};
 use dgw_oauth::{Challenge, ProtectedResource};
@@ -600,14 +600,19 @@ impl DelegationGateway for GrpcFront {
                     _ => return Err(invalid("params_json", "must be a JSON object")),
                 }
             };
-            let result = protocol
-                .call_method(&caller, &r.method, params)
+            let answer = protocol
+                .answer_method(&caller, &r.method, Some(params))
                 .await
                 .map_err(|e| (status::protocol_error(protocol.id().name, &e), e.outcome()))?;
+            let (result, outcome) = match answer {
+                MethodAnswer::Done(v) => (v, Outcome::Ok),
+                MethodAnswer::Refused(v) => (v, Outcome::Denied),
+                MethodAnswer::Denied(d) => return Err((status::denial(&d), Outcome::Denied)),
+            };
             let message = pb::CallProtocolResponse {
                 result_json: result.to_string(),
             };
-            Ok((message, Outcome::Ok))
+            Ok((message, outcome))
         })
         .await
     }
