@@ -204,3 +204,64 @@ fn jti_key(issuer: &str, jti: &str) -> String {
 pub(crate) fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(claims: &[(&str, &str)]) -> IdpGrant {
+        IdpGrant {
+            claims: claims
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            policy: Policy {
+                tenant: "acme".into(),
+                capabilities: vec![],
+                budget_microcents: 0,
+                ttl: std::time::Duration::from_secs(1),
+                subject_budget_period: std::time::Duration::from_secs(1),
+            },
+        }
+    }
+
+    fn claims(v: Value) -> Claims {
+        Claims(v.as_object().cloned().unwrap_or_default())
+    }
+
+    #[test]
+    fn a_grant_matches_claims_equal_to_or_containing_each_value() {
+        let eng = grant(&[("groups", "engineering"), ("tier", "gold")]);
+        assert!(eng.matches(&claims(
+            json!({"groups": ["sales", "engineering"], "tier": "gold"})
+        )));
+        assert!(eng.matches(&claims(json!({"groups": "engineering", "tier": "gold"}))));
+        // Every listed claim, of a string type: a missing, different or
+        // non-string one fails.
+        assert!(!eng.matches(&claims(json!({"groups": ["engineering"]}))));
+        assert!(!eng.matches(&claims(json!({"groups": ["eng"], "tier": "gold"}))));
+        assert!(!eng.matches(&claims(
+            json!({"groups": {"engineering": true}, "tier": "gold"})
+        )));
+        assert!(!eng.matches(&claims(json!({"groups": "engineering", "tier": ["gold!"]}))));
+        // No claims listed: everyone the provider vouches for.
+        assert!(grant(&[]).matches(&claims(json!({}))));
+    }
+
+    #[test]
+    fn the_unverified_issuer_is_read_from_the_payload_only() {
+        use base64::Engine;
+        let b64 = |v: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string().as_bytes())
+        };
+        let t = format!(
+            "{}.{}.sig",
+            b64(&json!({"alg": "RS256", "iss": "h"})),
+            b64(&json!({"iss": "p"}))
+        );
+        assert_eq!(unverified_issuer(&t).as_deref(), Some("p"));
+        assert_eq!(unverified_issuer("not a token"), None);
+        let no_iss = format!("x.{}.y", b64(&json!({"sub": "a"})));
+        assert_eq!(unverified_issuer(&no_iss), None);
+    }
+}
