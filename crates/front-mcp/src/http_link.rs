@@ -11,14 +11,15 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Request, StatusCode, Uri};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::auth::HttpCredentials;
 use super::conns::{Conns, Lease, SendError};
 use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
 use super::relay;
-use super::upstream_era;
+use super::server_requests::Refusal;
+use super::upstream_era::{self, Era};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -36,14 +37,14 @@ pub struct HttpLink {
     protocol_version: RwLock<Option<HeaderValue>>,
     /// Never holds anything: answers on HTTP come back on their own POST.
     unsolicited: Pending,
-    /// Whether the upstream answers 2026-07-28 requests: not asked yet,
-    /// yes, no ([`upstream_era`]).
-    stateless: AtomicU8,
+    /// What the upstream speaks ([`Era`]), or [`NOT_PROBED`].
+    era: AtomicU8,
 }
 
-const NOT_ASKED: u8 = 0;
-const SPEAKS_STATELESS: u8 = 1;
-const SESSIONS_ONLY: u8 = 2;
+const NOT_PROBED: u8 = 0;
+const LEGACY: u8 = 1;
+const DUAL_ERA: u8 = 2;
+const MODERN_ONLY: u8 = 3;
 
 /// What came back for one POST, before it is read.
 enum Answer {
@@ -64,7 +65,7 @@ impl HttpLink {
             session: RwLock::new(None),
             protocol_version: RwLock::new(None),
             unsolicited: Pending::default(),
-            stateless: AtomicU8::new(NOT_ASKED),
+            era: AtomicU8::new(NOT_PROBED),
         }
     }
 
@@ -242,6 +243,13 @@ impl HttpLink {
             if is_rpc_error {
                 return Ok(Answer::Json(text));
             }
+            if self.era() == Some(Era::ModernOnly) {
+                // Not the revision's error: the upstream no longer speaks
+                // it (replaced, or it lied); probe again.
+                return Err(UpstreamError::EraChanged {
+                    upstream: up.name().to_owned(),
+                });
+            }
             let shown = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
             return Err(no_answer(format!("HTTP {status}: {shown}")));
         }
@@ -276,9 +284,9 @@ impl HttpLink {
     }
 
     /// Sends request `id` presenting `presented` and waits up to `timeout`
-    /// for its answer: statelessly for a 2026-07-28 caller when the
-    /// upstream speaks that revision, else on the session
-    /// ([`upstream_era`]).
+    /// for its answer: statelessly when the upstream speaks 2026-07-28 and
+    /// the caller does, or when it speaks nothing else; else on the
+    /// session ([`upstream_era`]).
     pub async fn request(
         &self,
         up: &dyn Host,
@@ -287,8 +295,13 @@ impl HttpLink {
         timeout: Duration,
         presented: &HttpCredentials,
     ) -> Result<Reply, UpstreamError> {
-        if upstream_era::from_stateless_caller(message) && self.speaks_stateless(up, timeout).await
-        {
+        let from_stateless = upstream_era::from_stateless_caller(message);
+        let stateless = match self.era() {
+            Some(Era::ModernOnly) => true,
+            Some(Era::DualEra) => from_stateless,
+            Some(Era::Legacy) | None => false,
+        };
+        if stateless {
             let schema = match message {
                 Message::Request {
                     method,
@@ -301,48 +314,69 @@ impl HttpLink {
                 _ => None,
             };
             let (message, headers) = upstream_era::stateless_form(message, schema.as_ref());
-            return self
+            let reply = self
                 .exchange(up, id, &message, timeout, presented, Some(&headers))
-                .await;
+                .await?;
+            return Ok(if from_stateless {
+                reply
+            } else {
+                upstream_era::for_session_caller(up.name(), reply)
+            });
         }
         let message = upstream_era::session_form(message);
         self.exchange(up, id, &message, timeout, presented, None)
             .await
     }
 
-    /// Whether the upstream answers 2026-07-28 requests: asked once with
-    /// `server/discover` (an answer that is no `DiscoverResult` listing
-    /// the revision means no; no answer at all is asked again next time).
-    async fn speaks_stateless(&self, up: &dyn Host, timeout: Duration) -> bool {
-        match self.stateless.load(Ordering::Acquire) {
-            SPEAKS_STATELESS => return true,
-            SESSIONS_ONLY => return false,
-            _ => {}
+    /// What the upstream speaks, once probed.
+    pub fn era(&self) -> Option<Era> {
+        match self.era.load(Ordering::Acquire) {
+            LEGACY => Some(Era::Legacy),
+            DUAL_ERA => Some(Era::DualEra),
+            MODERN_ONLY => Some(Era::ModernOnly),
+            _ => None,
         }
+    }
+
+    /// Asks the upstream `server/discover`, the revision's own request,
+    /// with its envelope and headers (Versioning, "Backward Compatibility":
+    /// on HTTP a client "attempt[s] a modern request and inspect[s] the
+    /// body" of the error before falling back): a `DiscoverResult` says
+    /// which revisions it speaks; an error or a 4xx without one, that it
+    /// speaks only the session revisions (`initialize` then decides). An
+    /// upstream that cannot be reached decides nothing (the handshake
+    /// fails and is tried again). Returns the era
+    /// and, for a 2026-07-28 server, its `DiscoverResult`.
+    pub async fn probe(
+        &self,
+        up: &dyn Host,
+        timeout: Duration,
+    ) -> Result<(Era, Option<Map<String, Value>>), UpstreamError> {
+        self.era.store(NOT_PROBED, Ordering::Release);
         let (probe, headers) = upstream_era::discover_probe(0);
         let presented = up.credentials();
-        let speaks = match self
+        let (era, result) = match self
             .exchange(up, 0, &probe, timeout, &presented, Some(&headers))
             .await
         {
-            Ok(Reply::Result(r)) => upstream_era::discover_lists_stateless(&r),
-            Ok(Reply::Error(_)) => false,
-            Err(UpstreamError::NoAnswer { detail, .. }) if detail.starts_with("HTTP ") => false,
-            Err(e) => {
-                tracing::debug!(upstream = %up.name(), error = %e, "server/discover got no answer; asking again later");
-                return false;
+            Ok(Reply::Result(Value::Object(r))) => {
+                let era = upstream_era::era_of(&Value::Object(r.clone()));
+                (era, (era != Era::Legacy).then_some(r))
             }
+            // An error, a 4xx, an answer that answers nothing, silence:
+            // not a 2026-07-28 server (the revision's stdio rule: "fall back
+            // on any error that is not a recognized modern error").
+            Ok(_) | Err(UpstreamError::NoAnswer { .. }) => (Era::Legacy, None),
+            Err(e) => return Err(e),
         };
-        tracing::info!(upstream = %up.name(), speaks, "whether the upstream speaks MCP 2026-07-28");
-        self.stateless.store(
-            if speaks {
-                SPEAKS_STATELESS
-            } else {
-                SESSIONS_ONLY
-            },
-            Ordering::Release,
-        );
-        speaks
+        tracing::info!(upstream = %up.name(), era = ?era, "what the upstream speaks, by its answer to server/discover");
+        let code = match era {
+            Era::Legacy => LEGACY,
+            Era::DualEra => DUAL_ERA,
+            Era::ModernOnly => MODERN_ONLY,
+        };
+        self.era.store(code, Ordering::Release);
+        Ok((era, result))
     }
 
     async fn exchange(
@@ -413,6 +447,13 @@ impl HttpLink {
             }
             return None;
         }
+        if self.era() == Some(Era::ModernOnly) && item.get("id").is_some() {
+            // The revision's servers ask with input-required results;
+            // a request on the stream has nowhere to be answered.
+            let method = item.get("method").and_then(Value::as_str).unwrap_or("");
+            let _ = relay::refused_outright(up.name(), method, Refusal::Revision);
+            return None;
+        }
         // On this request's own stream: about the caller who sent it.
         let item = match relay::route(up.name(), up.server_requests(), item).await {
             relay::Routed::Done => return None,
@@ -431,6 +472,12 @@ impl HttpLink {
     }
 
     pub async fn send(&self, up: &dyn Host, message: &Message) -> Result<(), UpstreamError> {
+        if self.era() == Some(Era::ModernOnly) {
+            // No session to carry it: in 2026-07-28 a request is cancelled
+            // by closing its stream (dropping the exchange does), and
+            // servers send no requests to answer.
+            return Ok(());
+        }
         let (status, _, body, _, lease) = self.post(up, message, &up.credentials(), None).await?;
         if read_limited(body).await.is_ok() {
             lease.done();

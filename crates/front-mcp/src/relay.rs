@@ -248,8 +248,14 @@ async fn ask(
 /// An upstream's request that dgw cannot attribute to one caller (a
 /// shared stdio upstream's), refused and counted.
 pub fn unattributable(upstream: &str, method: &str) -> Reply {
+    refused_outright(upstream, method, Refusal::Unattributable)
+}
+
+/// An upstream's request refused for `refusal` before any caller is asked,
+/// counted.
+pub fn refused_outright(upstream: &str, method: &str, refusal: Refusal) -> Reply {
     let (label, refusal) = match Asked::of(method) {
-        Some(a) => (a.method(), Refusal::Unattributable),
+        Some(a) => (a.method(), refusal),
         None => ("other", Refusal::Unknown),
     };
     telemetry::record_mcp_server_request(upstream, label, refusal.kind());

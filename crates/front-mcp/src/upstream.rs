@@ -21,6 +21,7 @@ use super::secret::{Redactor, Secret};
 pub use super::server_requests::ServerRequestPolicy;
 use super::stdio_link::StdioLink;
 use super::tools::ToolRules;
+use super::upstream_era::Era;
 
 /// The protocol version the gateway asks its upstreams for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -347,16 +348,17 @@ impl Upstream {
             params,
         };
         match self.send_request(&mut message, cancel, &presented).await {
-            Err(UpstreamError::SessionExpired { .. }) => {
-                tracing::info!(upstream = %self.name, "upstream session expired; initializing again");
+            Err(e @ (UpstreamError::SessionExpired { .. } | UpstreamError::EraChanged { .. })) => {
+                tracing::info!(upstream = %self.name, why = %e, "initializing the upstream again");
                 self.set_ready(false);
                 let renewed = self.handshake().await;
                 self.set_ready(renewed.is_ok());
                 renewed?;
                 match self.send_request(&mut message, cancel, &presented).await {
-                    Err(UpstreamError::SessionExpired { .. }) => {
-                        Err(self.unavailable("session expired again right after initializing"))
-                    }
+                    Err(
+                        e @ (UpstreamError::SessionExpired { .. }
+                        | UpstreamError::EraChanged { .. }),
+                    ) => Err(self.unavailable(format!("right after initializing again: {e}"))),
                     other => other,
                 }
             }
@@ -431,8 +433,18 @@ impl Upstream {
         }
     }
 
-    /// `initialize`, `notifications/initialized`, then the tool list.
+    /// `initialize`, `notifications/initialized`, then the tool list; an
+    /// HTTP upstream is first asked what it speaks, and one that speaks
+    /// only 2026-07-28 is not initialized: its `DiscoverResult` stands for
+    /// the `initialize` result ([`super::upstream_era`]).
     async fn initialize_over_link(&self) -> Result<(), UpstreamError> {
+        if let Link::Http(h) = &self.link {
+            if let (Era::ModernOnly, Some(discovered)) = h.probe(self, self.timeout()).await? {
+                *self.init.write().unwrap_or_else(|p| p.into_inner()) = Some(discovered);
+                self.list_tools_now().await?;
+                return Ok(());
+            }
+        }
         // Only what dgw can deliver: what policy lets the upstream ask of
         // callers, over HTTP, where a request is attributed to its caller
         // by the stream it comes on; nothing to a shared stdio upstream.
