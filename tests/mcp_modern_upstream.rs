@@ -131,3 +131,67 @@ fn an_upstream_lying_that_it_speaks_2026_07_28_is_never_ready() {
     assert!(got.contains("got server/discover"), "{got}");
     assert!(!got.contains("got tools/call"), "{got}");
 }
+
+/// Two replicas on one real redis-server share the `requestState`s they
+/// passed out (decision 452): the first round on one, the retry on the
+/// other completes uncharged; replayed on the first, forged, or under
+/// another credential on either, it is refused before the upstream; the
+/// budget (shared too) shows one charge.
+#[test]
+fn input_required_rounds_span_two_replicas_on_one_redis() {
+    let redis = support::redis::RedisServer::start();
+    let mut upstream = Command::new(node22());
+    upstream
+        .arg(tests_dir().join("mcp/conformance-upstream.mjs"))
+        .arg("--modern-only");
+    let (_up, port) = spawn_listening(upstream, "listening ");
+    let root = seed(1);
+    let extra = format!(
+        "[state]\nbackend = \"redis\"\nurl = \"{}\"\nprefix = \"dgw\"\n[[upstreams]]\nname = \"up\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ntimeout = \"20s\"\n{RULES}",
+        redis.url()
+    );
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let g1 = Gateway::start(&gateway_config(
+        d1.path(),
+        &[("acme", root.principal_id())],
+        &extra,
+    ));
+    let g2 = Gateway::start(&gateway_config(
+        d2.path(),
+        &[("acme", root.principal_id())],
+        &extra,
+    ));
+    let auth = format!("DCT {}", dct(2, 1_000));
+    let other = format!("DCT {}", dct(3, 1_000));
+    let tool = "test_input_required_result_request_state";
+    let (_, a) = stateless_call(&g1, 1, &auth, tool, json!({}));
+    assert_eq!(a["result"]["resultType"], "input_required", "{a}");
+    let state = a["result"]["requestState"].clone();
+    let responses = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    let retry = |gw: &Gateway, id, auth: &str, state: &serde_json::Value| {
+        stateless_call(
+            gw,
+            id,
+            auth,
+            tool,
+            json!({"inputResponses": responses, "requestState": state}),
+        )
+        .1
+    };
+    let a = retry(&g2, 2, &other, &state);
+    assert_eq!(
+        a["error"]["data"]["type"], "request_state_credential_mismatch",
+        "{a}"
+    );
+    let a = retry(&g2, 3, &auth, &json!("forged"));
+    assert_eq!(a["error"]["data"]["type"], "request_state_unknown", "{a}");
+    let a = retry(&g2, 4, &auth, &state);
+    assert_eq!(a["result"]["resultType"], "complete", "{a}");
+    let a = retry(&g1, 5, &auth, &state);
+    assert_eq!(a["error"]["data"]["type"], "request_state_unknown", "{a}");
+    // Charged once: 600 of 1 000 spent, so a new call fits on neither.
+    for (gw, id) in [(&g1, 6), (&g2, 7)] {
+        let (_, a) = stateless_call(gw, id, &auth, tool, json!({}));
+        assert_eq!(a["error"]["data"]["type"], "budget_exceeded", "{a}");
+    }
+}

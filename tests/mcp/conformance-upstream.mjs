@@ -11,8 +11,9 @@
 //   serves it (`legacy: 'reject'`: `initialize` is refused with the
 //   versions it speaks), for dgw's detection of what an upstream speaks.
 // Outside MCP, for tests of `subscriptions/listen`: `POST /touch?uri=U&n=N`
-// publishes N `notifications/resources/updated` for U (and, with
-// `&lists=1`, N of each list_changed) to the open listen streams.
+// publishes N `notifications/resources/updated` for U (padded with
+// `&pad=BYTES`; and, with `&lists=1`, N of each list_changed) to the open
+// listen streams.
 
 import http from 'node:http';
 import { randomUUID, createHmac, timingSafeEqual } from 'node:crypto';
@@ -585,8 +586,9 @@ const server = http.createServer(async (req, res) => {
     });
         if (req.url.startsWith('/touch?')) {
       const q = new URL(req.url, 'http://x').searchParams;
+      const pad = q.get('pad') ? { pad: 'x'.repeat(Number(q.get('pad'))) } : undefined;
       for (let i = 0; i < Number(q.get('n') ?? 1); i++) {
-        modern.notify.resourceUpdated(q.get('uri'));
+        modern.bus.publish({ kind: 'resource_updated', uri: q.get('uri'), params: pad });
         if (q.get('lists')) {
           modern.notify.toolsChanged();
           modern.notify.resourcesChanged();

@@ -435,6 +435,65 @@ impl HttpLink {
         }
     }
 
+    /// `subscriptions/listen` (`message`, a 2026-07-28 caller's) on this
+    /// 2026-07-28 upstream: each notification on its stream goes to
+    /// `each` until the stream ends, with the upstream's answer (`None`
+    /// when it closed the stream without one). Only the opening of the
+    /// stream is bounded by `timeout`: a listen lasts as long as its
+    /// caller (the proxy bounds it).
+    pub async fn listen(
+        &self,
+        up: &dyn Host,
+        id: u64,
+        message: &Message,
+        presented: &HttpCredentials,
+        timeout: Duration,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> Result<Option<Reply>, UpstreamError> {
+        let no_answer = |detail: String| UpstreamError::NoAnswer {
+            upstream: up.name().to_owned(),
+            detail,
+        };
+        let (message, headers) = upstream_era::stateless_form(message, None);
+        let opened = tokio::time::timeout(
+            timeout,
+            self.answer(up, &message, presented, Some(&headers)),
+        )
+        .await
+        .map_err(|_| no_answer("no answer to subscriptions/listen in time".into()))??;
+        let answers = |item: &Value| {
+            item.get("id").and_then(Value::as_u64) == Some(id) && item.get("method").is_none()
+        };
+        let reply_of = |item: Value| match Message::parse(item, &[]) {
+            Ok(Message::Response { reply, .. }) => Some(reply),
+            _ => None,
+        };
+        match opened {
+            Answer::Json(bytes) => {
+                let item: Value = serde_json::from_slice(&bytes)
+                    .map_err(|e| no_answer(format!("the answer is not JSON: {e}")))?;
+                Ok(answers(&item).then(|| reply_of(item)).flatten())
+            }
+            Answer::Events(body) => {
+                let mut events = EventStream::new(body);
+                while let Some(data) = events.next().await.map_err(&no_answer)? {
+                    let Ok(item) = serde_json::from_str::<Value>(&data) else {
+                        continue;
+                    };
+                    if answers(&item) {
+                        return Ok(reply_of(item));
+                    }
+                    // Notifications only: a request on a listen stream is
+                    // not in the revision, and goes nowhere.
+                    if item.get("method").is_some() && item.get("id").is_none() {
+                        each(item);
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
     /// The reply when `item` answers request `id`; anything else the
     /// upstream sent along is for the request's caller ([`relay`]) or, if
     /// not about it, handled as unsolicited.

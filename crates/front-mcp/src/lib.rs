@@ -12,6 +12,7 @@ mod data;
 pub mod data_rules;
 pub mod http_link;
 pub mod link;
+mod listen;
 pub mod message;
 pub mod oauth;
 pub mod proxy;

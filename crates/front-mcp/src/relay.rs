@@ -111,6 +111,17 @@ impl Relay {
         }
     }
 
+    /// Queues a notification from `upstream` for the caller (dropped,
+    /// counted, when its queue is full).
+    pub fn pass(&self, upstream: &str, message: Value) {
+        self.notify(upstream, message);
+    }
+
+    /// Resolves once the caller's stream is gone.
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
+
     /// Sends `asked` to the caller under an ID of dgw's and waits for its
     /// answer (bounded by the upstream's timeout, which covers the call).
     async fn ask(

@@ -425,6 +425,52 @@ impl Upstream {
             .await
     }
 
+    /// Whether `subscriptions/listen` can be relayed to it: an HTTP
+    /// upstream that speaks 2026-07-28.
+    pub fn listens(&self) -> bool {
+        matches!(&self.link, Link::Http(h)
+            if matches!(h.era(), Some(Era::DualEra | Era::ModernOnly)))
+    }
+
+    /// Relays a 2026-07-28 `subscriptions/listen` (`params` with the
+    /// caller's `_meta`), each notification on its stream, redacted, to
+    /// `each`, until the stream ends: the upstream's answer, if any.
+    pub async fn listen(
+        &self,
+        params: Map<String, Value>,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> Result<Option<Reply>, UpstreamError> {
+        let Link::Http(h) = &self.link else {
+            return Err(self.unavailable("it is not reached over HTTP"));
+        };
+        if !self.is_ready() {
+            return Err(self.unavailable("not initialized (starting, or restarting)"));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = Message::Request {
+            id: json!(id),
+            method: "subscriptions/listen".into(),
+            params: Some(params),
+        };
+        let redactor = self.redactor();
+        let mut redacted = |mut v: Value| {
+            redactor.json(&mut v);
+            each(v)
+        };
+        let presented = self.credentials();
+        h.listen(
+            self,
+            id,
+            &message,
+            &presented,
+            self.timeout(),
+            &mut redacted,
+        )
+        .await
+        .map(|r| r.map(|r| self.redact_reply(r)))
+        .map_err(|e| self.redact_error(e))
+    }
+
     /// Sends a notification or a response.
     pub async fn notify(&self, message: Message) -> Result<(), UpstreamError> {
         match &self.link {
