@@ -1,8 +1,8 @@
 //! dgw in front of an upstream that speaks only MCP 2026-07-28 (issue 33):
 //! the official TypeScript SDK v2's strict modern handler
 //! (tests/mcp/conformance-upstream.mjs `--modern-only`, which refuses
-//! `initialize`). dgw learns what it speaks from `server/discover`
-//! (docs/decisions.md 450) and opens no session with it; what an
+//! `initialize`). dgw learns what it speaks from `server/discover` and
+//! `initialize` (docs/decisions.md 450) and opens no session with it; what an
 //! upstream lying about its revision gets. The SDK clients' end-to-end
 //! runs against it are in tests/mcp_sdk_clients.rs.
 
@@ -89,9 +89,9 @@ fn a_2026_07_28_only_upstream_serves_session_and_2026_07_28_callers() {
     assert_eq!(a["error"]["data"]["type"], "budget_exceeded", "{a}");
 }
 
-/// An upstream that answers `server/discover` as a 2026-07-28-only server
-/// but refuses every 2026-07-28 request with a bare 400 (a session server
-/// lying): dgw never takes it as ready (it probes again after each
+/// An upstream that answers `server/discover` as a 2026-07-28 server and
+/// refuses `initialize`, as a 2026-07-28-only one would, but refuses every
+/// 2026-07-28 request with a bare 400 (a liar): dgw never takes it as ready (it probes again after each
 /// failure) and its callers get a typed refusal; no call reaches it.
 #[test]
 fn an_upstream_lying_that_it_speaks_2026_07_28_is_never_ready() {

@@ -480,17 +480,15 @@ impl Upstream {
     }
 
     /// `initialize`, `notifications/initialized`, then the tool list; an
-    /// HTTP upstream is first asked what it speaks, and one that speaks
-    /// only 2026-07-28 is not initialized: its `DiscoverResult` stands for
-    /// the `initialize` result ([`super::upstream_era`]).
+    /// HTTP upstream is first asked `server/discover`, and one that lists
+    /// 2026-07-28 there and refuses `initialize` speaks only 2026-07-28:
+    /// its `DiscoverResult` stands for the `initialize` result
+    /// ([`super::upstream_era`]).
     async fn initialize_over_link(&self) -> Result<(), UpstreamError> {
-        if let Link::Http(h) = &self.link {
-            if let (Era::ModernOnly, Some(discovered)) = h.probe(self, self.timeout()).await? {
-                *self.init.write().unwrap_or_else(|p| p.into_inner()) = Some(discovered);
-                self.list_tools_now().await?;
-                return Ok(());
-            }
-        }
+        let discovered = match &self.link {
+            Link::Http(h) => h.probe(self, self.timeout()).await?,
+            Link::Stdio(_) => None,
+        };
         // Only what dgw can deliver: what policy lets the upstream ask of
         // callers, over HTTP, where a request is attributed to its caller
         // by the stream it comes on; nothing to a shared stdio upstream.
@@ -505,13 +503,35 @@ impl Upstream {
         });
         let reply = self
             .send_new("initialize", params.as_object().cloned())
-            .await?;
-        let result = match reply {
-            Reply::Result(Value::Object(r)) => r,
-            Reply::Result(other) => {
+            .await;
+        let result = match (reply, discovered) {
+            (Ok(Reply::Result(Value::Object(r))), discovered) => {
+                if let Link::Http(h) = &self.link {
+                    let era = match discovered {
+                        Some(_) => Era::DualEra,
+                        None => Era::Legacy,
+                    };
+                    h.set_era(self, era);
+                }
+                r
+            }
+            // A 2026-07-28 server that refuses `initialize` (an error, or
+            // a 4xx): it speaks nothing else.
+            (Ok(Reply::Error(_)) | Err(UpstreamError::NoAnswer { .. }), Some(discovered)) => {
+                if let Link::Http(h) = &self.link {
+                    h.set_era(self, Era::ModernOnly);
+                }
+                *self.init.write().unwrap_or_else(|p| p.into_inner()) = Some(discovered);
+                self.list_tools_now().await?;
+                return Ok(());
+            }
+            (Ok(Reply::Result(other)), _) => {
                 return Err(self.unavailable(format!("initialize answered {other}")))
             }
-            Reply::Error(e) => return Err(self.unavailable(format!("initialize failed: {e}"))),
+            (Ok(Reply::Error(e)), None) => {
+                return Err(self.unavailable(format!("initialize failed: {e}")))
+            }
+            (Err(e), _) => return Err(e),
         };
         let version = result
             .get("protocolVersion")

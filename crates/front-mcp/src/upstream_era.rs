@@ -24,7 +24,6 @@ use super::stateless::{
     mirrored_params, strip_reserved_meta, META_CLIENT_CAPABILITIES, META_CLIENT_INFO,
     META_PROTOCOL_VERSION, STATELESS_VERSIONS,
 };
-use super::upstream::SUPPORTED_VERSIONS;
 
 /// The revision dgw speaks statelessly to upstreams.
 pub const UPSTREAM_STATELESS_VERSION: &str = "2026-07-28";
@@ -76,35 +75,29 @@ pub fn discover_probe(id: u64) -> (Message, HeaderMap) {
     (message, headers)
 }
 
-/// What an upstream speaks, as its answer to dgw's `server/discover` says.
+/// What an upstream speaks: its answer to `server/discover`, then to
+/// `initialize` (a dual-era server may list only 2026-07-28 in its
+/// `DiscoverResult`, the SDK's strict modern handler behind a router
+/// does: only `initialize` tells it from a 2026-07-28-only one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
     /// Only the session revisions: initialized, spoken to on the session.
     Legacy,
-    /// 2026-07-28 and a session revision dgw speaks: a session for session
-    /// callers, 2026-07-28 for 2026-07-28 callers.
+    /// Both: a session for session callers, 2026-07-28 for 2026-07-28
+    /// callers.
     DualEra,
-    /// Only 2026-07-28: no session; every request goes statelessly.
+    /// Only 2026-07-28 (it refused `initialize`): no session; every
+    /// request goes statelessly.
     ModernOnly,
 }
 
-/// The era a `server/discover` result shows: a `DiscoverResult` listing
-/// 2026-07-28 is a 2026-07-28 server (dual-era when it also lists a
-/// session revision dgw speaks); anything else, a session one (its
-/// `initialize` then decides).
-pub fn era_of(result: &Value) -> Era {
-    let listed: Vec<&str> = result
+/// Whether a `server/discover` result lists 2026-07-28 (as a string in
+/// `supportedVersions`; nothing else counts).
+pub fn lists_stateless(result: &Value) -> bool {
+    result
         .get("supportedVersions")
         .and_then(Value::as_array)
-        .map(|v| v.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    if !listed.contains(&UPSTREAM_STATELESS_VERSION) {
-        Era::Legacy
-    } else if listed.iter().any(|v| SUPPORTED_VERSIONS.contains(v)) {
-        Era::DualEra
-    } else {
-        Era::ModernOnly
-    }
+        .is_some_and(|v| v.iter().any(|v| v == UPSTREAM_STATELESS_VERSION))
 }
 
 /// A 2026-07-28-only upstream's answer as a session caller may get it: an
@@ -268,24 +261,17 @@ mod tests {
         assert_eq!(headers["mcp-protocol-version"], "2026-07-28");
     }
 
-    /// The probe's answer decides the era; a liar gains nothing: only a
-    /// result listing 2026-07-28 as a string makes an upstream a
+    /// Only a result listing 2026-07-28 as a string makes an upstream a
     /// 2026-07-28 one (whose requests must then work, or it never becomes
     /// ready).
     #[test]
-    fn the_era_is_what_server_discover_lists() {
-        assert_eq!(
-            era_of(&json!({"supportedVersions": ["2026-07-28"]})),
-            Era::ModernOnly
-        );
-        assert_eq!(
-            era_of(&json!({"supportedVersions": ["2026-07-28", "2025-11-25"]})),
-            Era::DualEra
-        );
-        assert_eq!(
-            era_of(&json!({"supportedVersions": ["2026-07-28", "1999-01-01"]})),
-            Era::ModernOnly
-        );
+    fn only_a_discover_result_listing_the_revision_counts() {
+        assert!(lists_stateless(
+            &json!({"supportedVersions": ["2026-07-28"]})
+        ));
+        assert!(lists_stateless(
+            &json!({"supportedVersions": ["2025-11-25", "2026-07-28"]})
+        ));
         for liar in [
             json!({"supportedVersions": "2026-07-28"}),
             json!({"supportedVersions": [["2026-07-28"]]}),
@@ -294,7 +280,7 @@ mod tests {
             json!(["2026-07-28"]),
             json!(null),
         ] {
-            assert_eq!(era_of(&liar), Era::Legacy, "{liar}");
+            assert!(!lists_stateless(&liar), "{liar}");
         }
     }
 
