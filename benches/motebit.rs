@@ -102,11 +102,11 @@ fn pipeline(c: &mut Criterion) {
     use delegate_gateway::caller::Caller;
     use delegate_gateway::gatekeeper::Gatekeeper;
     use delegate_gateway::protocol::{Call, Registry};
-    use delegate_gateway::protocols::motebit::{Delegator, Motebit, MotebitConfig};
-    use delegate_gateway::protocols::Services;
     use delegate_gateway::revocations::Revocations;
     use delegate_gateway::state::{self, BudgetSettings};
     use delegateos::CapabilityRequest;
+    use dgw_proto_motebit::{Delegator, Motebit, MotebitConfig};
+    use dgw_protocol::Services;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

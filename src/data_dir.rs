@@ -28,6 +28,11 @@ pub fn is_new(dir: &Path) -> bool {
     !STATE_ENTRIES.iter().any(|e| dir.join(e).exists())
 }
 
+/// Why a missing gateway key is not replaced once the data directory holds
+/// state ([`is_new`] is false): a new key is a new gateway identity (audit
+/// seals, attestations). `serve` refuses with it, `config check` warns.
+pub const GATEWAY_KEY_HINT: &str = "data_dir already holds state, so dgw will not make a new gateway identity: restore the key file or correct key_file";
+
 /// Why a data directory could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {

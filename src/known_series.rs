@@ -19,12 +19,7 @@ pub fn export(protocols: &Registry, grpc: bool, upstreams: &[&str]) {
         .chain([crate::protocol::MALFORMED_CREDENTIAL])
         .collect();
     let mut jsonrpc: Vec<&str> = crate::jsonrpc::METHODS.to_vec();
-    jsonrpc.extend(
-        protocols
-            .all()
-            .iter()
-            .flat_map(|p| p.methods().iter().copied()),
-    );
+    jsonrpc.extend(protocols.method_names());
     // What the JSON-RPC front counts an unknown method and a request too
     // malformed to have one as.
     jsonrpc.extend(["unknown", "-"]);

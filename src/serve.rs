@@ -59,10 +59,6 @@ pub enum ServeError {
     },
 }
 
-/// Why a missing gateway key is not replaced once the data directory holds
-/// state: a new key is a new gateway identity (audit seals, attestations).
-pub(crate) const GATEWAY_KEY_HINT: &str = "data_dir already holds state, so dgw will not make a new gateway identity: restore the key file or correct key_file";
-
 /// The gateway's opened state.
 struct State {
     gate: Arc<Gatekeeper>,
@@ -103,7 +99,7 @@ async fn open_state(config: &Config) -> Result<State, ServeError> {
             keyfile::Create::IfMissing
         } else {
             keyfile::Create::Never {
-                hint: GATEWAY_KEY_HINT,
+                hint: crate::data_dir::GATEWAY_KEY_HINT,
             }
         },
         "key_file",
@@ -656,7 +652,7 @@ pub async fn run_stdio(config: Config, dct: Option<String>) -> Result<(), ServeE
         Some(token) => {
             let found = proxy
                 .protocols()
-                .from_header(&format!("DCT {token}"))
+                .from_scheme(crate::caller::DCT_SCHEME, &token)
                 .ok_or_else(|| ServeError::SessionDct("not a DCT".into()))?
                 .map_err(|d| ServeError::SessionDct(d.message()))?;
             proxy

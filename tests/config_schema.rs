@@ -145,6 +145,10 @@ fn the_schema_refuses_what_dgw_refuses() {
         ),
         (format!("{good}[ldp]\nfreshness = 300\n"), "freshness"),
         (format!("{good}[agenta]\ntenant = 7\n"), "tenant"),
+        (format!("{good}[talos]\nissuer = []\n"), "issuer"),
+        (format!("{good}[motebit]\naudience = 7\n"), "audience"),
+        // No keys yet: any is refused (at the table, as jsonschema says it).
+        (format!("{good}[delegateos]\ntrusted = 1\n"), "/delegateos"),
     ] {
         let found = breaches(&validator, &as_json(&bad));
         assert!(!found.is_empty(), "the schema took {bad:?}");

@@ -850,3 +850,130 @@ fn unsettled_reservations_expire_and_are_counted() {
     assert_eq!(chain[0]["reservedMicrocents"], 0);
     assert_eq!(chain[0]["spentMicrocents"], 0);
 }
+
+/// Issue 32: the gateway's methods are `dgw/*`, and DelegateOS's crate
+/// gives them its spec's names: each alias answers as the method it names
+/// (results, errors), counted under the name called; DelegateOS's own
+/// methods keep their params' words; a name no one registered is unknown,
+/// however close to an alias.
+#[test]
+fn the_neutral_names_and_the_delegateos_aliases_answer_alike() {
+    let (s, gw) = setup("");
+    let c = contract(&s.root, ct(1), &["docs:read"]);
+    let t0 = root_token(&s.root, &s.alice, &["docs:read:/project/**"], 1000, 3600);
+    gw.ok(
+        "delegateos/delegate",
+        delegate(&c, &t0, del(1), DelegationId::root_parent()),
+    );
+    let dct = t0.encode();
+    let rid =
+        gw.ok("delegateos/authorize", authorize(&dct, "/project/a", 30))["reservationId"].clone();
+    let pairs = [
+        ("dgw/budget", "delegateos/budget", del(1)),
+        ("dgw/delegation", "delegateos/delegation", del(1)),
+        // Unknown delegations.
+        ("dgw/budget", "delegateos/budget", del(7)),
+        ("dgw/delegation", "delegateos/delegation", del(8)),
+    ];
+    let mut answers = Vec::new();
+    for (neutral, alias, id) in pairs {
+        let params = json!({"delegationId": id, "dct": dct});
+        let answer = gw.call(neutral, params.clone());
+        assert_eq!(answer, gw.call(alias, params), "{neutral}");
+        answers.push(answer);
+    }
+    // Those answered (two results, two errors), and so do params the
+    // method does not take.
+    assert!(
+        answers[..2].iter().all(|a| a.get("result").is_some()),
+        "{answers:?}"
+    );
+    assert!(
+        answers[2..].iter().all(|a| a.get("error").is_some()),
+        "{answers:?}"
+    );
+    let extra = json!({"reservationId": rid, "extra": 1});
+    assert_eq!(
+        gw.err("dgw/settle", extra.clone()),
+        gw.err("delegateos/settle", extra)
+    );
+    // A reservation ended under one name is ended for the other.
+    let released = gw.ok("dgw/release", json!({"reservationId": rid, "dct": dct}));
+    assert_eq!(released["releasedMicrocents"], 30, "{released}");
+    let again = gw.err(
+        "delegateos/release",
+        json!({"reservationId": rid, "dct": dct}),
+    );
+    assert_eq!(
+        again,
+        gw.err("dgw/release", json!({"reservationId": rid, "dct": dct}))
+    );
+    // A signed entry, through the neutral name, then the spec's.
+    let rev = RevocationEntry::sign(
+        &s.root,
+        &t0.revocation_ids()[0],
+        at(0),
+        RevocationScope::Block,
+    )
+    .unwrap();
+    let first = gw.ok("dgw/revocations/submit", json!({"revocation": rev}));
+    assert_eq!(first["newlyRecorded"], true, "{first}");
+    let second = gw.ok("delegateos/revoke", json!({"revocation": rev}));
+    assert_eq!(second["newlyRecorded"], false, "{second}");
+    // DelegateOS's own methods, now its crate's, with the params' words the
+    // front used.
+    let raw = |body: &str| -> Value {
+        let (status, bytes) = gw.http("POST", "/rpc", body.as_bytes());
+        assert_eq!(status, 200);
+        serde_json::from_slice::<Value>(&bytes).unwrap()["error"].clone()
+    };
+    let none = raw(r#"{"jsonrpc":"2.0","id":1,"method":"delegateos/authorize"}"#);
+    assert_eq!(
+        (
+            none["code"].as_i64(),
+            none["data"]["type"].as_str(),
+            none["message"].as_str()
+        ),
+        (
+            Some(-32602),
+            Some("invalid_params"),
+            Some("params are required")
+        )
+    );
+    let listed = raw(r#"{"jsonrpc":"2.0","id":1,"method":"delegateos/complete","params":[1]}"#);
+    assert_eq!(listed["message"], "params must be an object", "{listed}");
+    let extra = gw.err(
+        "delegateos/delegate",
+        json!({"delegationId": del(2), "x": 1}),
+    );
+    assert_eq!(extra["data"]["type"], "invalid_params", "{extra}");
+    assert!(
+        extra["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid params: "),
+        "{extra}"
+    );
+    // No protocol answers to these.
+    for name in [
+        "delegateos/audit",
+        "delegateos/",
+        "DELEGATEOS/SETTLE",
+        "delegateos/settle/",
+        "dgw/delegateos/settle",
+    ] {
+        let e = gw.err(name, json!({"reservationId": rid}));
+        assert_eq!(e["code"], -32601, "{name}: {e}");
+    }
+    let m = gw.metrics();
+    for line in [
+        "dgw_requests_total{front=\"jsonrpc\",method=\"dgw/budget\",outcome=\"ok\"} 1",
+        "dgw_requests_total{front=\"jsonrpc\",method=\"delegateos/budget\",outcome=\"ok\"} 1",
+        "dgw_requests_total{front=\"jsonrpc\",method=\"dgw/revocations/submit\",outcome=\"ok\"} 1",
+        "dgw_requests_total{front=\"jsonrpc\",method=\"delegateos/revoke\",outcome=\"ok\"} 1",
+        "dgw_requests_total{front=\"jsonrpc\",method=\"delegateos/delegate\",outcome=\"ok\"} 1",
+        "dgw_requests_total{front=\"jsonrpc\",method=\"unknown\",outcome=\"error\"} 5",
+    ] {
+        assert!(m.lines().any(|l| l == line), "missing {line:?} in:\n{m}");
+    }
+}

@@ -1184,3 +1184,52 @@ async fn grpc_advertises_a_stream_limit_per_connection() {
         send = send.ready().await.unwrap();
     }
 }
+
+/// Issue 32: a protocol's methods answer alike through `CallProtocol`: a
+/// DelegateOS `delegateos/authorize` denial is the pipeline's denial status
+/// (as gRPC `Authorize` gives it), its allowed answer the JSON-RPC result,
+/// and the spec's aliases of the gateway's methods are no protocol's.
+#[tokio::test(flavor = "multi_thread")]
+async fn protocol_methods_answer_through_call_protocol_as_through_json_rpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let gw = start(dir.path(), &root);
+    let mut c = client(&gw).await;
+    let t0 = root_token(&root, &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    let call = |method: &str, params: Value| pb::CallProtocolRequest {
+        method: method.into(),
+        params_json: params.to_string(),
+    };
+    let asked = |resource: &str| json!({"dct": t0, "namespace": "docs", "action": "read", "resource": resource, "costMicrocents": 5});
+    let allowed = c
+        .call_protocol(call("delegateos/authorize", asked("/project/a")))
+        .await
+        .unwrap()
+        .into_inner();
+    let allowed: Value = serde_json::from_str(&allowed.result_json).unwrap();
+    assert_eq!(allowed["allowed"], true, "{allowed}");
+    let refused = c
+        .call_protocol(call("delegateos/authorize", asked("/etc/passwd")))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let (reason, domain, _) = error_info(&refused);
+    assert_eq!(
+        (reason.as_str(), domain.as_str()),
+        ("CAPABILITY_NOT_GRANTED", "delegateos")
+    );
+    let via_authorize = c.authorize(ask(&t0, "/etc/passwd", 5)).await.unwrap_err();
+    assert_eq!(error_info(&via_authorize).0, reason);
+    // Bad params: the words JSON-RPC gives.
+    let bad = c
+        .call_protocol(call("delegateos/authorize", json!({"dct": t0})))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument, "{bad:?}");
+    // An alias names a gateway method, which has its own gRPC call.
+    let alias = c
+        .call_protocol(call("delegateos/settle", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(alias.code(), Code::InvalidArgument, "{alias:?}");
+}

@@ -15,7 +15,6 @@ use async_trait::async_trait;
 use delegate_gateway::caller::Caller;
 use delegate_gateway::gatekeeper::{GateError, Gatekeeper};
 use delegate_gateway::protocol::Protocol;
-use delegate_gateway::protocols::talos::{Talos, TalosIssuer};
 use delegate_gateway::revocations::Revocations;
 use delegate_gateway::state::{
     self, BudgetSettings, ContractPut, DelegationStore, RevocationRecord, RevocationStore,
@@ -24,6 +23,7 @@ use delegate_gateway::state::{
 use delegateos::attestation::Attestation;
 use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse};
 use delegateos::{Dct, Delegation, DelegationId, Keypair, TaskContract};
+use dgw_proto_talos::{Talos, TalosIssuer};
 use serde_json::{json, Value};
 use support::*;
 use tokio::sync::broadcast;

@@ -388,7 +388,7 @@ fn a_toy_receipt_becomes_a_signed_delegateos_attestation_and_back() {
                 .await
                 .unwrap(),
         );
-        delegate_gateway::protocols::talos::Talos::new(
+        dgw_proto_talos::Talos::new(
             &[],
             revocations,
             memory.replay.clone(),

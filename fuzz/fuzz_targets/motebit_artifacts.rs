@@ -4,7 +4,7 @@
 //! `verify`/`verdict` over them. Must never panic.
 #![no_main]
 
-use delegate_gateway::protocols::motebit::inspect;
+use dgw_proto_motebit::inspect;
 use libfuzzer_sys::fuzz_target;
 use motebit::receipt::{self, KnownKeys, Receipt};
 use motebit::token;

@@ -9,9 +9,9 @@ use delegateos::attestation::{
 };
 use delegateos::{CheckFunctionRegistry, TaskContract};
 
-use super::output::say;
 use super::{now, print_json, read_file, CliError, Outcome};
 use crate::{keyfile, random};
+use dgw_protocol::say;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum AttestationCommand {

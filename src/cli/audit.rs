@@ -7,8 +7,8 @@ use delegateos::PrincipalId;
 use dgw_audit_log::{AuditAnchor, Expect};
 use serde_json::{json, Value};
 
-use super::output::say;
 use super::{CliError, Outcome};
+use dgw_protocol::say;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum AuditCommand {
@@ -35,7 +35,7 @@ pub(super) enum AuditCommand {
         #[arg(long, value_name = "URL")]
         gateway_url: Option<String>,
         #[command(flatten)]
-        auth: super::admin_call::AdminAuth,
+        auth: dgw_protocol::command::admin::AdminAuth,
     },
     /// Print the records of a period as JSON lines, for a SIEM.
     Export {
@@ -92,12 +92,15 @@ fn parse_anchor(text: &str) -> Result<AuditAnchor, CliError> {
 }
 
 /// The anchor a running gateway holds (`dgw/audit/head`, as an admin).
-fn anchor_of(auth: &super::admin_call::AdminAuth, url: &str) -> Result<AuditAnchor, CliError> {
-    let answer = super::admin_call::call(auth, url, "dgw/audit/head", json!({}))?;
+fn anchor_of(
+    auth: &dgw_protocol::command::admin::AdminAuth,
+    url: &str,
+) -> Result<AuditAnchor, CliError> {
+    let answer = dgw_protocol::command::admin::call(auth, url, "dgw/audit/head", json!({}))?;
     if let Some(error) = answer.get("error") {
         return Err(CliError::Usage(format!(
             "the gateway at {url} refused dgw/audit/head: {}",
-            super::admin_call::message(error)
+            dgw_protocol::command::admin::message(error)
         )));
     }
     match answer.get("result").map(|r| &r["anchor"]) {

@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 
-use super::output::say;
 use super::{CliError, Outcome};
 use crate::config::{Config, ConfigError};
+use dgw_protocol::say;
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {

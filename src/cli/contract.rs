@@ -11,9 +11,9 @@ use delegateos::{
 };
 use serde_json::{json, Map, Value};
 
-use super::output::say;
 use super::{now, print_json, read_file, timestamp_after, CliError, Outcome};
 use crate::{keyfile, random};
+use dgw_protocol::say;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum ContractCommand {

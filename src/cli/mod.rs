@@ -1,25 +1,28 @@
 //! The `dgw` command line: one module per command group.
 
-pub(crate) mod admin_call;
 mod attestation;
 mod audit;
 mod config;
 mod contract;
 mod oauth;
-mod output;
 mod revoke;
 mod token;
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use delegateos::Timestamp;
 
 use crate::config::Modules;
 use crate::keyfile::{self, KeyFileError};
-use output::say;
+use dgw_protocol::command::CommandError;
+use dgw_protocol::say;
+
+// What the protocols' commands share with these (dgw_protocol's `command`):
+// input, output and how a command ends.
+pub use dgw_protocol::command::Exit as Outcome;
+pub(crate) use dgw_protocol::command::{print_json, read_file};
 
 /// dgw: the delegate gateway. Verifies, attenuates and enforces delegated
 /// authority for AI agents.
@@ -220,29 +223,18 @@ pub enum CliError {
     Random(#[from] crate::random::RandomError),
 }
 
+/// A shared command part's refusal (bad input, an unreachable gateway).
+impl From<CommandError> for CliError {
+    fn from(e: CommandError) -> Self {
+        CliError::Usage(e.0)
+    }
+}
+
 impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) | CliError::KeyFile(_) | CliError::Random(_) => 2,
-        }
-    }
-}
-
-/// How a successful command ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Exit 0.
-    Success,
-    /// The command ran and its answer is "no" (exit 1), already printed.
-    Negative,
-}
-
-impl From<Outcome> for ExitCode {
-    fn from(o: Outcome) -> Self {
-        match o {
-            Outcome::Success => ExitCode::SUCCESS,
-            Outcome::Negative => ExitCode::from(1),
         }
     }
 }
@@ -267,11 +259,7 @@ pub fn main(modules: &Modules) -> Result<Outcome, CliError> {
             .iter()
             .find(|m| m.section() == name && m.command().is_some())
         {
-            return match module.run_command(sub) {
-                Ok(dgw_protocol::Exit::Success) => Ok(Outcome::Success),
-                Ok(dgw_protocol::Exit::Negative) => Ok(Outcome::Negative),
-                Err(e) => Err(CliError::Usage(e.0)),
-            };
+            return Ok(module.run_command(sub)?);
         }
     }
     run(Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
@@ -342,23 +330,6 @@ fn arg_or_stdin(arg: &str, what: &str) -> Result<String, CliError> {
     Ok(text.trim().to_owned())
 }
 
-/// Largest input file read.
-const MAX_INPUT_BYTES: u64 = 16 << 20;
-
-/// Reads a file, or standard input for `-`.
-pub(crate) fn read_file(path: &str, what: &str) -> Result<Vec<u8>, CliError> {
-    let mut bytes = Vec::new();
-    let result = if path == "-" {
-        std::io::stdin()
-            .take(MAX_INPUT_BYTES)
-            .read_to_end(&mut bytes)
-    } else {
-        std::fs::File::open(path).and_then(|f| f.take(MAX_INPUT_BYTES).read_to_end(&mut bytes))
-    };
-    result.map_err(|e| CliError::Usage(format!("cannot read {what} from {path}: {e}")))?;
-    Ok(bytes)
-}
-
 /// The current time.
 fn now() -> Timestamp {
     Timestamp::from_instant(time::OffsetDateTime::now_utc())
@@ -372,12 +343,4 @@ fn timestamp_after(start: &Timestamp, duration: &str) -> Result<Timestamp, CliEr
     start
         .checked_add(d)
         .ok_or_else(|| bad("too far in the future".into()))
-}
-
-/// Prints a value as pretty JSON on stdout.
-pub(crate) fn print_json(value: &impl serde::Serialize) {
-    say!(
-        "{}",
-        serde_json::to_string_pretty(value).expect("CLI output always serializes")
-    );
 }

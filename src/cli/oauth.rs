@@ -5,8 +5,8 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::admin_call::{self, AdminAuth};
 use super::{CliError, Outcome};
+use dgw_protocol::command::admin::{self, AdminAuth};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum OAuthCommand {
@@ -32,11 +32,11 @@ pub(super) struct RevokeArgs {
 
 pub(super) fn run(command: OAuthCommand) -> Result<Outcome, CliError> {
     match command {
-        OAuthCommand::Revoke(a) => admin_call::run(
+        OAuthCommand::Revoke(a) => Ok(admin::run(
             &a.auth,
             &a.gateway,
             "dgw/oauth/revoke",
             json!({"tenant": a.tenant, "subject": a.subject}),
-        ),
+        )?),
     }
 }

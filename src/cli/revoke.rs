@@ -1,7 +1,7 @@
 //! Revocation from the command line: `dgw token revoke` signs a §4.1 entry
 //! for one block of a token, offline, with the key that signed that block
 //! (only its signer's entry takes effect, decision 10); `dgw revoke` hands
-//! an entry to a running gateway (`delegateos/revoke`), or, as an
+//! an entry to a running gateway (`dgw/revocations/submit`), or, as an
 //! administrator, revokes a token's block without its signer's key
 //! (`dgw/revoke`: the stolen-key case).
 
@@ -11,9 +11,9 @@ use clap::{Args, ValueEnum};
 use delegateos::{Dct, PrincipalId, RevocationEntry, RevocationScope};
 use serde_json::{json, Value};
 
-use super::admin_call::{self, AdminAuth};
 use super::{now, print_json, read_file, CliError, Outcome};
 use crate::keyfile;
+use dgw_protocol::command::admin::{self, AdminAuth};
 
 /// What an entry covers (§4.2).
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -145,7 +145,12 @@ pub(super) fn submit(a: SubmitArgs) -> Result<Outcome, CliError> {
             if let Some(t) = token {
                 params["dct"] = Value::String(t);
             }
-            admin_call::run(&a.auth, &a.gateway, "delegateos/revoke", params)
+            Ok(admin::run(
+                &a.auth,
+                &a.gateway,
+                "dgw/revocations/submit",
+                params,
+            )?)
         }
         None => {
             let token = decode(token.as_deref().unwrap_or_default())?;
@@ -154,12 +159,12 @@ pub(super) fn submit(a: SubmitArgs) -> Result<Outcome, CliError> {
             if block >= ids.len() {
                 return Err(out_of_range(block, ids.len()));
             }
-            admin_call::run(
+            Ok(admin::run(
                 &a.auth,
                 &a.gateway,
                 "dgw/revoke",
                 json!({ "revocationId": ids[block] }),
-            )
+            )?)
         }
     }
 }

@@ -11,9 +11,9 @@ use delegateos::{
 };
 use serde_json::json;
 
-use super::output::say;
 use super::{arg_or_stdin, now, print_json, timestamp_after, CliError, Outcome};
 use crate::keyfile;
+use dgw_protocol::say;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum TokenCommand {
@@ -51,7 +51,7 @@ pub(super) struct IssueArgs {
     #[arg(long, requires = "via")]
     tenant: Option<String>,
     #[command(flatten)]
-    auth: super::admin_call::AdminAuth,
+    auth: dgw_protocol::command::admin::AdminAuth,
     /// The delegatee's principal ID.
     #[arg(long, allow_hyphen_values = true)]
     to: String,
@@ -296,7 +296,8 @@ fn issue_via(a: IssueArgs) -> Result<Outcome, CliError> {
     if let Some(m) = a.max_depth {
         params["maxChainDepth"] = json!(m);
     }
-    let answer = super::admin_call::call(&a.auth, url, dgw_core::issuing::METHOD, params)?;
+    let answer =
+        dgw_protocol::command::admin::call(&a.auth, url, dgw_core::issuing::METHOD, params)?;
     match (answer.get("result"), answer.get("error")) {
         (Some(result), _) => {
             if a.json {
@@ -318,7 +319,7 @@ fn issue_via(a: IssueArgs) -> Result<Outcome, CliError> {
             eprintln!(
                 "dgw: {} refused: {}",
                 dgw_core::issuing::METHOD,
-                super::admin_call::message(error)
+                dgw_protocol::command::admin::message(error)
             );
             print_json(error);
             Ok(Outcome::Negative)

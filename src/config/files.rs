@@ -108,7 +108,7 @@ impl RawConfig {
             path: self.key_file.clone(),
             what: Use::Key {
                 creatable: crate::data_dir::is_new(&data_dir),
-                hint: crate::serve::GATEWAY_KEY_HINT,
+                hint: crate::data_dir::GATEWAY_KEY_HINT,
             },
         }];
         self.server.named_files(&mut out);

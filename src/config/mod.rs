@@ -411,15 +411,13 @@ impl Config {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::budget::LeasePolicy;
     use crate::mcp::tools::{ResourceSource, ToolPolicy};
     use crate::mcp::TransportSpec;
 
-    /// A whole gateway config with two tenants: a protocol's section is
-    /// appended to it by its module's tests.
-    pub(crate) const GOOD: &str = r#"
+    const GOOD: &str = r#"
 data_dir = "data"
 key_file = "data/gateway.key"
 [server]
@@ -433,7 +431,7 @@ root_key_file = "data/demo-root.key"
 create_if_missing = true
 "#;
 
-    pub(crate) fn err(text: &str) -> String {
+    fn err(text: &str) -> String {
         Config::parse(text, Path::new("t.toml"))
             .unwrap_err()
             .to_string()

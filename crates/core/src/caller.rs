@@ -486,9 +486,9 @@ mod tests {
             vec![],
             "10.0.0.1:1".parse().unwrap(),
         )
-        .with_bearer_prefixes(vec!["motebit:"]);
-        let prefixed = auth.caller_h(Some(b"Bearer motebit:abc")).unwrap();
-        assert_eq!(prefixed.presented(), Some(("Bearer", "motebit:abc")));
+        .with_bearer_prefixes(vec!["toy:"]);
+        let prefixed = auth.caller_h(Some(b"Bearer toy:abc")).unwrap();
+        assert_eq!(prefixed.presented(), Some(("Bearer", "toy:abc")));
         let dct = a_dct();
         let c = auth
             .caller_h(Some(format!("Bearer {dct}").as_bytes()))
@@ -508,9 +508,9 @@ mod tests {
                 "{other}"
             );
         }
-        assert_eq!(read_bearer(&dct, &["motebit:"]), Bearer::Dct);
-        assert_eq!(read_bearer("motebit:x", &["motebit:"]), Bearer::Prefixed);
-        assert_eq!(read_bearer("x", &["motebit:"]), Bearer::Other);
+        assert_eq!(read_bearer(&dct, &["toy:"]), Bearer::Dct);
+        assert_eq!(read_bearer("toy:x", &["toy:"]), Bearer::Prefixed);
+        assert_eq!(read_bearer("x", &["toy:"]), Bearer::Other);
     }
 
     #[test]

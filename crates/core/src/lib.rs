@@ -16,6 +16,7 @@
 
 pub mod budget;
 pub mod caller;
+pub mod error;
 pub mod gatekeeper;
 pub mod issuing;
 pub mod protocol;

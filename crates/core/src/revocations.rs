@@ -38,8 +38,8 @@ struct AdminRevocation {
 }
 
 /// The gateway's revocations: signed DelegateOS entries, administrators'
-/// revocations, and the kinds protocols record (a protocol's names: Talos
-/// capability IDs and hashes).
+/// revocations, and the kinds protocols record (a protocol's own names,
+/// such as capability IDs and hashes).
 pub struct Revocations {
     store: Arc<dyn RevocationStore>,
     list: RwLock<RevocationList>,

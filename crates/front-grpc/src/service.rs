@@ -18,7 +18,7 @@ use super::{convert, status};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller::{Authenticator, Caller};
 use dgw_core::gatekeeper::{DecisionEvent, GateError, Gatekeeper};
-use dgw_core::protocol::{Call, Decision, Denial, Found, Registry};
+use dgw_core::protocol::{Call, Decision, Denial, Found, MethodAnswer, Registry};
 use dgw_core::telemetry::{Outcome, RequestRecord};
 use dgw_net::connections::{Busy, ConnInfo};
 use dgw_oauth::{Challenge, ProtectedResource};
@@ -119,7 +119,7 @@ impl GrpcFront {
         })
     }
 
-    /// The credential of a protocol without a scheme (Talos), in the
+    /// The credential of a protocol without a scheme (an envelope), in the
     /// members it adds to a JSON-RPC request.
     async fn credential_in_json(&self, text: &str) -> Result<Found, Failure> {
         let parsed = delegateos::canonical::parse_strict(text.as_bytes(), self.max_message_bytes);
@@ -473,8 +473,8 @@ impl DelegationGateway for GrpcFront {
                 self.credential_in_metadata(&caller)?
             } else {
                 let carried = self.credential_in_json(&r.credential_json).await?;
-                // The metadata's half of a two-part credential (Motebit's
-                // bearer token) combines with the JSON's delegation.
+                // The metadata's half of a two-part credential (a bearer
+                // token) combines with the JSON's delegation.
                 match caller.presented() {
                     Some(_) => {
                         let header = self.credential_in_metadata(&caller)?;
@@ -600,14 +600,19 @@ impl DelegationGateway for GrpcFront {
                     _ => return Err(invalid("params_json", "must be a JSON object")),
                 }
             };
-            let result = protocol
-                .call_method(&caller, &r.method, params)
+            let answer = protocol
+                .answer_method(&caller, &r.method, Some(params))
                 .await
                 .map_err(|e| (status::protocol_error(protocol.id().name, &e), e.outcome()))?;
+            let (result, outcome) = match answer {
+                MethodAnswer::Done(v) => (v, Outcome::Ok),
+                MethodAnswer::Refused(v) => (v, Outcome::Denied),
+                MethodAnswer::Denied(d) => return Err((status::denial(&d), Outcome::Denied)),
+            };
             let message = pb::CallProtocolResponse {
                 result_json: result.to_string(),
             };
-            Ok((message, Outcome::Ok))
+            Ok((message, outcome))
         })
         .await
     }

@@ -103,10 +103,18 @@ impl JsonRpc {
         if let Some(extra) = obj.keys().next() {
             return invalid(&format!("unknown member {extra:?}"));
         }
-        let known = METHODS.contains(&method.as_str()) || self.protocols.serving(&method).is_some();
+        // A protocol's name for a method of the gateway's runs that method,
+        // counted under the name called.
+        let target = match self.protocols.alias_of(&method) {
+            Some(gateway) if !METHODS.contains(&method.as_str()) && METHODS.contains(&gateway) => {
+                gateway
+            }
+            _ => method.as_str(),
+        };
+        let known = METHODS.contains(&target) || self.protocols.serving(target).is_some();
         let record =
             RequestRecord::start("jsonrpc", if known { method.as_str() } else { "unknown" });
-        let (result, outcome) = self.dispatch(caller, &method, params).await;
+        let (result, outcome) = self.dispatch(caller, target, params).await;
         record.end(outcome);
         let id = id?; // a notification gets no response
         Some(match result {

@@ -1,7 +1,8 @@
 //! The JSON-RPC 2.0 front: framing (`frame.rs`: envelopes, batches,
-//! notifications), the method table (`methods.rs`: the DelegateOS methods,
-//! `dgw/*`, and the protocols' own), and the one mapping from decisions to
-//! JSON-RPC errors (`error.rs`).
+//! notifications), the method table (`methods.rs`: the gateway's `dgw/*`,
+//! the protocols' own and their aliases of the gateway's), and the one
+//! mapping from decisions to JSON-RPC errors (`error.rs`). It names no
+//! protocol.
 //!
 //! Error codes: the standard -32700/-32600/-32601/-32602/-32603, and
 //! -32001 authorization denied (§11.2), -32003 input rejected, -32004 not

@@ -1,7 +1,9 @@
 //! The method table: each method's typed params, and what it asks of the
-//! gatekeeper or of a protocol.
+//! gatekeeper or of a protocol. The gateway's own are `dgw/*`; a protocol
+//! serves its own (`<protocol>/revoke`) and may name the gateway's by its
+//! specification's words (aliases of `dgw/settle`, …).
 
-use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse, RevokeParams};
+use delegateos::messages::RevokeParams;
 use delegateos::{CapabilityRequest, DelegationId};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -10,26 +12,20 @@ use serde_json::{json, Value};
 use dgw_core::budget::OnExpiry;
 use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::GateError;
-use dgw_core::protocol::{Call, Decision, Denial, DenialKind, Found};
+use dgw_core::protocol::{parse_params, Call, Decision, Denial, DenialKind, Found, MethodAnswer};
 use dgw_core::telemetry::Outcome;
 
 use super::error::*;
 use super::JsonRpc;
 
-/// Methods this front serves.
+/// Methods this front serves: the gateway's own (the protocols' are theirs).
 pub const METHODS: &[&str] = &[
-    "delegateos/delegate",
-    "delegateos/complete",
-    "delegateos/revoke",
-    "delegateos/authorize",
-    "delegateos/settle",
-    "delegateos/release",
-    "delegateos/budget",
-    "delegateos/delegation",
     "dgw/authorize",
     "dgw/settle",
     "dgw/release",
     "dgw/budget",
+    "dgw/delegation",
+    "dgw/revocations/submit",
     "dgw/audit",
     "dgw/audit/head",
     "dgw/revoke",
@@ -37,18 +33,7 @@ pub const METHODS: &[&str] = &[
     "dgw/oauth/revoke",
 ];
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AuthorizeParams {
-    dct: String,
-    namespace: String,
-    action: String,
-    resource: String,
-    #[serde(default)]
-    cost_microcents: u64,
-}
-
-/// `delegateos/settle` params; `dct` (or `Authorization: DCT …`) proves
+/// `dgw/settle` params; `dct` (or `Authorization: DCT …`) proves
 /// the caller holds the reservation.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -67,8 +52,8 @@ struct ReleaseParams {
     dct: Option<String>,
 }
 
-/// `delegateos/revoke` params: the §9.5 entry, and the DCT that shows a
-/// non-root signer may revoke its block.
+/// `dgw/revocations/submit` params: the §9.5 entry, and the DCT that
+/// shows a non-root signer may revoke its block.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RevokeWithProof {
@@ -83,7 +68,7 @@ struct RevokeWithProof {
 struct EmptyParams {}
 
 /// `dgw/authorize` params: the request, and the credential of any
-/// registered protocol in its members (`_delegateos`, a Talos envelope) or
+/// registered protocol in its members (`_delegateos`, an envelope) or
 /// the `Authorization` header.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -113,8 +98,8 @@ struct AuditParams {
     limit: Option<usize>,
 }
 
-/// `delegateos/budget` and `delegateos/delegation` params; a holder
-/// presents its own DCT (or an admin token in the header).
+/// `dgw/budget` and `dgw/delegation` params; a holder presents its own
+/// DCT (or an admin token in the header).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct BudgetParams {
@@ -124,25 +109,7 @@ struct BudgetParams {
 }
 
 fn params<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
-    match params {
-        Some(Value::Object(map)) => serde_json::from_value(Value::Object(map)).map_err(|e| {
-            RpcError::new(
-                INVALID_PARAMS,
-                "invalid_params",
-                format!("invalid params: {e}"),
-            )
-        }),
-        Some(_) => Err(RpcError::new(
-            INVALID_PARAMS,
-            "invalid_params",
-            "params must be an object",
-        )),
-        None => Err(RpcError::new(
-            INVALID_PARAMS,
-            "invalid_params",
-            "params are required",
-        )),
-    }
+    parse_params(params).map_err(|e| gate_error(&e))
 }
 
 impl JsonRpc {
@@ -155,22 +122,17 @@ impl JsonRpc {
         // Each boxed: a call's future holds only the method it runs, not
         // the largest of them (docs/performance.md).
         let result = match method {
-            "delegateos/authorize" => Box::pin(self.authorize(p)).await,
-            // The pipeline's own: `dgw/*`, with the DelegateOS spec's names
-            // kept as aliases.
-            "dgw/settle" | "delegateos/settle" => Box::pin(self.settle(caller, p)).await,
-            "dgw/release" | "delegateos/release" => Box::pin(self.release(caller, p)).await,
-            "dgw/budget" | "delegateos/budget" => Box::pin(self.budget(caller, p)).await,
-            "delegateos/delegation" => Box::pin(self.delegation(caller, p)).await,
+            "dgw/settle" => Box::pin(self.settle(caller, p)).await,
+            "dgw/release" => Box::pin(self.release(caller, p)).await,
+            "dgw/budget" => Box::pin(self.budget(caller, p)).await,
+            "dgw/delegation" => Box::pin(self.delegation(caller, p)).await,
+            "dgw/revocations/submit" => Box::pin(self.revoke(caller, p)).await,
             "dgw/authorize" => Box::pin(self.authorize_any(caller, p)).await,
             "dgw/audit" => Box::pin(self.audit(caller, p)).await,
             "dgw/audit/head" => Box::pin(self.audit_head(caller, p)).await,
             "dgw/revoke" => Box::pin(self.admin_revoke(caller, p)).await,
             "dgw/reload" => Box::pin(self.reload(caller, p)).await,
             "dgw/oauth/revoke" => Box::pin(self.subject_revoke(caller, p)).await,
-            "delegateos/delegate" => Box::pin(self.delegate(p)).await,
-            "delegateos/complete" => Box::pin(self.complete(p)).await,
-            "delegateos/revoke" => Box::pin(self.revoke(caller, p)).await,
             other if self.protocols.serving(other).is_some() => {
                 Box::pin(self.protocol_method(caller, other, p)).await
             }
@@ -179,29 +141,6 @@ impl JsonRpc {
         match result {
             Ok((v, outcome)) => (Ok(v), outcome),
             Err((e, outcome)) => (Err(e), outcome),
-        }
-    }
-
-    async fn authorize(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
-        let p: AuthorizeParams = params(p).map_err(err)?;
-        let request = CapabilityRequest {
-            namespace: p.namespace,
-            action: p.action,
-            resource: p.resource,
-        };
-        match self
-            .gate
-            .authorize(
-                &p.dct,
-                std::slice::from_ref(&request),
-                p.cost_microcents,
-                OnExpiry::Release,
-            )
-            .await
-        {
-            Ok(Decision::Allowed(a)) => Ok((json!(a), Outcome::Ok)),
-            Ok(Decision::Denied(d)) => Err((denial_error(&d), Outcome::Denied)),
-            Err(e) => Err(gate(&e)),
         }
     }
 
@@ -271,7 +210,7 @@ impl JsonRpc {
         Ok((json!(d), Outcome::Ok))
     }
 
-    /// A method a protocol serves (`talos/revoke`).
+    /// A method a protocol serves (`<protocol>/revoke`).
     async fn protocol_method(
         &self,
         caller: &Caller,
@@ -281,11 +220,12 @@ impl JsonRpc {
         let Some(protocol) = self.protocols.serving(method) else {
             return Err(method_not_found(method));
         };
-        let value = protocol
-            .call_method(caller, method, p.unwrap_or_else(|| json!({})))
-            .await
-            .map_err(|e| gate(&e))?;
-        Ok((value, Outcome::Ok))
+        match protocol.answer_method(caller, method, p).await {
+            Ok(MethodAnswer::Done(value)) => Ok((value, Outcome::Ok)),
+            Ok(MethodAnswer::Refused(value)) => Ok((value, Outcome::Denied)),
+            Ok(MethodAnswer::Denied(d)) => Err((denial_error(&d), Outcome::Denied)),
+            Err(e) => Err(gate(&e)),
+        }
     }
 
     /// `dgw/authorize`: the credential of whichever protocol the request
@@ -320,7 +260,7 @@ impl JsonRpc {
         let found: Found = match (in_params.map_err(|d| denied(&d))?, from_header) {
             (Some(f), None) => f,
             (None, Some(f)) => f.map_err(|d| denied(&d))?,
-            // Two parts of one credential (Motebit's) combine; two
+            // Two parts of one credential (a header's and the params') combine; two
             // credentials conflict.
             (Some(carried), Some(header)) => {
                 let header = header.map_err(|d| denied(&d))?;
@@ -481,22 +421,6 @@ impl JsonRpc {
                    "revokedDelegations": r.revoked_delegations}),
             Outcome::Ok,
         ))
-    }
-
-    async fn delegate(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
-        let p: DelegateParams = params(p).map_err(err)?;
-        let response = self.gate.delegate(p).await.map_err(|e| gate(&e))?;
-        let outcome = match response {
-            DelegateResponse::Accept(_) => Outcome::Ok,
-            DelegateResponse::Reject(_) => Outcome::Denied,
-        };
-        Ok((json!(response), outcome))
-    }
-
-    async fn complete(&self, p: Option<Value>) -> Result<(Value, Outcome), (RpcError, Outcome)> {
-        let p: CompleteParams = params(p).map_err(err)?;
-        let c = self.gate.complete(p).await.map_err(|e| gate(&e))?;
-        Ok((json!(c), Outcome::Ok))
     }
 
     async fn revoke(

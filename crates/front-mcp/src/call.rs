@@ -392,7 +392,8 @@ impl McpProxy {
     }
 
     /// Takes every protocol's credential out of the request as the client
-    /// sent it (a Talos request hash covers it without its envelope, §3), so
+    /// sent it (a protocol's request hash may cover it without its
+    /// envelope), so
     /// none of it is forwarded; the credential of the call, else the
     /// transport's header, else the session's.
     pub(super) async fn call_credential(
@@ -518,8 +519,8 @@ impl McpProxy {
     /// Forwards under the upstream's own name, run to its end: once the
     /// upstream may act, the call ends here (answered, or cancelled upstream,
     /// and settled) even if the client goes away meanwhile, which cancels
-    /// it. The protocols review a successful answer first (a Motebit
-    /// receipt in it must verify). Charged once the upstream was reached
+    /// it. The protocols review a successful answer first (a receipt in it
+    /// must verify). Charged once the upstream was reached
     /// (it may have acted) unless its answer was withheld (no proof, no
     /// payment); released when the call never left dgw; the protocol is
     /// told. The third value is why the answer was withheld, if it was.
@@ -636,7 +637,7 @@ impl McpProxy {
     }
 
     /// The denial a credential's protocol gives a call refused before its
-    /// credential was read (Talos: `UNKNOWN_TOOL`), if it has one.
+    /// credential was read (`UNKNOWN_TOOL`), if it has one.
     async fn refused_early(
         &self,
         found: Option<&Found>,

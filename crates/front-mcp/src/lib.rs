@@ -23,7 +23,9 @@ pub mod request_state;
 pub mod resolve;
 pub mod resume;
 pub mod scrub;
-pub mod secret;
+/// The secrets dgw presents upstream, read where every command and
+/// section reads one (`dgw-net`).
+pub use dgw_net::secret;
 pub mod server_requests;
 pub mod sessions;
 pub mod sse;

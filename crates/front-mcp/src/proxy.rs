@@ -51,8 +51,8 @@ pub const CLASH_SEPARATOR: &str = "__";
 /// What a downstream session remembers between requests.
 #[derive(Debug)]
 pub struct Session {
-    /// Names the session where a protocol needs one (Talos replay
-    /// protection, when the envelope names no session of its own).
+    /// Names the session where a protocol needs one (replay protection,
+    /// when its envelope names no session of its own).
     pub(super) id: String,
     /// The credential presented in `initialize`, for the whole session.
     credential: RwLock<Option<Found>>,
@@ -461,7 +461,7 @@ impl McpProxy {
     }
 
     /// The credential a request carries: in its params (taken out), else in
-    /// a protocol's own request header (Motebit's `Motebit-Delegation`).
+    /// a protocol's own request header.
     pub(super) async fn carried(
         &self,
         headers: Option<&hyper::HeaderMap>,
@@ -719,8 +719,8 @@ impl McpProxy {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone()
         };
-        // A credential in two parts (Motebit's bearer token in the header,
-        // its delegation in the request or the session) is combined; else
+        // A credential in two parts (a bearer token in the header, its
+        // delegation in the request or the session) is combined; else
         // the request's wins, then the header's, then the session's.
         Ok(match (in_request, header) {
             (Some(request), Some(header)) => {

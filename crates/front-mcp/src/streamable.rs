@@ -110,7 +110,7 @@ impl HeaderDigests {
 }
 
 /// The `Authorization` header, for the registry to read a protocol's
-/// credential from (`DCT …`, `Bearer motebit:…`); an administrator's
+/// credential from (`DCT …`, `Bearer <prefix>:…`); an administrator's
 /// `Bearer` secret is no protocol's, and the registry finds nothing in it.
 pub fn header_credential(headers: &HeaderMap) -> Option<&str> {
     headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()

@@ -2,8 +2,9 @@
 //! a request's `params._delegateos` (§11.3), verified by the gatekeeper's
 //! DCT verification (the pivot model's own verifier, shared with every
 //! protocol whose endpoints are paid with a DCT); its `/revocations`
-//! endpoint for peers and `dgw/tokens/issue`.
+//! endpoint for peers, its JSON-RPC methods (§9) and `dgw/tokens/issue`.
 
+pub mod methods;
 pub mod module;
 
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use serde_json::{json, Map, Value};
 use dgw_core::gatekeeper::{GateError, Gatekeeper};
 use dgw_core::protocol::{
     admitting, Admits, Call, Credentials, Decision, Denial, Grant, HttpAnswer, HttpRequest,
-    Presented, Protocol, ProtocolId,
+    MethodAnswer, Presented, Protocol, ProtocolId,
 };
 
 /// Its name.
@@ -109,27 +110,20 @@ impl Protocol for DelegateOs {
     }
 
     fn methods(&self) -> &'static [&'static str] {
-        &[dgw_core::issuing::METHOD]
+        methods::METHODS
     }
 
-    async fn call_method(
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        methods::ALIASES
+    }
+
+    async fn answer_method(
         &self,
         caller: &dgw_core::caller::Caller,
         method: &str,
-        params: Value,
-    ) -> dgw_core::protocol::MethodResult {
-        if method != dgw_core::issuing::METHOD {
-            return Err(GateError::InvalidParams(format!("{method} is not served")));
-        }
-        let issued = self.issuing.issue(&self.gate, caller, params)?;
-        tracing::info!(
-            tenant = %issued.tenant,
-            delegation = %issued.delegation_id,
-            to = %issued.to,
-            admin = caller.admin_name().unwrap_or_default(),
-            "token issued"
-        );
-        Ok(json!(issued))
+        params: Option<Value>,
+    ) -> Result<MethodAnswer, GateError> {
+        self.answer(caller, method, params).await
     }
 
     async fn serve_http(&self, request: HttpRequest<'_>) -> HttpAnswer {

@@ -16,8 +16,9 @@ pub struct DelegateOsModule;
 pub static MODULE: DelegateOsModule = DelegateOsModule;
 
 /// `[delegateos]`: no keys yet (a key written there is refused by name).
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "DelegateOsSection")]
 struct Section {}
 
 struct Built(Arc<DelegateOs>);
@@ -30,6 +31,10 @@ impl Module for DelegateOsModule {
 
     fn check(&self, document: &Document<'_>, _tenants: &[&str]) -> Result<(), SectionError> {
         section::<Section>(document.text, "delegateos").map(drop)
+    }
+
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> Option<schemars::Schema> {
+        Some(generator.subschema_for::<Section>())
     }
 
     async fn build(

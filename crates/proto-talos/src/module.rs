@@ -33,6 +33,10 @@ impl Module for TalosModule {
         read(document).map(drop)
     }
 
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> Option<schemars::Schema> {
+        Some(generator.subschema_for::<TalosSection>())
+    }
+
     async fn build(
         &self,
         document: &Document<'_>,

@@ -10,7 +10,7 @@
 //! its `dgw <section> …` commands. Config loading, `serve`, reload,
 //! `dgw config check` and the command line iterate the list.
 
-mod command;
+pub mod command;
 mod module;
 mod section;
 

@@ -37,13 +37,13 @@ pub struct Services {
 /// [`Running::stage`], which read it the same way.
 #[async_trait]
 pub trait Module: Send + Sync {
-    /// Its config section's name (`[talos]`), which also names its
+    /// Its config section's name (`[toy]`), which also names its
     /// `dgw <section> …` commands.
     fn section(&self) -> &'static str;
 
     /// Checks its section of the config `document`; `tenants` are the
     /// configured tenants' names (a section naming another is refused).
-    /// Errors name the full key (`talos.issuers[0].tenant`).
+    /// Errors name the full key (`toy.issuers[0].tenant`).
     fn check(&self, document: &Document<'_>, tenants: &[&str]) -> Result<(), SectionError>;
 
     /// Builds it from its section (checked) and the gateway's context.

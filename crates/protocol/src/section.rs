@@ -15,7 +15,7 @@ pub enum SectionError {
     /// key): toml's message, naming the key and the line.
     #[error("{0}")]
     Parse(String),
-    /// `key` (the full key: `talos.issuers[0].tenant`) is refused for `problem`.
+    /// `key` (the full key: `toy.issuers[0].tenant`) is refused for `problem`.
     #[error("`{key}`: {problem}")]
     Invalid { key: String, problem: String },
 }

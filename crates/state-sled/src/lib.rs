@@ -78,8 +78,8 @@ pub fn open(data_dir: &Path, budget: BudgetSettings) -> Result<Stores, StorageEr
 
 /// Trees opened on first use, one per kind or namespace: `<name>/v1` (the
 /// names of the trees that held them before the state seam, so older data
-/// dirs open as they are: `revocations/v1`, `talos_revocations/v1`,
-/// `replay/v1`).
+/// dirs open as they are: `revocations/v1`, a protocol's
+/// `<kind>_revocations/v1`, `replay/v1`). The names are the callers'.
 pub(crate) struct TreesByName {
     storage: Storage,
     trees: std::sync::RwLock<std::collections::HashMap<&'static str, sled::Tree>>,

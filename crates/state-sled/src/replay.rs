@@ -7,8 +7,8 @@ use super::{Storage, TreesByName};
 use crate::Db;
 use dgw_core::state::{ReplayStore, StorageError};
 
-/// The sled [`ReplayStore`]: a tree per namespace (Talos correlation IDs
-/// are in `replay/v1`, as before the state seam).
+/// The sled [`ReplayStore`]: a tree per namespace the protocols name
+/// (`replay/v1` keeps the name it had before the state seam).
 pub struct SledReplay {
     trees: TreesByName,
 }

@@ -52,7 +52,7 @@ impl BudgetKey {
     }
 
     /// The keys of a chain named by `names` under `root`, every level with
-    /// the same `limit` (a Talos capability chain: root issuer, then each
+    /// the same `limit` (a capability chain: root issuer, then each
     /// capability's hash).
     pub fn for_path(root: &str, names: &[String], limit: u64) -> Vec<(BudgetKey, u64)> {
         let mut path = root.to_owned();

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::error::Forbidden;
 use super::{forbidden, ledger_error, GateError, Gatekeeper};
 use crate::budget::{HolderDigest, Settlement};
 use crate::caller::Caller;
+use crate::error::Forbidden;
 use crate::telemetry;
 use crate::trail::TrailEntry;
 use tracing::Instrument;
@@ -180,7 +180,7 @@ impl Gatekeeper {
     }
 
     /// Counts the budgets under `root` (an adapter's budget-key root, such
-    /// as `talos:<issuer DID>`) in `tenant`'s gauges.
+    /// as `<protocol>:<issuer DID>`) in `tenant`'s gauges.
     pub fn add_budget_root(&self, root: String, tenant: String) {
         self.adapter_roots
             .write()

@@ -11,12 +11,12 @@ use delegateos::messages::{CompleteParams, DelegateParams, DelegateResponse};
 use delegateos::{Delegation, DelegationStatus};
 use time::OffsetDateTime;
 
-use super::error::{Conflict, Missing};
 use super::{
     ledger_error, now, AttestationsById, Completion, ContractsById, DecisionEvent, DecisionKind,
     GateError, Gatekeeper,
 };
 use crate::budget::LedgerError;
+use crate::error::{Conflict, Missing};
 use crate::state::ContractPut;
 use crate::telemetry;
 
@@ -24,7 +24,7 @@ use crate::telemetry;
 struct Rejection(String, String);
 
 impl Gatekeeper {
-    /// `delegateos/delegate` (§9.1): accept or reject a delegation, recording it once.
+    /// DelegateOS's delegate (§9.1): accept or reject a delegation, recording it once.
     pub async fn delegate(&self, p: DelegateParams) -> Result<DelegateResponse, GateError> {
         let chain = vec![p.parent_delegation_id.clone(), p.delegation_id.clone()];
         let response = self.decide_delegation(p).await?;
@@ -215,7 +215,7 @@ impl Gatekeeper {
         Ok(Ok(record.id))
     }
 
-    /// `delegateos/complete` (§9.4): verify the attestation against the stored
+    /// DelegateOS's complete (§9.4): verify the attestation against the stored
     /// contract, charge its cost, and close the delegation.
     pub async fn complete(&self, p: CompleteParams) -> Result<Completion, GateError> {
         let delegation = self

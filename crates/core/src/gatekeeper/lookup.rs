@@ -5,9 +5,9 @@
 use delegateos::{DelegationId, PrincipalId, Timestamp};
 use serde::Serialize;
 
-use super::error::{Forbidden, Missing};
 use super::{forbidden, BudgetReport, GateError, Gatekeeper};
 use crate::caller::Caller;
+use crate::error::{Forbidden, Missing};
 use delegateos::DelegationStatus;
 
 /// A recorded delegation as lookups return it: everything but the token,
@@ -100,7 +100,8 @@ impl Gatekeeper {
         })
     }
 
-    /// `delegateos/budget`: spent, reserved and remaining at each level.
+    /// `dgw/budget` (DelegateOS's budget method too): spent, reserved and
+    /// remaining at each level.
     pub async fn budget(
         &self,
         caller: &Caller,

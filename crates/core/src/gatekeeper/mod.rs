@@ -27,7 +27,6 @@ use crate::telemetry;
 
 mod budgets;
 mod decisions;
-pub mod error;
 mod lifecycle;
 mod lookup;
 mod pipeline;
@@ -41,7 +40,7 @@ const TOKEN_CACHE_ENTRIES: usize = 16_384;
 
 pub use crate::protocol::Denial;
 
-pub use error::{Conflict, Forbidden, GateError, Missing};
+pub use crate::error::{Conflict, Forbidden, GateError, Missing};
 
 /// An allowed request: its reservation and scope.
 #[derive(Debug, Clone, Serialize)]

@@ -315,7 +315,8 @@ impl Gatekeeper {
     }
 
     /// Counts a refusal a front made for a protocol before
-    /// any credential was checked (an unknown tool under Talos).
+    /// any credential was checked (an unknown tool, for a protocol that
+    /// audits its refusals).
     pub fn record_refusal(&self, denial: &Denial) {
         telemetry::record_denial(denial.protocol.name, denial.kind.as_str());
     }

@@ -6,16 +6,17 @@
 use delegateos::messages::RevokeParams;
 use delegateos::{DelegationId, DelegationStatus, PrincipalId, RevocationScope};
 
-use super::error::Forbidden;
 use super::{forbidden, now, GateError, Gatekeeper, Revocation};
 use crate::caller::Caller;
+use crate::error::Forbidden;
 use crate::revocations::RevokeError;
 use crate::telemetry;
 
 impl Gatekeeper {
-    /// `delegateos/revoke` (§9.5): record the entry durably; from then on every
-    /// token carrying the block is denied, and the delegations recorded with
-    /// such tokens are marked revoked.
+    /// `dgw/revocations/submit` (DelegateOS's revoke, §9.5):
+    /// record the entry durably; from then on every token carrying the
+    /// block is denied, and the delegations recorded with such tokens are
+    /// marked revoked.
     pub async fn revoke(&self, caller: &Caller, p: RevokeParams) -> Result<Revocation, GateError> {
         let entry = p.revocation;
         self.check_revoker(caller, &entry)?;

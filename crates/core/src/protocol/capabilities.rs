@@ -1,5 +1,5 @@
 //! The authority of a protocol whose credential translates to a set of
-//! DelegateOS capabilities (Talos): a request is permitted when one of them
+//! DelegateOS capabilities: a request is permitted when one of them
 //! grants it, and the budget is the pipeline's.
 
 use delegateos::{AuthorizedScope, Capability, CapabilityRequest, DenialReason, DenialType};

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::{Call, Completed, Decision, Denial, EarlyRefusal, Grant, Protocol};
 use crate::budget::HolderDigest;
-use crate::gatekeeper::error::GateError;
+use crate::error::GateError;
 
 /// A credential as a protocol read it: what its holder presented (the
 /// bytes reservations and sessions are bound to) and the protocol's own
@@ -47,7 +47,7 @@ pub trait Credentials: Protocol + 'static {
     }
 
     /// The prefix of its credentials inside `Authorization: Bearer`
-    /// (Motebit's `motebit:`), for peers that send theirs as bearer tokens;
+    /// (`<protocol>:`), for peers that send theirs as bearer tokens;
     /// a Bearer value no protocol claims stays an administrator's secret.
     fn bearer_prefix(&self) -> Option<&'static str> {
         None
@@ -80,7 +80,7 @@ pub trait Credentials: Protocol + 'static {
     }
 
     /// A request header of its own its credential (or a half of it) may
-    /// travel in on HTTP fronts (Motebit's `Motebit-Delegation`), read by
+    /// travel in on HTTP fronts (`<Protocol>-Delegation`), read by
     /// [`Credentials::read_named_header`] as if the request carried it.
     fn credential_header(&self) -> Option<&'static str> {
         None
@@ -96,7 +96,7 @@ pub trait Credentials: Protocol + 'static {
     }
 
     /// One credential from the two parts of a credential that comes in two
-    /// (Motebit: the bearer token in the header, the delegation in the
+    /// (a bearer token in the header, a delegation in the
     /// request's `_meta` or the session's): `header` as the header's half
     /// was presented (it read once, so it reads again), `carried` as the
     /// request or the session carried it. `None`: they do not combine, and

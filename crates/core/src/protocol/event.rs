@@ -1,5 +1,5 @@
-//! A protocol's own audit events (a purchase, Motebit's grants and
-//! receipts): one JSON line with the protocol, the event and the time,
+//! A protocol's own audit events (a purchase, a grant, a verified
+//! receipt): one JSON line with the protocol, the event and the time,
 //! counted in `dgw_protocol_events_total`, logged under `dgw::audit` and
 //! appended to the audit log.
 
@@ -19,7 +19,7 @@ pub async fn record(
     let mut record = json!({
         "protocol": protocol.name,
         "event": event,
-        "at": crate::gatekeeper::now().1,
+        "at": crate::trail::TrailSlot::now_ms(),
     });
     if let (Some(r), Value::Object(f)) = (record.as_object_mut(), fields) {
         r.extend(f);

@@ -16,6 +16,7 @@ mod credentials;
 mod denial;
 pub mod endpoint;
 pub mod event;
+mod method;
 mod registry;
 
 /// Capability sets as an [`Authority`].
@@ -31,11 +32,12 @@ use serde_json::Value;
 
 use crate::budget::BudgetKey;
 use crate::caller::Caller;
-use crate::gatekeeper::error::GateError;
+use crate::error::GateError;
 
 pub use credentials::{admitting, Admits, Credential, Credentials, Outcome, Presented};
 pub use denial::{Decision, Denial, DenialKind, MALFORMED_CREDENTIAL, MAX_ECHOED_BYTES};
 pub use endpoint::{HttpAnswer, HttpRequest};
+pub use method::{parse_params, MethodAnswer, MethodResult};
 pub use registry::{Found, Registry};
 
 /// A protocol's name, as metrics, audit and `data.protocol` label it
@@ -265,9 +267,6 @@ pub enum Translation {
     },
 }
 
-/// What a protocol answers to a JSON-RPC method it serves.
-pub type MethodResult = Result<Value, GateError>;
-
 /// A delegation protocol, as the gateway registers it: its name, its
 /// credentials job if it has one ([`Protocol::admits`], typed in
 /// [`Credentials`]), what it translates and the services it hosts.
@@ -286,8 +285,8 @@ pub trait Protocol: Send + Sync {
 
     /// An upstream's successful answer to a forwarded call (whoever's
     /// credential it carried), before anything is settled or the caller
-    /// sees it: a protocol whose proofs of work travel in answers (Motebit's
-    /// signed receipts) checks them here, and may add to the result.
+    /// sees it: a protocol whose proofs of work travel in answers (signed
+    /// receipts) checks them here, and may add to the result.
     async fn review(&self, _call: &Call<'_>, _result: &mut Value) -> Review {
         Review::Pass
     }
@@ -298,8 +297,8 @@ pub trait Protocol: Send + Sync {
         Err(Translation::Unsupported("contracts"))
     }
 
-    /// Its receipt or result (a seller's execution receipt, a Motebit
-    /// receipt) as a DelegateOS attestation draft, which the gateway signs.
+    /// Its receipt or result (a seller's execution receipt, an agent's
+    /// signed receipt) as a DelegateOS attestation draft, which the gateway signs.
     fn to_attestation(&self, _receipt: &Value) -> Result<AttestationDraft, Translation> {
         Err(Translation::Unsupported("receipts"))
     }
@@ -320,6 +319,28 @@ pub trait Protocol: Send + Sync {
         Err(GateError::InvalidParams(format!("{method} is not served")))
     }
 
+    /// Answers one of [`Protocol::methods`], as the JSON-RPC front asks:
+    /// [`Protocol::call_method`]'s result (params absent: `{}`), unless
+    /// the protocol's methods refuse or deny of their own.
+    async fn answer_method(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<MethodAnswer, GateError> {
+        let params = params.unwrap_or_else(|| Value::Object(Default::default()));
+        self.call_method(caller, method, params)
+            .await
+            .map(MethodAnswer::Done)
+    }
+
+    /// The names its specification gives methods of the gateway's own, as
+    /// (its name, the gateway's): DelegateOS's settle is
+    /// `dgw/settle`. The front serves them as the gateway's method.
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
     /// The HTTP paths it serves itself (each a prefix of a path segment,
     /// such as `/<protocol>/v0`), besides the gateway's own.
     fn http_paths(&self) -> &'static [&'static str] {
@@ -331,8 +352,8 @@ pub trait Protocol: Send + Sync {
         HttpAnswer::not_found()
     }
 
-    /// MCP tools it serves itself beside the upstreams' (Motebit's
-    /// `motebit_identity`), as `tools/list` gives them. They are open:
+    /// MCP tools it serves itself beside the upstreams' (an identity
+    /// card), as `tools/list` gives them. They are open:
     /// anyone may call them, so they reveal only what is public. An
     /// upstream's tool of the same name is not offered.
     fn tools(&self) -> Vec<Value> {

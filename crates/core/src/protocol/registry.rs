@@ -47,6 +47,12 @@ fn tool_names(protocol: &dyn Protocol) -> Vec<String> {
         .collect()
 }
 
+/// The JSON-RPC names `protocol` answers to: its methods and its aliases.
+fn method_names(protocol: &dyn Protocol) -> impl Iterator<Item = &'static str> {
+    let aliases = protocol.aliases().iter().map(|(name, _)| *name);
+    protocol.methods().iter().copied().chain(aliases)
+}
+
 impl Registry {
     /// Adds a protocol. Two protocols may not share a name, a scheme or an
     /// envelope prefix: which one a request carries must be unambiguous.
@@ -73,6 +79,8 @@ impl Registry {
         let clash = |other: &Arc<dyn Protocol>| {
             other.id().name == id.name
                 || credential_clash(other)
+                || method_names(protocol.as_ref())
+                    .any(|m| method_names(other.as_ref()).any(|o| o == m))
                 || tool_names(protocol.as_ref())
                     .iter()
                     .any(|t| tool_names(other.as_ref()).contains(t))
@@ -86,7 +94,7 @@ impl Registry {
         };
         if let Some(other) = self.protocols.iter().find(|p| clash(p)) {
             return Err(format!(
-                "protocol {id} clashes with {} (name, scheme, bearer prefix, envelope prefix, tool or HTTP path)",
+                "protocol {id} clashes with {} (name, scheme, bearer prefix, envelope prefix, JSON-RPC method, tool or HTTP path)",
                 other.id()
             ));
         }
@@ -115,6 +123,26 @@ impl Registry {
         self.protocols
             .iter()
             .find(|p| p.methods().contains(&method))
+    }
+
+    /// The gateway's method a protocol's alias names (DelegateOS's settle:
+    /// `dgw/settle`).
+    pub fn alias_of(&self, method: &str) -> Option<&'static str> {
+        self.protocols.iter().find_map(|p| {
+            p.aliases()
+                .iter()
+                .find(|(name, _)| *name == method)
+                .map(|(_, gateway)| *gateway)
+        })
+    }
+
+    /// Every JSON-RPC name the protocols answer to (their methods and
+    /// aliases), for the series counted by method.
+    pub fn method_names(&self) -> Vec<&'static str> {
+        self.protocols
+            .iter()
+            .flat_map(|p| method_names(p.as_ref()))
+            .collect()
     }
 
     /// The MCP tools the protocols serve themselves.
@@ -294,7 +322,7 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::gatekeeper::GateError;
+    use crate::error::GateError;
     use crate::protocol::{admitting, Call, Credentials, Decision, Grant, Presented};
 
     /// A protocol whose credentials travel as `Bearer <prefix>…`, in two
@@ -352,6 +380,61 @@ mod tests {
         title: "B",
         denial_message: None,
     };
+
+    /// A protocol with JSON-RPC methods and aliases only.
+    struct Named(
+        &'static ProtocolInfo,
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+    );
+
+    #[async_trait]
+    impl Protocol for Named {
+        fn id(&self) -> ProtocolId {
+            ProtocolId::new(self.0)
+        }
+        fn methods(&self) -> &'static [&'static str] {
+            self.1
+        }
+        fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+            self.2
+        }
+    }
+
+    #[test]
+    fn an_alias_names_the_gateways_method_and_no_two_protocols_share_a_name() {
+        let mut r = Registry::default();
+        r.register(Arc::new(Named(
+            &A,
+            &["a/own"],
+            &[("a/settle", "dgw/settle")],
+        )))
+        .unwrap();
+        assert_eq!(r.alias_of("a/settle"), Some("dgw/settle"));
+        assert_eq!(r.alias_of("dgw/settle"), None);
+        assert_eq!(r.alias_of("a/own"), None);
+        assert_eq!(r.method_names(), vec!["a/own", "a/settle"]);
+        // Another protocol's method or alias under a taken name is refused,
+        // whichever kind either is.
+        for (methods, aliases) in [
+            (&["a/settle"] as &[&str], &[] as &[(&str, &str)]),
+            (&[], &[("a/own", "dgw/budget")]),
+            (&[], &[("a/settle", "dgw/release")]),
+        ] {
+            let e = r
+                .register(Arc::new(Named(&B, methods, aliases)))
+                .unwrap_err();
+            assert!(e.contains("JSON-RPC method"), "{e}");
+        }
+        r.register(Arc::new(Named(
+            &B,
+            &["b/own"],
+            &[("b/settle", "dgw/settle")],
+        )))
+        .unwrap();
+        assert_eq!(r.alias_of("b/settle"), Some("dgw/settle"));
+        assert_eq!(r.serving("b/own").map(|p| p.id().name), Some("b"));
+    }
 
     #[test]
     fn bearer_values_belong_to_a_protocol_only_under_its_prefix() {

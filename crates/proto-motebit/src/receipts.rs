@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::pins::PinError;
 use super::{now_ms, Motebit};
-use crate::protocol::{Call, Review};
+use dgw_core::protocol::{Call, Review};
 
 /// Where the root attestation's ID is added to a result.
 pub const ATTESTATION_META: &str = "dgw/attestation";
@@ -152,7 +152,7 @@ impl Motebit {
             contract_id: &contract_id,
             delegation_id: &delegation_id,
             cost_microcents: call.cost_microcents,
-            created_at: crate::gatekeeper::now().0,
+            created_at: dgw_core::gatekeeper::now().0,
         };
         let attestations =
             translate::receipt_to_attestations(&parsed, &report, &self.key, &context)?;
@@ -163,7 +163,7 @@ impl Motebit {
             .last()
             .map(|a| a.id.to_string())
             .unwrap_or_default();
-        crate::telemetry::record_protocol_settled(super::ID.name, call.cost_microcents);
+        dgw_core::telemetry::record_protocol_settled(super::ID.name, call.cost_microcents);
         self.audit(
             "receipt_attested",
             json!({"tool": call.tool, "task_id": parsed.task_id,

@@ -3,7 +3,8 @@
 //! 0400 or 0440), else the `DGW_ADMIN_TOKEN` environment variable; never
 //! an argument, which would show in `ps`. Without either the call goes
 //! without a secret (a loopback listener with no admin tokens configured
-//! may still answer the methods that read).
+//! may still answer the methods that read). The binary's commands and
+//! every module's share it.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,14 +12,14 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::{print_json, CliError, Outcome};
+use super::{print_json, CommandError, Exit};
 
 /// The environment variable an admin command reads its secret from.
 pub const ADMIN_TOKEN_ENV: &str = "DGW_ADMIN_TOKEN";
 
 /// Where an admin command finds its secret.
 #[derive(Debug, Args)]
-pub(crate) struct AdminAuth {
+pub struct AdminAuth {
     /// A file holding the admin secret (0600, 0400 or 0440); default: the
     /// DGW_ADMIN_TOKEN environment variable.
     #[arg(long = "admin-token-file", value_name = "FILE")]
@@ -27,13 +28,13 @@ pub(crate) struct AdminAuth {
 
 impl AdminAuth {
     /// The secret, from the file or the environment.
-    fn secret(&self) -> Result<Option<String>, CliError> {
+    fn secret(&self) -> Result<Option<String>, CommandError> {
         if let Some(path) = &self.admin_token_file {
-            let secret = crate::mcp::secret::Secret::from_file(path)
-                .map_err(|e| CliError::Usage(format!("--admin-token-file: {e}")))?;
+            let secret = dgw_net::secret::Secret::from_file(path)
+                .map_err(|e| CommandError(format!("--admin-token-file: {e}")))?;
             let text = secret.expose().trim().to_owned();
             if text.is_empty() {
-                return Err(CliError::Usage(format!(
+                return Err(CommandError(format!(
                     "--admin-token-file: {} is empty",
                     path.display()
                 )));
@@ -49,32 +50,32 @@ impl AdminAuth {
 
 /// Calls `method` at `gateway` (a `/rpc` URL) and returns the whole
 /// JSON-RPC answer; an unreachable gateway is a usage error.
-pub(crate) fn call(
+pub fn call(
     auth: &AdminAuth,
     gateway: &str,
     method: &str,
     params: Value,
-) -> Result<Value, CliError> {
+) -> Result<Value, CommandError> {
     let secret = auth.secret()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Usage(format!("cannot start the runtime: {e}")))?;
+        .map_err(|e| CommandError(format!("cannot start the runtime: {e}")))?;
     let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let client = crate::outbound::JsonClient::new(Duration::from_secs(10));
+    let client = dgw_net::outbound::JsonClient::new(Duration::from_secs(10));
     runtime
         .block_on(client.post(gateway, &request, secret.as_deref()))
         .map_err(|e| match e {
-            crate::outbound::OutboundError::Status(401) => CliError::Usage(format!(
+            dgw_net::outbound::OutboundError::Status(401) => CommandError(format!(
                 "the gateway at {gateway} refused the admin secret (401): its [[admin.tokens]] does not list it; `dgw admin-token new` prints a secret and its entry for the config, which a reload applies"
             )),
-            e => CliError::Usage(format!("the gateway at {gateway}: {e}")),
+            e => CommandError(format!("the gateway at {gateway}: {e}")),
         })
 }
 
 /// An error answer's message, for the operator: its message, and its
 /// `data.type` and `data.detail` when it has them.
-pub(crate) fn message(error: &Value) -> String {
+pub fn message(error: &Value) -> String {
     let text = error
         .get("message")
         .and_then(Value::as_str)
@@ -97,24 +98,24 @@ pub(crate) fn message(error: &Value) -> String {
 
 /// One admin call whose result is printed (exit 0), or whose error is
 /// printed on stdout and said on stderr (exit 1; unreachable: 2).
-pub(crate) fn run(
+pub fn run(
     auth: &AdminAuth,
     gateway: &str,
     method: &str,
     params: Value,
-) -> Result<Outcome, CliError> {
+) -> Result<Exit, CommandError> {
     let answer = call(auth, gateway, method, params)?;
     match (answer.get("result"), answer.get("error")) {
         (Some(result), _) => {
             print_json(result);
-            Ok(Outcome::Success)
+            Ok(Exit::Success)
         }
         (None, Some(error)) => {
             eprintln!("dgw: {method} refused: {}", message(error));
             print_json(error);
-            Ok(Outcome::Negative)
+            Ok(Exit::Negative)
         }
-        _ => Err(CliError::Usage(format!(
+        _ => Err(CommandError(format!(
             "the gateway at {gateway} answered no JSON-RPC result"
         ))),
     }

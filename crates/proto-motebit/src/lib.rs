@@ -30,17 +30,17 @@ use motebit::token::{self, DelegationToken, StandingDelegation};
 use motebit::{Failure, Reason};
 use serde_json::{json, Map, Value};
 
-use crate::budget::BudgetKey;
-use crate::caller::Caller;
-use crate::gatekeeper::GateError;
-use crate::protocol::capabilities::Capabilities;
-use crate::protocol::Review;
-use crate::protocol::{
+use dgw_core::budget::BudgetKey;
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::GateError;
+use dgw_core::protocol::capabilities::Capabilities;
+use dgw_core::protocol::Review;
+use dgw_core::protocol::{
     admitting, Admits, Call, Completed, Credentials, Decision, Denial, Grant, MethodResult,
     Presented, Protocol, ProtocolId, ProtocolInfo,
 };
-use crate::revocations::Revocations;
-use crate::state::{AuditSink, DelegationStore, ReplayStore, StorageError};
+use dgw_core::revocations::Revocations;
+use dgw_core::state::{AuditSink, DelegationStore, ReplayStore, StorageError};
 
 pub use config::{Delegator, MotebitConfig, RawMotebit};
 use pins::Pins;
@@ -118,7 +118,7 @@ pub struct Granted {
 }
 
 fn now_ms() -> u64 {
-    crate::gatekeeper::now().1
+    dgw_core::gatekeeper::now().1
 }
 
 fn denial(f: &Failure) -> Denial {
@@ -132,7 +132,10 @@ fn token_name(t: &DelegationToken) -> String {
 
 impl Motebit {
     /// The protocol; loads its revocations.
-    pub async fn new(config: MotebitConfig, state: super::Services) -> Result<Self, StorageError> {
+    pub async fn new(
+        config: MotebitConfig,
+        state: dgw_protocol::Services,
+    ) -> Result<Self, StorageError> {
         state.revocations.track(REVOCATIONS).await?;
         Ok(Self {
             config: arc_swap::ArcSwap::from_pointee(config),
@@ -153,7 +156,7 @@ impl Motebit {
 
     /// Appends an audit event and counts it.
     async fn audit(&self, event: &'static str, fields: Value) {
-        crate::protocol::event::record(self.audit.as_ref(), ID, event, fields).await;
+        dgw_core::protocol::event::record(self.audit.as_ref(), ID, event, fields).await;
     }
 
     /// Records a `jti` as used: once per MCP session (the reference client
@@ -550,9 +553,9 @@ impl Protocol for Motebit {
     fn receipt_of(
         &self,
         attestation: &delegateos::Attestation,
-    ) -> Result<Value, crate::protocol::Translation> {
+    ) -> Result<Value, dgw_core::protocol::Translation> {
         motebit::translate::attestation_to_receipt(attestation, &self.key).map_err(|f| {
-            crate::protocol::Translation::Invalid {
+            dgw_core::protocol::Translation::Invalid {
                 reason: f.reason.as_str(),
                 detail: f.detail,
             }
@@ -585,9 +588,9 @@ impl Protocol for Motebit {
         &self,
         name: &str,
         _arguments: &Value,
-    ) -> Result<Value, crate::protocol::Translation> {
+    ) -> Result<Value, dgw_core::protocol::Translation> {
         if name != IDENTITY_TOOL {
-            return Err(crate::protocol::Translation::Invalid {
+            return Err(dgw_core::protocol::Translation::Invalid {
                 reason: "unknown_tool",
                 detail: format!("{name} is not served"),
             });

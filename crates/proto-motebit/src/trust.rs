@@ -2,7 +2,7 @@
 //! root is a configured delegator (id and key), and none of its tokens or
 //! grants is revoked. Every call checks it ([`Motebit::check`]), and so
 //! does an MCP session opened with the chain, at `initialize` and once
-//! after each reload ([`crate::protocol::Protocol::standing`]): a session
+//! after each reload ([`dgw_core::protocol::Protocol::standing`]): a session
 //! must not outlive the delegator a reload removed (issue 30).
 
 use motebit::token::DelegationToken;

@@ -4,9 +4,10 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
+use dgw_protocol::command::admin::{self, AdminAuth};
+use dgw_protocol::command::{print_json, read_file, CommandError, Exit};
+
 use super::inspect;
-use crate::cli::admin_call::{self, AdminAuth};
-use crate::cli::{print_json, read_file, CliError, Outcome};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum MotebitCommand {
@@ -53,11 +54,11 @@ pub(crate) enum MotebitCommand {
     },
 }
 
-fn unreadable(f: motebit::Failure) -> CliError {
-    CliError::Usage(f.to_string())
+fn unreadable(f: motebit::Failure) -> CommandError {
+    CommandError(f.to_string())
 }
 
-fn read_json(path: &str, what: &str) -> Result<Value, CliError> {
+fn read_json(path: &str, what: &str) -> Result<Value, CommandError> {
     motebit::token::parse_value(&read_file(path, what)?).map_err(unreadable)
 }
 
@@ -65,7 +66,7 @@ fn now_ms() -> f64 {
     (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as f64
 }
 
-pub(crate) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
+pub(crate) fn run(cmd: MotebitCommand) -> Result<Exit, CommandError> {
     match cmd {
         MotebitCommand::Verify { file, known_keys } => {
             let artifact = read_json(&file, "the artifact")?;
@@ -77,11 +78,7 @@ pub(crate) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
             };
             let (ok, report) = inspect::verify(&artifact, &known, now_ms()).map_err(unreadable)?;
             print_json(&report);
-            Ok(if ok {
-                Outcome::Success
-            } else {
-                Outcome::Negative
-            })
+            Ok(if ok { Exit::Success } else { Exit::Negative })
         }
         MotebitCommand::Verdict { file } => {
             let input = read_json(&file, "the artifact")?;
@@ -89,9 +86,9 @@ pub(crate) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
             print_json(&verdict.to_json());
             Ok(
                 if verdict.integrity == motebit::verdict::Integrity::Verified {
-                    Outcome::Success
+                    Exit::Success
                 } else {
-                    Outcome::Negative
+                    Exit::Negative
                 },
             )
         }
@@ -100,7 +97,7 @@ pub(crate) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
             gateway,
             motebit_id,
             public_key,
-        } => admin_call::run(
+        } => admin::run(
             &auth,
             &gateway,
             "motebit/pin",
@@ -110,7 +107,7 @@ pub(crate) fn run(cmd: MotebitCommand) -> Result<Outcome, CliError> {
             auth,
             gateway,
             motebit_id,
-        } => admin_call::run(
+        } => admin::run(
             &auth,
             &gateway,
             "motebit/unpin",

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{inspect, now_ms, Motebit, REVOCATIONS};
-use crate::caller::Caller;
-use crate::gatekeeper::{Forbidden, GateError};
-use crate::protocol::MethodResult;
+use dgw_core::caller::Caller;
+use dgw_core::gatekeeper::{Forbidden, GateError};
+use dgw_core::protocol::MethodResult;
 
 fn invalid(e: impl std::fmt::Display) -> GateError {
     GateError::InvalidParams(format!("invalid params: {e}"))
@@ -234,7 +234,7 @@ async fn revoke(m: &Motebit, caller: &Caller, params: Value) -> MethodResult {
         }
     };
     let newly = m.revocations.add_name(REVOCATIONS, &name, record).await?;
-    crate::telemetry::record_revocation();
+    dgw_core::telemetry::record_revocation();
     m.audit("revoke", json!({"revoked": name, "by": by})).await;
     Ok(json!({"revoked": name, "newlyRecorded": newly}))
 }
@@ -252,7 +252,7 @@ async fn attestation(m: &Motebit, params: Value) -> MethodResult {
     match m.delegations.attestation(&id).await? {
         Some(a) => Ok(serde_json::to_value(a).map_err(invalid)?),
         None => Err(GateError::NotFound {
-            kind: crate::gatekeeper::Missing::Attestation,
+            kind: dgw_core::gatekeeper::Missing::Attestation,
             id: p.id,
         }),
     }
@@ -268,7 +268,7 @@ struct ReceiptParams {
 /// signed by the gateway (so a Motebit delegator can verify the work of a
 /// DelegateOS agent the gateway brokered).
 async fn receipt(m: &Motebit, params: Value) -> MethodResult {
-    use crate::protocol::Protocol;
+    use dgw_core::protocol::Protocol;
     let p: ReceiptParams = serde_json::from_value(params).map_err(invalid)?;
     let a: delegateos::Attestation = serde_json::from_value(p.attestation).map_err(invalid)?;
     let body = delegateos::signing::without_signature(&a).map_err(invalid)?;

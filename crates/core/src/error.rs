@@ -1,4 +1,6 @@
-//! What the pipeline reports besides an authorization denial.
+//! What the pipeline and the protocols' methods report besides an
+//! authorization denial. A module of its own, beside `gatekeeper` and
+//! `protocol`, which both use it (neither uses the other through it).
 
 use crate::state::StorageError;
 use crate::telemetry::Outcome;

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Set once standard output could not be written: later output is dropped.
 static CLOSED: AtomicBool = AtomicBool::new(false);
 
-/// Writes one line to standard output (see [`say!`]).
-pub(crate) fn line(args: fmt::Arguments<'_>) {
+/// Writes one line to standard output (see [`say!`](crate::say)).
+pub fn line(args: fmt::Arguments<'_>) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
     }
@@ -28,9 +28,17 @@ pub(crate) fn line(args: fmt::Arguments<'_>) {
 }
 
 /// `println!` for command output: quiet on a closed pipe.
+#[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {
-        $crate::cli::output::line(format_args!($($arg)*))
+        $crate::command::output::line(format_args!($($arg)*))
     };
 }
-pub(crate) use say;
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json(value: &impl serde::Serialize) {
+    crate::say!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("CLI output always serializes")
+    );
+}
