@@ -27,10 +27,10 @@ pub fn export(protocols: &Registry, grpc: bool, upstreams: &[&str]) {
     mcp.extend(crate::mcp::proxy::DATA_METHODS);
     mcp.push("other");
     let http: Vec<&str> = protocols
-        .all()
+        .hosting()
         .iter()
-        .filter(|p| !p.http_paths().is_empty())
-        .map(|p| p.id().name)
+        .filter(|h| !h.http_paths().is_empty())
+        .map(|h| h.id.name)
         .collect();
     let mut fronts = vec![("jsonrpc", jsonrpc), ("mcp", mcp), ("http", http)];
     if grpc {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use delegate_gateway::caller::Caller;
 use delegate_gateway::gatekeeper::{GateError, Gatekeeper};
-use delegate_gateway::protocol::Protocol;
+use delegate_gateway::protocol::Hosts;
 use delegate_gateway::revocations::Revocations;
 use delegate_gateway::state::{
     self, BudgetSettings, ContractPut, DelegationStore, RevocationRecord, RevocationStore,

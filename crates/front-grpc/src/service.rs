@@ -603,7 +603,7 @@ impl DelegationGateway for GrpcFront {
             let answer = protocol
                 .answer_method(&caller, &r.method, Some(params))
                 .await
-                .map_err(|e| (status::protocol_error(protocol.id().name, &e), e.outcome()))?;
+                .map_err(|e| (status::protocol_error(protocol.id.name, &e), e.outcome()))?;
             let (result, outcome) = match answer {
                 MethodAnswer::Done(v) => (v, Outcome::Ok),
                 MethodAnswer::Refused(v) => (v, Outcome::Denied),

@@ -1,6 +1,6 @@
 //! The HTTP listener: JSON-RPC at `POST /rpc`, `GET /metrics`, `GET /healthz`,
 //! `GET /readyz`, the OAuth protected resource metadata under `[oauth]`,
-//! the paths protocols serve themselves (`Protocol::http_paths`), and the
+//! the paths protocols serve themselves (`Hosts::http_paths`), and the
 //! operator console under `/ui` when one is mounted ([`Ui`]); body size
 //! and time limits; graceful shutdown.
 
@@ -31,7 +31,7 @@ use tokio::net::TcpListener;
 use dgw_core::caller::Authenticator;
 use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::Gatekeeper;
-use dgw_core::protocol::{HttpRequest, Protocol, Registry};
+use dgw_core::protocol::{Hosted, HttpRequest, Registry};
 use dgw_core::telemetry::Outcome;
 use dgw_front_jsonrpc::{auth_error, JsonRpc, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
 use dgw_front_mcp::sse::EventBody;
@@ -323,11 +323,7 @@ impl HttpFront {
     /// the caller's admin standing established (a header that is not an
     /// administrator's leaves it anonymous: the protocol may take it as its
     /// own credential), then the protocol's answer.
-    async fn protocol_endpoint(
-        &self,
-        protocol: Arc<dyn Protocol>,
-        req: Request<Incoming>,
-    ) -> Response<Body> {
+    async fn protocol_endpoint(&self, protocol: Hosted, req: Request<Incoming>) -> Response<Body> {
         self.limited(async {
             let (parts, body) = req.into_parts();
             let authorization = parts.headers.get(AUTHORIZATION);
@@ -351,7 +347,7 @@ impl HttpFront {
             let authorization = authorization
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            let name = protocol.id().name;
+            let name = protocol.id.name;
             let task = dgw_core::run_to_end::run_to_end(async move {
                 protocol
                     .serve_http(HttpRequest {

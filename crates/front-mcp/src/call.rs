@@ -214,7 +214,7 @@ impl McpProxy {
             // A protocol's own tool: open, answered by dgw.
             Some((name, protocol)) => {
                 record.labels = CallLabels {
-                    protocol: protocol.id().name,
+                    protocol: protocol.id.name,
                     target: Target::Served(name.to_owned()),
                 };
                 let arguments = params

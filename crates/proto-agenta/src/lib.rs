@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::{GateError, Gatekeeper};
 use dgw_core::protocol::{
-    HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo,
+    Hosts, HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo,
 };
 use dgw_core::state::{AuditSink, DelegationStore};
 
@@ -262,6 +262,24 @@ impl Protocol for Agenta {
         ID
     }
 
+    /// Requests past their deadline become `expired` (their reservation
+    /// released), final requests whose reservation a crash left open are
+    /// settled or released, what the retention is over for is forgotten,
+    /// and the stored-bytes gauges are set.
+    async fn sweep(&self) {
+        if let Err(r) = self.expire_and_finish().await {
+            tracing::error!(error = %r, "sweeping Agenta requests failed");
+        }
+        self.keep_within_retention().await;
+    }
+
+    fn hosts(self: Arc<Self>) -> Option<Arc<dyn Hosts>> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Hosts for Agenta {
     fn http_paths(&self) -> &'static [&'static str] {
         PATHS
     }
@@ -341,16 +359,5 @@ impl Protocol for Agenta {
             }),
             Err(r) => Err(self.refused(r).into_gate_error()),
         }
-    }
-
-    /// Requests past their deadline become `expired` (their reservation
-    /// released), final requests whose reservation a crash left open are
-    /// settled or released, what the retention is over for is forgotten,
-    /// and the stored-bytes gauges are set.
-    async fn sweep(&self) {
-        if let Err(r) = self.expire_and_finish().await {
-            tracing::error!(error = %r, "sweeping Agenta requests failed");
-        }
-        self.keep_within_retention().await;
     }
 }

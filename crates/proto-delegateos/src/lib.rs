@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use dgw_core::gatekeeper::{GateError, Gatekeeper};
 use dgw_core::protocol::{
-    admitting, Admits, Call, Credentials, Decision, Denial, Grant, HttpAnswer, HttpRequest,
+    admitting, Admits, Call, Credentials, Decision, Denial, Grant, Hosts, HttpAnswer, HttpRequest,
     MethodAnswer, Presented, Protocol, ProtocolId,
 };
 
@@ -99,12 +99,22 @@ impl DelegateOs {
     }
 }
 
-#[async_trait]
 impl Protocol for DelegateOs {
     fn id(&self) -> ProtocolId {
         ID
     }
 
+    fn admits(self: Arc<Self>) -> Option<Arc<dyn Admits>> {
+        Some(admitting(self))
+    }
+
+    fn hosts(self: Arc<Self>) -> Option<Arc<dyn Hosts>> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Hosts for DelegateOs {
     fn http_paths(&self) -> &'static [&'static str] {
         &["/revocations"]
     }
@@ -132,10 +142,6 @@ impl Protocol for DelegateOs {
         } else {
             HttpAnswer::not_found()
         }
-    }
-
-    fn admits(self: Arc<Self>) -> Option<Arc<dyn Admits>> {
-        Some(admitting(self))
     }
 }
 

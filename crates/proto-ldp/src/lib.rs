@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::Gatekeeper;
 use dgw_core::protocol::{
-    HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo,
+    Hosts, HttpAnswer, HttpRequest, MethodResult, Protocol, ProtocolId, ProtocolInfo,
 };
 use dgw_core::state::{AuditSink, DelegationStore, ReplayStore};
 use dgw_net::outbound::JsonClient;
@@ -192,6 +192,25 @@ impl Protocol for Ldp {
         ID
     }
 
+    fn budget_roots(&self) -> Vec<(String, String)> {
+        self.config
+            .domains
+            .iter()
+            .map(|d| (payer::domain_root(&d.name), d.tenant.clone()))
+            .collect()
+    }
+
+    async fn sweep(&self) {
+        self.expire_sessions().await;
+    }
+
+    fn hosts(self: Arc<Self>) -> Option<Arc<dyn Hosts>> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Hosts for Ldp {
     fn http_paths(&self) -> &'static [&'static str] {
         PATHS
     }
@@ -206,17 +225,5 @@ impl Protocol for Ldp {
 
     async fn call_method(&self, caller: &Caller, method: &str, params: Value) -> MethodResult {
         methods::call(self, caller, method, params).await
-    }
-
-    fn budget_roots(&self) -> Vec<(String, String)> {
-        self.config
-            .domains
-            .iter()
-            .map(|d| (payer::domain_root(&d.name), d.tenant.clone()))
-            .collect()
-    }
-
-    async fn sweep(&self) {
-        self.expire_sessions().await;
     }
 }

@@ -36,8 +36,8 @@ use dgw_core::gatekeeper::GateError;
 use dgw_core::protocol::capabilities::Capabilities;
 use dgw_core::protocol::Review;
 use dgw_core::protocol::{
-    admitting, Admits, Call, Completed, Credentials, Decision, Denial, Grant, MethodResult,
-    Presented, Protocol, ProtocolId, ProtocolInfo,
+    admitting, Admits, Call, Completed, Credentials, Decision, Denial, Grant, Hosts, MethodResult,
+    Presented, Protocol, ProtocolId, ProtocolInfo, Translates,
 };
 use dgw_core::revocations::Revocations;
 use dgw_core::state::{AuditSink, DelegationStore, ReplayStore, StorageError};
@@ -550,6 +550,32 @@ impl Protocol for Motebit {
         self.review_answer(call, result).await
     }
 
+    fn budget_roots(&self) -> Vec<(String, String)> {
+        self.config
+            .load()
+            .delegators
+            .iter()
+            .map(|d| (budget_root(&d.motebit_id), d.tenant.clone()))
+            .collect()
+    }
+
+    async fn sweep(&self) {
+        let now = (now_ms() / 1000) as i64;
+        if let Err(e) = self.replay.sweep(now).await {
+            tracing::error!(error = %e, "sweeping the replay store failed");
+        }
+    }
+
+    fn translates(self: Arc<Self>) -> Option<Arc<dyn Translates>> {
+        Some(self)
+    }
+
+    fn hosts(self: Arc<Self>) -> Option<Arc<dyn Hosts>> {
+        Some(self)
+    }
+}
+
+impl Translates for Motebit {
     fn receipt_of(
         &self,
         attestation: &delegateos::Attestation,
@@ -561,7 +587,10 @@ impl Protocol for Motebit {
             }
         })
     }
+}
 
+#[async_trait]
+impl Hosts for Motebit {
     fn methods(&self) -> &'static [&'static str] {
         METHODS
     }
@@ -605,21 +634,5 @@ impl Protocol for Motebit {
         Ok(
             json!({"content": [{"type": "text", "text": identity_text(&identity, &motebit_id, &public_key)}]}),
         )
-    }
-
-    fn budget_roots(&self) -> Vec<(String, String)> {
-        self.config
-            .load()
-            .delegators
-            .iter()
-            .map(|d| (budget_root(&d.motebit_id), d.tenant.clone()))
-            .collect()
-    }
-
-    async fn sweep(&self) {
-        let now = (now_ms() / 1000) as i64;
-        if let Err(e) = self.replay.sweep(now).await {
-            tracing::error!(error = %e, "sweeping the replay store failed");
-        }
     }
 }

@@ -268,7 +268,7 @@ struct ReceiptParams {
 /// signed by the gateway (so a Motebit delegator can verify the work of a
 /// DelegateOS agent the gateway brokered).
 async fn receipt(m: &Motebit, params: Value) -> MethodResult {
-    use dgw_core::protocol::Protocol;
+    use dgw_core::protocol::Translates;
     let p: ReceiptParams = serde_json::from_value(params).map_err(invalid)?;
     let a: delegateos::Attestation = serde_json::from_value(p.attestation).map_err(invalid)?;
     let body = delegateos::signing::without_signature(&a).map_err(invalid)?;

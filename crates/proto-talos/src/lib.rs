@@ -27,7 +27,7 @@ use dgw_core::caller::Caller;
 use dgw_core::gatekeeper::GateError;
 use dgw_core::protocol::capabilities::Capabilities;
 use dgw_core::protocol::{
-    admitting, Admits, Call, Completed, Credentials, Decision, Denial, EarlyRefusal, Grant,
+    admitting, Admits, Call, Completed, Credentials, Decision, Denial, EarlyRefusal, Grant, Hosts,
     MethodResult, Presented, Protocol, ProtocolId, ProtocolInfo,
 };
 use dgw_core::revocations::Revocations;
@@ -615,6 +615,28 @@ impl Protocol for Talos {
         Some(admitting(self))
     }
 
+    fn budget_roots(&self) -> Vec<(String, String)> {
+        self.trust
+            .load()
+            .settings
+            .values()
+            .map(|i| (budget_root(&i.did), i.tenant.clone()))
+            .collect()
+    }
+
+    async fn sweep(&self) {
+        if let Err(e) = self.replay.sweep(now_secs()).await {
+            tracing::error!(error = %e, "sweeping the replay store failed");
+        }
+    }
+
+    fn hosts(self: Arc<Self>) -> Option<Arc<dyn Hosts>> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Hosts for Talos {
     fn methods(&self) -> &'static [&'static str] {
         &["talos/revoke"]
     }
@@ -641,20 +663,5 @@ impl Protocol for Talos {
             }
         };
         Ok(json!({"revoked": name, "newlyRecorded": newly}))
-    }
-
-    fn budget_roots(&self) -> Vec<(String, String)> {
-        self.trust
-            .load()
-            .settings
-            .values()
-            .map(|i| (budget_root(&i.did), i.tenant.clone()))
-            .collect()
-    }
-
-    async fn sweep(&self) {
-        if let Err(e) = self.replay.sweep(now_secs()).await {
-            tracing::error!(error = %e, "sweeping the replay store failed");
-        }
     }
 }

@@ -16,8 +16,10 @@ mod credentials;
 mod denial;
 pub mod endpoint;
 pub mod event;
+mod hosts;
 mod method;
 mod registry;
+mod translates;
 
 /// Capability sets as an [`Authority`].
 pub mod capabilities;
@@ -25,20 +27,18 @@ pub mod capabilities;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use delegateos::attestation::{Attestation, AttestationDraft};
-use delegateos::contract::ContractDraft;
 use delegateos::{AuthorizedScope, CapabilityRequest, DenialReason};
 use serde_json::Value;
 
 use crate::budget::BudgetKey;
-use crate::caller::Caller;
-use crate::error::GateError;
 
 pub use credentials::{admitting, Admits, Credential, Credentials, Outcome, Presented};
 pub use denial::{Decision, Denial, DenialKind, MALFORMED_CREDENTIAL, MAX_ECHOED_BYTES};
 pub use endpoint::{HttpAnswer, HttpRequest};
+pub use hosts::{Hosted, Hosts};
 pub use method::{parse_params, MethodAnswer, MethodResult};
 pub use registry::{Found, Registry};
+pub use translates::{Translates, Translation};
 
 /// A protocol's name, as metrics, audit and `data.protocol` label it
 /// (`delegateos`), and as people read it (`DelegateOS`).
@@ -252,24 +252,10 @@ pub enum EarlyRefusal {
     UnmappedTool,
 }
 
-/// Why a protocol message could not be translated.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Translation {
-    /// The protocol has no such messages.
-    #[error("this protocol has no {0} to translate")]
-    Unsupported(&'static str),
-    /// The message is not valid in its protocol: the reason, as its
-    /// specification names it, and where.
-    #[error("{reason}: {detail}")]
-    Invalid {
-        reason: &'static str,
-        detail: String,
-    },
-}
-
-/// A delegation protocol, as the gateway registers it: its name, its
-/// credentials job if it has one ([`Protocol::admits`], typed in
-/// [`Credentials`]), what it translates and the services it hosts.
+/// A delegation protocol, as the gateway registers it: its name and the
+/// jobs it has, each a trait of its own it implements only if it has that
+/// job: credentials ([`Protocol::admits`], typed in [`Credentials`]),
+/// translation ([`Translates`]) and hosting ([`Hosts`]).
 #[async_trait]
 pub trait Protocol: Send + Sync {
     /// Its name.
@@ -291,81 +277,18 @@ pub trait Protocol: Send + Sync {
         Review::Pass
     }
 
-    /// Its task or offer (an offer it brokers, a delegated task) as a DelegateOS
-    /// contract draft, which the gateway signs and records.
-    fn to_contract(&self, _task: &Value) -> Result<ContractDraft, Translation> {
-        Err(Translation::Unsupported("contracts"))
+    /// Its translation job, when it translates its messages to DelegateOS
+    /// contracts and attestations: `Some(self)` from a protocol
+    /// implementing [`Translates`].
+    fn translates(self: Arc<Self>) -> Option<Arc<dyn Translates>> {
+        None
     }
 
-    /// Its receipt or result (a seller's execution receipt, an agent's
-    /// signed receipt) as a DelegateOS attestation draft, which the gateway signs.
-    fn to_attestation(&self, _receipt: &Value) -> Result<AttestationDraft, Translation> {
-        Err(Translation::Unsupported("receipts"))
-    }
-
-    /// And back: a DelegateOS attestation as its receipt, so DelegateOS
-    /// agents can answer in this protocol.
-    fn receipt_of(&self, _attestation: &Attestation) -> Result<Value, Translation> {
-        Err(Translation::Unsupported("receipts"))
-    }
-
-    /// The JSON-RPC methods it serves besides the pipeline (its revocations).
-    fn methods(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    /// Serves one of [`Protocol::methods`].
-    async fn call_method(&self, _caller: &Caller, method: &str, _params: Value) -> MethodResult {
-        Err(GateError::InvalidParams(format!("{method} is not served")))
-    }
-
-    /// Answers one of [`Protocol::methods`], as the JSON-RPC front asks:
-    /// [`Protocol::call_method`]'s result (params absent: `{}`), unless
-    /// the protocol's methods refuse or deny of their own.
-    async fn answer_method(
-        &self,
-        caller: &Caller,
-        method: &str,
-        params: Option<Value>,
-    ) -> Result<MethodAnswer, GateError> {
-        let params = params.unwrap_or_else(|| Value::Object(Default::default()));
-        self.call_method(caller, method, params)
-            .await
-            .map(MethodAnswer::Done)
-    }
-
-    /// The names its specification gives methods of the gateway's own, as
-    /// (its name, the gateway's): DelegateOS's settle is
-    /// `dgw/settle`. The front serves them as the gateway's method.
-    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
-        &[]
-    }
-
-    /// The HTTP paths it serves itself (each a prefix of a path segment,
-    /// such as `/<protocol>/v0`), besides the gateway's own.
-    fn http_paths(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    /// Serves a request to one of [`Protocol::http_paths`].
-    async fn serve_http(&self, _request: HttpRequest<'_>) -> HttpAnswer {
-        HttpAnswer::not_found()
-    }
-
-    /// MCP tools it serves itself beside the upstreams' (an identity
-    /// card), as `tools/list` gives them. They are open:
-    /// anyone may call them, so they reveal only what is public. An
-    /// upstream's tool of the same name is not offered.
-    fn tools(&self) -> Vec<Value> {
-        Vec::new()
-    }
-
-    /// Calls one of [`Protocol::tools`]: the MCP `tools/call` result.
-    async fn call_tool(&self, name: &str, _arguments: &Value) -> Result<Value, Translation> {
-        Err(Translation::Invalid {
-            reason: "unknown_tool",
-            detail: format!("{name} is not served"),
-        })
+    /// Its hosting job, when it serves JSON-RPC methods, HTTP paths or MCP
+    /// tools of its own: `Some(self)` from a protocol implementing
+    /// [`Hosts`].
+    fn hosts(self: Arc<Self>) -> Option<Arc<dyn Hosts>> {
+        None
     }
 
     /// The budget-key roots of its grants, with their tenants (for gauges).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{Admits, Credential, Denial, Protocol, ProtocolId, ProtocolInfo};
+use super::{Admits, Credential, Denial, Hosted, Hosts, Protocol, ProtocolId, ProtocolInfo};
 
 /// The registered protocols.
 #[derive(Default, Clone)]
@@ -13,9 +13,11 @@ pub struct Registry {
     protocols: Vec<Arc<dyn Protocol>>,
     /// The protocols that admit callers, with their credentials job.
     admitting: Vec<(Arc<dyn Protocol>, Arc<dyn Admits>)>,
+    /// The protocols that serve methods, paths or tools of their own.
+    hosting: Vec<Hosted>,
     /// The MCP tools protocols serve themselves, by name (read once, at
     /// registration: a `tools/call` looks here before any upstream).
-    tools: Vec<(String, Arc<dyn Protocol>)>,
+    tools: Vec<(String, Hosted)>,
 }
 
 /// A credential found in a request, with the protocol that reads it.
@@ -39,7 +41,7 @@ const GATEWAY: ProtocolId = ProtocolId::new(&ProtocolInfo {
 });
 
 /// The names of the tools `protocol` serves.
-fn tool_names(protocol: &dyn Protocol) -> Vec<String> {
+fn tool_names(protocol: &dyn Hosts) -> Vec<String> {
     protocol
         .tools()
         .iter()
@@ -48,7 +50,7 @@ fn tool_names(protocol: &dyn Protocol) -> Vec<String> {
 }
 
 /// The JSON-RPC names `protocol` answers to: its methods and its aliases.
-fn method_names(protocol: &dyn Protocol) -> impl Iterator<Item = &'static str> {
+fn method_names(protocol: &dyn Hosts) -> impl Iterator<Item = &'static str> {
     let aliases = protocol.aliases().iter().map(|(name, _)| *name);
     protocol.methods().iter().copied().chain(aliases)
 }
@@ -59,6 +61,7 @@ impl Registry {
     pub fn register(&mut self, protocol: Arc<dyn Protocol>) -> Result<(), String> {
         let id = protocol.id();
         let admits = protocol.clone().admits();
+        let hosted = protocol.clone().hosts().map(|hosts| Hosted { id, hosts });
         let same = |mine: Option<&'static str>, theirs: Option<&'static str>| {
             mine.is_some()
                 && mine.map(str::to_ascii_lowercase) == theirs.map(str::to_ascii_lowercase)
@@ -76,21 +79,27 @@ impl Registry {
                 || (mine.envelope_prefix().is_some()
                     && mine.envelope_prefix() == theirs.envelope_prefix())
         };
-        let clash = |other: &Arc<dyn Protocol>| {
-            other.id().name == id.name
-                || credential_clash(other)
-                || method_names(protocol.as_ref())
-                    .any(|m| method_names(other.as_ref()).any(|o| o == m))
-                || tool_names(protocol.as_ref())
+        let hosting_clash = |other: &Arc<dyn Protocol>| {
+            let (Some(mine), Some(theirs)) = (
+                hosted.as_deref(),
+                self.hosting.iter().find(|h| h.id == other.id()),
+            ) else {
+                return false;
+            };
+            method_names(mine).any(|m| method_names(&**theirs).any(|o| o == m))
+                || tool_names(mine)
                     .iter()
-                    .any(|t| tool_names(other.as_ref()).contains(t))
-                || protocol.http_paths().iter().any(|p| {
-                    super::endpoint::under(p, other.http_paths())
-                        || other
+                    .any(|t| tool_names(&**theirs).contains(t))
+                || mine.http_paths().iter().any(|p| {
+                    super::endpoint::under(p, theirs.http_paths())
+                        || theirs
                             .http_paths()
                             .iter()
                             .any(|o| super::endpoint::under(o, &[p]))
                 })
+        };
+        let clash = |other: &Arc<dyn Protocol>| {
+            other.id().name == id.name || credential_clash(other) || hosting_clash(other)
         };
         if let Some(other) = self.protocols.iter().find(|p| clash(p)) {
             return Err(format!(
@@ -98,8 +107,11 @@ impl Registry {
                 other.id()
             ));
         }
-        for name in tool_names(protocol.as_ref()) {
-            self.tools.push((name, protocol.clone()));
+        if let Some(hosted) = hosted {
+            for name in tool_names(&*hosted) {
+                self.tools.push((name, hosted.clone()));
+            }
+            self.hosting.push(hosted);
         }
         if let Some(admits) = admits {
             self.admitting.push((protocol.clone(), admits));
@@ -118,17 +130,20 @@ impl Registry {
         self.protocols.iter().find(|p| p.id().name == name)
     }
 
+    /// Every protocol's hosting job, in registration order.
+    pub fn hosting(&self) -> &[Hosted] {
+        &self.hosting
+    }
+
     /// The protocol serving a JSON-RPC method of its own.
-    pub fn serving(&self, method: &str) -> Option<&Arc<dyn Protocol>> {
-        self.protocols
-            .iter()
-            .find(|p| p.methods().contains(&method))
+    pub fn serving(&self, method: &str) -> Option<&Hosted> {
+        self.hosting.iter().find(|h| h.methods().contains(&method))
     }
 
     /// The gateway's method a protocol's alias names (DelegateOS's settle:
     /// `dgw/settle`).
     pub fn alias_of(&self, method: &str) -> Option<&'static str> {
-        self.protocols.iter().find_map(|p| {
+        self.hosting.iter().find_map(|p| {
             p.aliases()
                 .iter()
                 .find(|(name, _)| *name == method)
@@ -139,27 +154,27 @@ impl Registry {
     /// Every JSON-RPC name the protocols answer to (their methods and
     /// aliases), for the series counted by method.
     pub fn method_names(&self) -> Vec<&'static str> {
-        self.protocols
+        self.hosting
             .iter()
-            .flat_map(|p| method_names(p.as_ref()))
+            .flat_map(|h| method_names(&**h))
             .collect()
     }
 
     /// The MCP tools the protocols serve themselves.
     pub fn tools(&self) -> Vec<Value> {
-        self.protocols.iter().flat_map(|p| p.tools()).collect()
+        self.hosting.iter().flat_map(|h| h.tools()).collect()
     }
 
     /// The protocol serving the MCP tool `name` itself.
-    pub fn serving_tool(&self, name: &str) -> Option<&Arc<dyn Protocol>> {
+    pub fn serving_tool(&self, name: &str) -> Option<&Hosted> {
         self.tools.iter().find(|(t, _)| t == name).map(|(_, p)| p)
     }
 
     /// The protocol serving an HTTP path of its own.
-    pub fn serving_path(&self, path: &str) -> Option<&Arc<dyn Protocol>> {
-        self.protocols
+    pub fn serving_path(&self, path: &str) -> Option<&Hosted> {
+        self.hosting
             .iter()
-            .find(|p| super::endpoint::under(path, p.http_paths()))
+            .find(|h| super::endpoint::under(path, h.http_paths()))
     }
 
     /// The `Authorization` schemes the protocols claim.
@@ -388,11 +403,16 @@ mod tests {
         &'static [(&'static str, &'static str)],
     );
 
-    #[async_trait]
     impl Protocol for Named {
         fn id(&self) -> ProtocolId {
             ProtocolId::new(self.0)
         }
+        fn hosts(self: Arc<Self>) -> Option<Arc<dyn Hosts>> {
+            Some(self)
+        }
+    }
+
+    impl Hosts for Named {
         fn methods(&self) -> &'static [&'static str] {
             self.1
         }
@@ -433,7 +453,7 @@ mod tests {
         )))
         .unwrap();
         assert_eq!(r.alias_of("b/settle"), Some("dgw/settle"));
-        assert_eq!(r.serving("b/own").map(|p| p.id().name), Some("b"));
+        assert_eq!(r.serving("b/own").map(|p| p.id.name), Some("b"));
     }
 
     #[test]
