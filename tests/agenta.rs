@@ -630,3 +630,45 @@ fn offers_are_preloaded_from_files_and_a_bad_one_stops_the_start() {
         "{err}"
     );
 }
+
+/// The operator console's "Upstreams & protocols" page shows Agenta's own
+/// panel (through its registration; the console names no protocol): the
+/// offer with its current version and the requests counted by state, read
+/// from the store.
+#[test]
+fn the_console_shows_agentas_offers_and_requests_by_state() {
+    let w = World::with(1000, "buyer_verified", 600, "[console]\nenabled = true\n");
+    let cookie = support::console::sign_in(&w.gateway.addr, ADMIN);
+    let rows = support::console::panel(&w.gateway.addr, &cookie, "Agenta");
+    assert!(
+        rows.contains(&("requests".into(), "none kept".into())),
+        "{rows:?}"
+    );
+    for n in 1..=3 {
+        let req = request(n, 300);
+        assert_eq!(w.buy(&req).0, 202);
+    }
+    // One of the three completed by its seller.
+    let req = request(3, 300);
+    let (status, _) = w.report(
+        Some(&w.secret_of("req-00000003")),
+        &completed(&req, "rcpt-done", json!("s"), 50),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(w.state("req-00000003")["status"], "completed");
+    let rows = support::console::panel(&w.gateway.addr, &cookie, "Agenta");
+    for row in [
+        ("offers", "1 registered"),
+        (
+            "offer offer.summarize-1",
+            "current version 1 (1 registered)",
+        ),
+        ("requests accepted", "2"),
+        ("requests completed", "1"),
+    ] {
+        assert!(
+            rows.contains(&(row.0.into(), row.1.into())),
+            "{row:?} in {rows:?}"
+        );
+    }
+}

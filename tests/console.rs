@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::audit::{admin_toml, ADMIN};
+use support::mcp::{echo_server_on_port, McpHttp};
 use support::redis::RedisServer;
 use support::*;
 
@@ -66,14 +67,7 @@ fn get(addr: &str, path: &str, cookie: Option<&str>) -> HttpResponse {
 
 /// Signs in with the admin token: the session cookie's secret.
 fn sign_in(addr: &str) -> String {
-    let (status, headers, body) = post(addr, "/ui/signin", None, None, &format!("token={ADMIN}"));
-    assert_eq!(status, 303, "{}", String::from_utf8_lossy(&body));
-    let cookie = header(&headers, "set-cookie").expect("a session cookie");
-    cookie
-        .strip_prefix("dgw_console=")
-        .and_then(|c| c.split(';').next())
-        .unwrap()
-        .to_owned()
+    support::console::sign_in(addr, ADMIN)
 }
 
 /// The CSRF token on a page of the session.
@@ -373,7 +367,9 @@ fn budget_words(addr: &str, cookie: &str) -> Vec<String> {
 }
 
 /// The same traffic on sled and on Redis shows the same figures: the
-/// budgets page reads the budget store, whichever backend it is.
+/// budgets page reads the budget store, whichever backend it is. The whole
+/// tree, attenuations included, comes from the store: after a restart
+/// (a gateway that decided none of those calls) it is all there.
 #[test]
 fn the_budgets_page_shows_the_same_figures_on_sled_and_redis() {
     let redis = RedisServer::start();
@@ -387,26 +383,44 @@ fn the_budgets_page_shows_the_same_figures_on_sled_and_redis() {
     let mut seen = Vec::new();
     for state in &backends {
         let dir = tempfile::tempdir().unwrap();
-        let gw = console_gateway(dir.path(), state);
+        let mut gw = console_gateway(dir.path(), state);
         let root = seed(1);
-        let token = root_token(&root, &seed(2), &["docs:read:*"], 1000, 3600).encode();
-        support::audit::traffic(&gw, &token, 3);
+        let agent = root_token(&root, &seed(2), &["docs:read:*"], 1000, 3600);
+        // An attenuation of the agent's delegation, to a sub-agent.
+        let sub = attenuate(&agent, &seed(2), &seed(4), 5, Some(500), None).encode();
+        support::audit::traffic(&gw, &sub, 3);
         // One reservation left open: reserved shows.
         gw.ok(
             "delegateos/authorize",
-            support::audit::authorize(&token, "/project/open"),
+            support::audit::authorize(&sub, "/project/open"),
         );
+        let config = gw.config.clone();
+        assert!(gw.terminate().success());
+        let gw = Gateway::start(&config);
         let secret = sign_in(&gw.addr);
         let words = budget_words(&gw.addr, &secret);
-        assert_eq!(words.len(), 1, "{words:?}");
+        assert_eq!(
+            words.len(),
+            2,
+            "the delegation and its attenuation: {words:?}"
+        );
+        let (_, _, body) = get(&gw.addr, "/ui/budgets", Some(&secret));
+        let page = String::from_utf8(body).unwrap();
+        let (top, below) = (
+            page.find("del_000000000001").unwrap(),
+            page.find("del_000000000005").unwrap(),
+        );
+        assert!(top < below, "the attenuation below its delegation: {page}");
         seen.push(words);
     }
     assert_eq!(seen[0], seen[1]);
-    assert!(
-        seen[0][0].contains("$0.00000021 spent, $0.0000001 reserved"),
-        "{:?}",
-        seen[0]
-    );
+    for words in &seen[0] {
+        assert!(
+            words.contains("$0.00000021 spent, $0.0000001 reserved"),
+            "{words}"
+        );
+    }
+    assert!(seen[0][1].ends_with("of $0.000005"), "{:?}", seen[0]);
 }
 
 /// The audit page's export: the period's records as JSON lines (the
@@ -570,4 +584,155 @@ fn the_consoles_own_origin_needs_no_allowed_origins_entry() {
     );
     assert_eq!(status, 403);
     assert!(header(&headers, "set-cookie").is_none());
+}
+
+/// The rows of the table `id` on a decisions page, as text.
+fn table_rows(page: &str, id: &str) -> Vec<String> {
+    let Some(at) = page.find(&format!("id=\"{id}\"")) else {
+        return Vec::new();
+    };
+    let table = &page[at..at + page[at..].find("</table>").unwrap()];
+    let body = &table[table.find("<tbody>").unwrap()..];
+    body.split("<tr>").skip(1).map(str::to_owned).collect()
+}
+
+/// A decision carries the protocol that decided it, the front it came in
+/// on and the tool it named, in the audit log and on the live stream, and
+/// the decisions page filters on each (decision 406 left them out).
+#[test]
+fn decisions_are_filtered_by_protocol_front_and_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let (_upstream, port) = echo_server_on_port(&[]);
+    let config = mcp_gateway_config(
+        dir.path(),
+        &[("acme", root.principal_id())],
+        &format!(
+            "{}\n[console]\nenabled = true\n[[upstreams]]\nname = \"web\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n[[upstreams.tools]]\nname = \"echo\"\ncapability = \"demo:echo\"\nresource = \"/text\"\ncost_microcents = 1000\n",
+            admin_toml()
+        ),
+    );
+    let gw = Gateway::start(&config);
+    let addr = gw.addr.as_str();
+    let good = root_token(
+        &root,
+        &seed(2),
+        &["docs:read:*", "demo:echo:*"],
+        10_000_000,
+        3600,
+    )
+    .encode();
+    let narrow =
+        root_token_for(&root, &seed(3), &["demo:other:*"], 10_000_000, 3600, del(2)).encode();
+    // JSON-RPC: an authorization (no tool), settled.
+    support::audit::traffic(&gw, &good, 1);
+    // MCP: the tool allowed, then denied to a token without its capability.
+    let mut mcp = McpHttp::connect(addr, None);
+    let allowed = mcp.call("echo", json!({"text": "hi"}), Some(&good));
+    assert!(allowed.get("result").is_some(), "{allowed}");
+    let denied = mcp.call("echo", json!({"text": "hi"}), Some(&narrow));
+    assert_eq!(
+        denied["error"]["data"]["type"], "capability_not_granted",
+        "{denied}"
+    );
+
+    // The audit log's records carry them (the writer is off the call's path).
+    let secret = sign_in(addr);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let decisions = loop {
+        let (_, _, body) = get(addr, "/ui/audit/export", Some(&secret));
+        let decisions: Vec<serde_json::Value> = String::from_utf8(body)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].clone())
+            .filter(|e| e["event"] == "decision")
+            .collect();
+        if decisions.len() == 3 {
+            break decisions;
+        }
+        assert!(Instant::now() < deadline, "{decisions:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let seen: Vec<_> = decisions
+        .iter()
+        .map(|d| {
+            (
+                d["protocol"].clone(),
+                d["front"].clone(),
+                d["tool"].clone(),
+                d["allowed"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                json!("delegateos"),
+                json!("jsonrpc"),
+                json!(null),
+                json!(true)
+            ),
+            (
+                json!("delegateos"),
+                json!("mcp"),
+                json!("echo"),
+                json!(true)
+            ),
+            (
+                json!("delegateos"),
+                json!("mcp"),
+                json!("echo"),
+                json!(false)
+            ),
+        ]
+    );
+
+    // The page keeps what each filter names, live and from the log alike.
+    let rows = |query: &str| {
+        let (status, _, body) = get(addr, &format!("/ui/decisions?{query}"), Some(&secret));
+        assert_eq!(status, 200, "{query}");
+        let page = String::from_utf8(body).unwrap();
+        (
+            table_rows(&page, "live-table"),
+            table_rows(&page, "log-table"),
+        )
+    };
+    // The live stream reaches the console off the call's path too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rows("").0.len() < 3 {
+        assert!(Instant::now() < deadline, "{:?}", rows(""));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (query, n) in [
+        ("", 3),
+        ("protocol=delegateos", 3),
+        ("protocol=talos", 0),
+        ("front=mcp", 2),
+        ("front=jsonrpc", 1),
+        ("front=grpc", 0),
+        ("front=any", 3),
+        ("tool=echo", 2),
+        ("tool=ech", 0),
+        ("tool=echo&outcome=denied", 1),
+        ("front=jsonrpc&tool=echo", 0),
+    ] {
+        let (live, log) = rows(query);
+        assert_eq!((live.len(), log.len()), (n, n), "{query}: {live:?} {log:?}");
+    }
+    let (live, _) = rows("front=mcp&outcome=denied");
+    assert!(
+        live[0].contains("<td>delegateos</td><td>mcp</td><td><code>echo</code></td>"),
+        "{}",
+        live[0]
+    );
+    // A hostile filter value is shown back as text, never as markup.
+    let (status, _, body) = get(
+        addr,
+        "/ui/decisions?tool=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+        Some(&secret),
+    );
+    assert_eq!(status, 200);
+    let page = String::from_utf8(body).unwrap();
+    assert!(!page.contains("<script>alert(1)"), "{page}");
 }

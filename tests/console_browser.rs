@@ -5,7 +5,11 @@
 //! `<img src=x onerror=alert(1)>`) and real MCP calls from the tests' own
 //! client: sign in, a budget bar that moves, a denial found by its reason
 //! and opened to its audit entry, a revocation and the next call denied,
-//! sign-out; and the hostile cases (the tool name shown as text, a
+//! sign-out; the live decision stream refreshing its table without a
+//! reload after a real call; every control of every page named for screen
+//! readers and reached by Tab; every page readable 480 and 420 wide
+//! (nothing wider than the window, no text under 12 px); and the hostile
+//! cases (the tool name shown as text, a
 //! cross-site post refused, pages closed without a session, the cookie
 //! unreadable from script, a forged cookie refused). Screenshots of every
 //! page go to a temporary directory (the current ones are kept in

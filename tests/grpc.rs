@@ -397,6 +397,15 @@ async fn watch_decisions_streams_what_the_json_rpc_front_decides() {
     assert_eq!(first.request.unwrap().resource, "/project/a");
     assert!(first.reservation_id.starts_with("res_"));
     assert_eq!(first.cost_microcents, 5);
+    // Its protocol and front; a DCT's authorization names no tool.
+    assert_eq!(
+        (
+            first.protocol.as_str(),
+            first.front.as_str(),
+            first.tool.as_str()
+        ),
+        ("delegateos", "jsonrpc", "")
+    );
     let second = next(&mut all).await;
     assert_eq!(second.outcome(), DecisionOutcome::Denied);
     assert_eq!(second.denial_type, "capability_not_granted");
@@ -408,6 +417,7 @@ async fn watch_decisions_streams_what_the_json_rpc_front_decides() {
     c.authorize(ask(&token, "/project/b", 1)).await.unwrap();
     let third = next(&mut all).await;
     assert_eq!(third.request.unwrap().resource, "/project/b");
+    assert_eq!(third.front, "grpc");
 
     // SIGTERM ends the streams and the gateway drains and exits 0.
     let mut gw = gw;
@@ -1232,4 +1242,35 @@ async fn protocol_methods_answer_through_call_protocol_as_through_json_rpc() {
         .await
         .unwrap_err();
     assert_eq!(alias.code(), Code::InvalidArgument, "{alias:?}");
+}
+
+/// A decision made over gRPC is recorded with its front and protocol in
+/// the audit log, and no tool (a DCT's `Authorize` names none; decision
+/// 490).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grpc_decision_is_recorded_with_its_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seed(1);
+    let gw = start(dir.path(), &root);
+    let mut c = client(&gw).await;
+    let token = root_token(&root, &seed(2), &["docs:read:/project/**"], 1000, 3600).encode();
+    c.authorize(ask(&token, "/project/a", 10)).await.unwrap();
+    let log = dir.path().join("data/audit");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let decision = support::audit::records(&log)
+            .into_iter()
+            .find(|r| r.event["event"] == "decision");
+        if let Some(r) = decision {
+            assert_eq!(
+                (&r.event["front"], &r.event["protocol"], r.event.get("tool")),
+                (&json!("grpc"), &json!("delegateos"), None),
+                "{}",
+                r.event
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no decision recorded");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

@@ -467,18 +467,19 @@ fn sessions_survive_a_restart_and_expire() {
     assert!(e.contains("410") && e.contains("session_expired"), "{e}");
 }
 
+/// The `[[admin.tokens]]` entry of an administrator whose secret is `admin`.
+fn admin_token(admin: &str) -> String {
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(admin.as_bytes()));
+    format!("[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n")
+}
+
 /// With admin tokens configured, a router reads the sessions its DCT paid
 /// in, and no others.
 #[test]
 fn routers_read_their_own_sessions() {
-    use sha2::Digest;
     let admin = "ldp-test-admin-secret-0123456789abcdef";
-    let digest = hex::encode(sha2::Sha256::digest(admin.as_bytes()));
-    let w = World::with(
-        1000,
-        100,
-        &format!("[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n"),
-    );
+    let w = World::with(1000, 100, &admin_token(admin));
     let session = "71111111-2222-4333-8444-555555555555";
     w.open(session);
     w.submit(session, "t-1").unwrap();
@@ -565,3 +566,33 @@ mod cancel;
 mod holder;
 #[path = "ldp/interleavings.rs"]
 mod interleavings;
+
+/// The operator console's "Upstreams & protocols" page shows LDP's own
+/// panel (through its registration; the console names no protocol): its
+/// sessions counted by state, overall and per delegate, with open tasks.
+#[test]
+fn the_console_shows_ldps_sessions_by_state() {
+    let admin = "ldp-console-admin-secret-0123456789abcdef";
+    let w = World::with(
+        1000,
+        100,
+        &format!("{}[console]\nenabled = true\n", admin_token(admin)),
+    );
+    let addr = w.gw().addr.clone();
+    let cookie = support::console::sign_in(&addr, admin);
+    let rows = support::console::panel(&addr, &cookie, "LDP");
+    assert_eq!(rows, [("sessions".to_owned(), "none kept".to_owned())]);
+    w.open("71111111-2222-4333-8444-555555555551");
+    w.open("71111111-2222-4333-8444-555555555552");
+    let rows = support::console::panel(&addr, &cookie, "LDP");
+    assert_eq!(
+        rows,
+        [
+            ("sessions".to_owned(), "2 active".to_owned()),
+            (
+                "delegate echo".to_owned(),
+                "2 active; 0 open tasks".to_owned()
+            ),
+        ]
+    );
+}

@@ -87,7 +87,7 @@ impl World {
         .chain(service.iter().map(|s| s.to_string()))
         .collect();
         let extra = format!(
-            "grpc = \"127.0.0.1:0\"\n[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n\
+            "grpc = \"127.0.0.1:0\"\n[[admin.tokens]]\nname = \"ops\"\nsha256 = \"{digest}\"\n[console]\nenabled = true\n\
              [motebit]\n[[motebit.delegators]]\nmotebit_id = {:?}\npublic_key = {:?}\n\
              tenant = \"acme\"\nbudget_microcents = {budget}\n\
              [[upstreams]]\nname = \"svc\"\ncommand = {command:?}\n\
@@ -1017,4 +1017,42 @@ fn a_session_ends_when_a_reload_removes_its_delegator() {
     let (session, answer) = open();
     assert!(session.is_none(), "{answer}");
     assert_eq!(denied(&answer), "untrusted");
+}
+
+/// The operator console's "Upstreams & protocols" page shows Motebit's
+/// own panel (through its registration; the console names no protocol):
+/// each pin, who made it and when, read from the store.
+#[test]
+fn the_console_shows_motebits_pins() {
+    let w = World::new(10_000, &["3"]);
+    let cookie = support::console::sign_in(&w.gw.addr, ADMIN);
+    let rows = support::console::panel(&w.gw.addr, &cookie, "Motebit");
+    assert_eq!(rows, [("pins".to_owned(), "0 kept".to_owned())]);
+    let chain = json!([delegation(
+        &w.delegator,
+        &sovereign(&w.delegator),
+        &w.caller,
+        "agent-c",
+        "motebit_task"
+    )]);
+    let mut mcp = McpHttp::connect_with(
+        &w.gw.addr,
+        Some(bearer(&w.caller, "agent-c", "p1", "task:submit")),
+    );
+    assert!(mcp.request("tools/call", task("p1", &chain), None)["result"].is_object());
+    // The caller's key is pinned on first use (and the service's own,
+    // whose receipt was verified).
+    let rows = support::console::panel(&w.gw.addr, &cookie, "Motebit");
+    let pin = rows.iter().find(|(label, _)| label == "pin agent-c");
+    assert!(
+        pin.is_some_and(|(_, value)| value.starts_with(&format!(
+            "key {}, pinned on first use at ",
+            hex_key(&w.caller)
+        ))),
+        "{rows:?}"
+    );
+    assert_eq!(
+        rows[0],
+        ("pins".to_owned(), format!("{} kept", rows.len() - 1))
+    );
 }

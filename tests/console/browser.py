@@ -21,6 +21,7 @@ from selenium.common.exceptions import (
     WebDriverException,
 )
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -81,6 +82,32 @@ def no_alert():
 def open_page(p):
     d.get(f"{BASE}/ui/{p}")
     wait.until(lambda _: d.execute_script("return document.readyState") == "complete")
+
+
+CONTROLS = "a[href], button, input:not([type=hidden]), select, textarea"
+
+
+def controls():
+    """The page's visible, enabled controls."""
+    return [e for e in d.find_elements(By.CSS_SELECTOR, CONTROLS) if e.is_displayed() and e.is_enabled()]
+
+
+def keyboard_and_names(p):
+    """Every control of page `p` has an accessible name (what a screen
+    reader says), and Tab from the top reaches every one of them."""
+    open_page(p)
+    wanted = controls()
+    assert wanted, p
+    for e in wanted:
+        name = (e.accessible_name or "").strip()
+        assert name, (p, e.get_attribute("outerHTML")[:160])
+    d.execute_script("window.scrollTo(0, 0); document.activeElement && document.activeElement.blur()")
+    reached = set()
+    for _ in range(3 * len(wanted) + 10):
+        ActionChains(d).send_keys(Keys.TAB).perform()
+        reached.add(d.switch_to.active_element.id)
+    missed = [e.get_attribute("outerHTML")[:120] for e in wanted if e.id not in reached]
+    assert not missed, (p, missed)
 
 
 def spent_width():
@@ -144,6 +171,21 @@ try:
     assert reason in detail and "Hash" in detail, detail
     shot("decisions")
 
+    # The live stream refreshes the table without a reload: a real MCP call
+    # made while the page is open appears in it, and a mark set on the page
+    # before is still there (it was not loaded again).
+    open_page("decisions?live=1")
+    assert d.find_element(By.ID, "live").is_selected()
+    live_rows = lambda: len(d.find_elements(By.CSS_SELECTOR, "#live-table tbody tr"))
+    before = live_rows()
+    d.execute_script("window.dgwNotReloaded = true")
+    answer = call("good")
+    assert "result" in answer, answer
+    wait.until(lambda _: live_rows() > before)
+    assert d.execute_script("return window.dgwNotReloaded === true"), "the page was reloaded"
+    newest = d.find_element(By.CSS_SELECTOR, "#live-table tbody tr").text
+    assert "allowed" in newest and "mcp" in newest and "echo" in newest, newest
+
     # An upstream's hostile tool name shows as text; nothing of it runs.
     open_page("upstreams")
     names = [e.text for e in d.find_elements(By.CSS_SELECTOR, "code.toolname")]
@@ -200,13 +242,31 @@ try:
     log("after revocation:", answer["error"])
     assert "revoked" in json.dumps(answer["error"]).lower(), answer
 
-    # Narrow: nothing wider than the window.
-    d.set_window_size(420, 800)
+    # Keyboard and screen readers: on every page, each control is named and
+    # reached by Tab.
     for p in PAGES:
-        open_page(p)
-        wide = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
-        assert wide <= 1, (p, wide)
-    shot("budgets-narrow")
+        keyboard_and_names(p)
+
+    # Narrow (480 and 420 wide): nothing wider than the window, every
+    # control inside it, and text no smaller than 12 px.
+    for width in (480, 420):
+        d.set_window_size(width, 800)
+        for p in PAGES:
+            open_page(p)
+            wide = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert wide <= 1, (width, p, wide)
+            inner = d.execute_script("return window.innerWidth")
+            for e in controls():
+                right = d.execute_script("return arguments[0].getBoundingClientRect().right", e)
+                assert right <= inner + 1, (width, p, e.get_attribute("outerHTML")[:120], right)
+            small = d.execute_script(
+                "return [...document.querySelectorAll('main *')].filter(e => e.childNodes.length"
+                " && [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())"
+                " && parseFloat(getComputedStyle(e).fontSize) < 12).map(e => e.tagName)")
+            assert not small, (width, p, small)
+        if width == 480:
+            open_page("budgets")
+            shot("budgets-narrow")
     d.set_window_size(1280, 800)
 
     # Sign out: every page is closed again.

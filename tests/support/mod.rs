@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod audit;
+pub mod console;
 pub mod market;
 pub mod mcp;
 pub mod redis;

@@ -452,3 +452,71 @@ fn an_unclosed_log_is_sealed_with_a_recovery_seal_at_the_next_start() {
     let report = verify(dir.path(), k.principal_id(), &Expect::Closed).unwrap();
     assert!(report.problems.is_empty(), "{:?}", messages(&report));
 }
+
+/// A decision as the core records it, with or without the protocol, front
+/// and tool that decisions carry since issue 38.
+fn decision(tagged: bool) -> TrailEntry {
+    use dgw_core::gatekeeper::{DecisionEvent, DecisionKind};
+    TrailEntry::Decision(Arc::new(DecisionEvent {
+        at: time::OffsetDateTime::now_utc(),
+        kind: DecisionKind::Authorize,
+        allowed: true,
+        tenant: Some("acme".into()),
+        chain: Vec::new(),
+        request: None,
+        cost_microcents: 10,
+        reservation_id: None,
+        denial_type: None,
+        detail: None,
+        request_id: None,
+        protocol: tagged.then_some("delegateos"),
+        front: tagged.then_some("mcp"),
+        tool: tagged.then(|| "echo".to_owned()),
+    }))
+}
+
+/// A log holding decisions written before they carried a protocol, front
+/// and tool, then after, reads and verifies as one chain, each record as
+/// written; and reopened, the chain runs on from the old records.
+#[test]
+fn decisions_before_and_after_their_protocol_front_and_tool_verify_as_one_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(1);
+    let log = AuditLog::open(settings(dir.path()), k.clone()).unwrap();
+    log.record(decision(false));
+    log.flush();
+    drop(log);
+    let log = AuditLog::open(settings(dir.path()), k.clone()).unwrap();
+    log.record(decision(true));
+    log.flush();
+    let report = verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", messages(&report));
+    let mut all = Vec::new();
+    export(dir.path(), None, None, &mut all).unwrap();
+    let decisions: Vec<serde_json::Value> = all
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice::<serde_json::Value>(l).unwrap()["event"].clone())
+        .filter(|e| e["event"] == "decision")
+        .collect();
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    assert!(decisions[0].get("protocol").is_none() && decisions[0].get("tool").is_none());
+    assert_eq!(
+        (
+            &decisions[1]["protocol"],
+            &decisions[1]["front"],
+            &decisions[1]["tool"]
+        ),
+        (&json!("delegateos"), &json!("mcp"), &json!("echo"))
+    );
+    // Changing the new fields breaks the chain where it happened.
+    let path = segment(dir.path());
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen("\"front\":\"mcp\"", "\"front\":\"grpc\"", 1),
+    )
+    .unwrap();
+    let report = verify(dir.path(), k.principal_id(), &Expect::Chain).unwrap();
+    assert!(!report.problems.is_empty());
+}

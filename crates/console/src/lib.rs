@@ -179,7 +179,7 @@ impl Console {
             "/ui/delegations" => pages::delegations::show(&self.parts, s, &query).await,
             "/ui/audit" => pages::audit::show(&self.parts, s).await,
             "/ui/audit/export" => pages::audit::export(&self.parts, &query).await,
-            "/ui/upstreams" => pages::upstreams::show(&self.parts, s),
+            "/ui/upstreams" => pages::upstreams::show(&self.parts, s).await,
             _ => page(
                 404,
                 layout::frame(

@@ -1,7 +1,6 @@
 //! What the console follows while it runs: the decision stream (the live
-//! decisions page, and the delegations seen, whose budget nodes below the
-//! top level the budgets page shows), and samples of what each budget node
-//! has spent, for its spend rate over the last 15 minutes. All bounded.
+//! decisions page), and samples of what each budget node has spent, for
+//! its spend rate over the last 15 minutes. All bounded.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -11,8 +10,6 @@ use dgw_core::gatekeeper::{DecisionEvent, Gatekeeper};
 
 /// Decisions kept for the live page.
 pub const LIVE_DECISIONS: usize = 500;
-/// Leaf delegations remembered for the budget tree.
-const LEAVES: usize = 2048;
 /// Budget nodes whose spend is sampled.
 const SAMPLED_NODES: usize = 4096;
 /// The spend-rate window.
@@ -24,8 +21,6 @@ type Samples = VecDeque<(u64, u64)>;
 #[derive(Default)]
 struct Seen {
     live: VecDeque<Arc<DecisionEvent>>,
-    /// Leaf delegation ID → last seen (Unix ms).
-    leaves: BTreeMap<String, u64>,
     samples: BTreeMap<String, Samples>,
 }
 
@@ -61,20 +56,6 @@ impl Watch {
 
     fn saw(&self, event: Arc<DecisionEvent>) {
         let mut seen = lock(&self.seen);
-        if let Some(leaf) = event.chain.last() {
-            let at = crate::session::unix_ms();
-            seen.leaves.insert(leaf.as_str().to_owned(), at);
-            if seen.leaves.len() > LEAVES {
-                if let Some(oldest) = seen
-                    .leaves
-                    .iter()
-                    .min_by_key(|(_, t)| **t)
-                    .map(|(k, _)| k.clone())
-                {
-                    seen.leaves.remove(&oldest);
-                }
-            }
-        }
         seen.live.push_back(event);
         while seen.live.len() > LIVE_DECISIONS {
             seen.live.pop_front();
@@ -84,14 +65,6 @@ impl Watch {
     /// The live decisions, newest first.
     pub fn live(&self) -> Vec<Arc<DecisionEvent>> {
         lock(&self.seen).live.iter().rev().cloned().collect()
-    }
-
-    /// The leaf delegations seen, most recent first.
-    pub fn leaves(&self) -> Vec<String> {
-        let seen = lock(&self.seen);
-        let mut all: Vec<_> = seen.leaves.iter().collect();
-        all.sort_by(|a, b| b.1.cmp(a.1));
-        all.into_iter().map(|(k, _)| k.clone()).collect()
     }
 
     /// Records `spent` for `node` at `now_ms`; its spend rate over the

@@ -1,14 +1,23 @@
 //! Request IDs: each request a front takes gets one (the caller's
 //! `X-Request-Id` when it is a sane token, else a new one), carried in a
 //! task-local through the pipeline to the audit trail, the logs and the
-//! upstream call, and answered back in `X-Request-Id`.
+//! upstream call, and answered back in `X-Request-Id`. The front that
+//! took it (`mcp`, `jsonrpc`, `grpc`, `http`) travels with it, for the
+//! decisions made on its behalf.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+/// What a front knows of the request it is serving.
+#[derive(Clone)]
+struct Current {
+    id: Arc<str>,
+    front: &'static str,
+}
+
 tokio::task_local! {
-    static CURRENT: Arc<str>;
+    static CURRENT: Current;
 }
 
 /// The most a caller's ID may be; longer ones are replaced.
@@ -43,18 +52,18 @@ pub fn new() -> Arc<str> {
     Arc::from(format!("{prefix:08x}{:012x}", NEXT.fetch_add(1, Ordering::Relaxed)).as_str())
 }
 
-/// Runs `f` with `id` as the current request's ID.
-pub async fn scope<F: Future>(id: Arc<str>, f: F) -> F::Output {
-    CURRENT.scope(id, f).await
+/// Runs `f` with `id` as the current request's ID, taken by `front`.
+pub async fn scope<F: Future>(id: Arc<str>, front: &'static str, f: F) -> F::Output {
+    CURRENT.scope(Current { id, front }, f).await
 }
 
 /// `f` with the current request's ID (taken now), for a task spawned on
 /// the request's behalf.
 pub fn carried<F: Future>(f: F) -> impl Future<Output = F::Output> {
-    let id = current();
+    let now = CURRENT.try_with(Current::clone).ok();
     async move {
-        match id {
-            Some(id) => CURRENT.scope(id, f).await,
+        match now {
+            Some(now) => CURRENT.scope(now, f).await,
             None => f.await,
         }
     }
@@ -62,7 +71,12 @@ pub fn carried<F: Future>(f: F) -> impl Future<Output = F::Output> {
 
 /// The current request's ID, inside a front's [`scope`].
 pub fn current() -> Option<Arc<str>> {
-    CURRENT.try_with(Arc::clone).ok()
+    CURRENT.try_with(|c| c.id.clone()).ok()
+}
+
+/// The front that took the current request, inside its [`scope`].
+pub fn front() -> Option<&'static str> {
+    CURRENT.try_with(|c| c.front).ok()
 }
 
 #[cfg(test)]
@@ -81,16 +95,18 @@ mod tests {
 
     #[tokio::test]
     async fn the_id_is_current_inside_its_scope_only() {
-        assert!(current().is_none());
-        let seen = scope(Arc::from("r1"), async { current() }).await;
-        assert_eq!(seen.as_deref(), Some("r1"));
-        let spawned = scope(Arc::from("r2"), async {
-            tokio::spawn(carried(async { current() })).await.unwrap()
+        assert!(current().is_none() && front().is_none());
+        let seen = scope(Arc::from("r1"), "mcp", async { (current(), front()) }).await;
+        assert_eq!((seen.0.as_deref(), seen.1), (Some("r1"), Some("mcp")));
+        let spawned = scope(Arc::from("r2"), "grpc", async {
+            tokio::spawn(carried(async { (current(), front()) }))
+                .await
+                .unwrap()
         })
         .await;
         assert_eq!(
-            spawned.as_deref(),
-            Some("r2"),
+            (spawned.0.as_deref(), spawned.1),
+            (Some("r2"), Some("grpc")),
             "carried into a spawned task"
         );
     }

@@ -180,5 +180,8 @@ pub fn decision(e: &DecisionEvent) -> pb::Decision {
         reservation_id: e.reservation_id.clone().unwrap_or_default(),
         denial_type: e.denial_type.clone().unwrap_or_default(),
         detail: e.detail.clone().unwrap_or_default(),
+        protocol: e.protocol.unwrap_or_default().to_owned(),
+        front: e.front.unwrap_or_default().to_owned(),
+        tool: e.tool.clone().unwrap_or_default(),
     }
 }

@@ -64,9 +64,12 @@ where
         let answer = self.0.call(request);
         Box::pin(async move {
             let _busy = busy;
-            let mut response =
-                dgw_core::request_id::scope(id.clone(), answer.instrument(traced).instrument(span))
-                    .await?;
+            let mut response = dgw_core::request_id::scope(
+                id.clone(),
+                "grpc",
+                answer.instrument(traced).instrument(span),
+            )
+            .await?;
             if let Ok(value) = http::HeaderValue::from_str(&id) {
                 response.headers_mut().insert("x-request-id", value);
             }

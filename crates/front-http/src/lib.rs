@@ -611,8 +611,9 @@ where
             // request costs too much to keep on at info.
             let span = tracing::debug_span!(target: "dgw::request", "request", request_id = %id);
             // Exported when traces are on, parented to the caller's trace.
+            let front_name = front_of(req.uri().path());
             let traced = dgw_net::trace_context::request_span(
-                front_of(req.uri().path()),
+                front_name,
                 req.headers().get("traceparent").map(|v| v.as_bytes()),
                 req.headers().get("tracestate").map(|v| v.as_bytes()),
             );
@@ -620,6 +621,7 @@ where
             let routed = tracing::Instrument::instrument(front.route(req), traced);
             let mut response = dgw_core::request_id::scope(
                 id.clone(),
+                front_name,
                 tracing::Instrument::instrument(routed, span),
             )
             .await;

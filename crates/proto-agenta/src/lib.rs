@@ -15,6 +15,7 @@ mod ending;
 pub mod module;
 mod offers;
 mod origin;
+mod panel;
 mod records;
 mod refusal;
 mod report;

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dgw_protocol::{section, Document, Module, Running, SectionError, Services, Staged};
+use dgw_protocol::{
+    section, Document, Module, PanelFuture, Running, SectionError, Services, Staged,
+};
 
 use super::{Agenta, AgentaConfig, RawAgenta};
 
@@ -81,6 +83,15 @@ impl Running for Built {
         Ok(match read(document)? == self.config {
             true => Staged::Unchanged,
             false => Staged::RestartNeeded,
+        })
+    }
+
+    fn panel(&self) -> PanelFuture<'_> {
+        Box::pin(async move {
+            match &self.agenta {
+                Some(a) => Some(a.panel().await),
+                None => None,
+            }
         })
     }
 }

@@ -17,6 +17,7 @@ mod ending;
 mod exchange;
 mod methods;
 pub mod module;
+mod panel;
 mod payer;
 mod refused;
 mod replies;

@@ -6,8 +6,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use clap::{FromArgMatches, Subcommand};
 use dgw_protocol::{
-    section, CommandError, Document, Exit, Module, Running, SectionError, Services, Staged,
+    section, CommandError, Document, Exit, Module, PanelFuture, Running, SectionError, Services,
+    Staged,
 };
+
+mod panel;
 
 use super::{Motebit, MotebitConfig, RawMotebit};
 
@@ -38,7 +41,8 @@ fn checked(document: &Document<'_>, tenants: &[&str]) -> Result<MotebitConfig, S
     Ok(config)
 }
 
-struct Built(Arc<Motebit>);
+/// The running Motebit, and the record store its pins are in (its panel).
+struct Built(Arc<Motebit>, Arc<dyn dgw_core::state::RecordStore>);
 
 #[async_trait]
 impl Module for MotebitModule {
@@ -63,7 +67,7 @@ impl Module for MotebitModule {
         let motebit = Motebit::new(config, services.clone())
             .await
             .map_err(|e| e.to_string())?;
-        Ok(Arc::new(Built(Arc::new(motebit))))
+        Ok(Arc::new(Built(Arc::new(motebit), services.records.clone())))
     }
 
     fn command(&self) -> Option<clap::Command> {
@@ -92,6 +96,10 @@ impl Running for Built {
         let config = read(document)?;
         let motebit = self.0.clone();
         Ok(Staged::Apply(Box::new(move || motebit.set_config(config))))
+    }
+
+    fn panel(&self) -> PanelFuture<'_> {
+        Box::pin(async move { Some(panel::panel(&self.1).await) })
     }
 }
 

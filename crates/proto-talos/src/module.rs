@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dgw_protocol::{section, Document, Module, Panel, Running, SectionError, Services, Staged};
+use dgw_protocol::{
+    section, Document, Module, Panel, PanelFuture, Running, SectionError, Services, Staged,
+};
 
 use crate::{Talos, TalosIssuer, TalosSection};
 
@@ -68,10 +70,11 @@ impl Running for Built {
     }
 
     /// Its trusted issuers, each with its tenant and budget.
-    fn panel(&self) -> Option<Panel> {
-        Some(Panel {
+    fn panel(&self) -> PanelFuture<'_> {
+        let panel = Panel {
             title: "Talos".to_owned(),
             rows: self.0.issuer_rows(),
-        })
+        };
+        Box::pin(async move { Some(panel) })
     }
 }

@@ -15,5 +15,5 @@ mod module;
 mod section;
 
 pub use command::{CommandError, Exit};
-pub use module::{Module, Panel, Running, Services, Staged};
+pub use module::{Module, Panel, PanelFuture, Running, Services, Staged};
 pub use section::{section, Document, SectionError};

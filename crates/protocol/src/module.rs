@@ -88,12 +88,18 @@ pub trait Running: Send + Sync {
     fn stage(&self, document: &Document<'_>) -> Result<Staged, SectionError>;
 
     /// Its panel on the operator console's "Upstreams & protocols" page
-    /// (none: it shows nothing there). The console names no protocol: each
-    /// says what an operator should see of it.
-    fn panel(&self) -> Option<Panel> {
-        None
+    /// (none: it shows nothing there), read when the page is shown (from
+    /// its records in the state store, so every replica shows the same).
+    /// The console names no protocol: each says what an operator should
+    /// see of it.
+    fn panel(&self) -> PanelFuture<'_> {
+        Box::pin(async { None })
     }
 }
+
+/// What [`Running::panel`] returns.
+pub type PanelFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Option<Panel>> + Send + 'a>>;
 
 /// What a protocol shows an operator on the console: a title and rows of
 /// label and value, as words (the console escapes every one).

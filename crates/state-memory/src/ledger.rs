@@ -7,8 +7,8 @@ use async_trait::async_trait;
 
 use dgw_core::budget::book::{Book, Entry, ReservationRecord};
 use dgw_core::budget::{
-    BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, ReservationIds,
-    Settlement, TopLevel,
+    BudgetKey, Child, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation,
+    ReservationIds, Settlement, TopLevel,
 };
 use dgw_core::state::{BudgetSettings, BudgetStore, StorageError};
 
@@ -170,6 +170,15 @@ impl BudgetStore for MemoryBudgets {
 
     async fn top_levels(&self) -> Result<Vec<TopLevel>, LedgerError> {
         Ok(self.book().top_levels())
+    }
+
+    async fn children(
+        &self,
+        parent: &BudgetKey,
+        after: Option<&BudgetKey>,
+        limit: usize,
+    ) -> Result<Vec<Child>, LedgerError> {
+        Ok(self.book().children(parent, after, limit))
     }
 
     async fn open_reservations(&self) -> Result<usize, LedgerError> {

@@ -25,7 +25,7 @@ use super::journal::Journal;
 use super::{encode, get, scan, Db, Storage};
 use dgw_core::budget::book::{Book, Entry, LevelRecord, LevelState, ReservationRecord, Unsaved};
 use dgw_core::budget::{
-    BudgetKey, HolderDigest, LeasePolicy, LedgerError, LevelReport, OnExpiry, Reservation,
+    BudgetKey, Child, HolderDigest, LeasePolicy, LedgerError, LevelReport, OnExpiry, Reservation,
     ReservationIds, Settlement, TopLevel,
 };
 use dgw_core::state::{BudgetSettings, BudgetStore, StorageError};
@@ -534,6 +534,15 @@ impl BudgetStore for Ledger {
 
     async fn top_levels(&self) -> Result<Vec<TopLevel>, LedgerError> {
         Ok(self.book().top_levels())
+    }
+
+    async fn children(
+        &self,
+        parent: &BudgetKey,
+        after: Option<&BudgetKey>,
+        limit: usize,
+    ) -> Result<Vec<Child>, LedgerError> {
+        Ok(self.book().children(parent, after, limit))
     }
 
     async fn open_reservations(&self) -> Result<usize, LedgerError> {

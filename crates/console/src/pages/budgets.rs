@@ -1,12 +1,12 @@
 //! Budgets: per tenant, the delegation tree (each root's delegations, and
-//! below them the attenuations this gateway has seen decided), each node
-//! with its spent / reserved / remaining from the budget store (the same
-//! figures on every backend and replica), sorted by how soon it runs dry
-//! at its spend rate over the last 15 minutes.
+//! below them every attenuation the budget store holds, read a page at a
+//! time), each node with its spent / reserved / remaining from the store
+//! (the same figures on every backend and replica), sorted by how soon it
+//! runs dry at its spend rate over the last 15 minutes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use dgw_core::budget::LevelReport;
+use dgw_core::budget::{BudgetKey, LevelReport, CHILDREN_PAGE};
 use dgw_front_http::UiAnswer;
 use maud::{html, Markup};
 
@@ -17,8 +17,9 @@ use crate::session::{unix_ms, Session};
 use crate::watch::Watch;
 use crate::Parts;
 
-/// Leaf delegations whose chains are read for the tree.
-const LEAVES_SHOWN: usize = 200;
+/// Nodes read for one view at most, the top levels included (the page
+/// says when there are more).
+pub const NODES_SHOWN: usize = 2000;
 
 /// A node of a tenant's tree.
 #[derive(Debug, Clone)]
@@ -35,13 +36,6 @@ impl Node {
         self.rate
             .filter(|r| *r > 0.0)
             .map(|r| self.level.remaining_microcents as f64 / r)
-    }
-
-    fn sort(&mut self) {
-        for c in &mut self.children {
-            c.sort();
-        }
-        self.children.sort_by(order);
     }
 }
 
@@ -60,8 +54,16 @@ pub struct Tree {
     pub nodes: Vec<Node>,
 }
 
-/// Reads the trees, sampling every node's spend.
-pub async fn trees(parts: &Parts, watch: &Watch) -> Result<Vec<Tree>, String> {
+/// The trees, and whether [`NODES_SHOWN`] cut them short.
+pub struct Trees {
+    pub trees: Vec<Tree>,
+    pub cut: bool,
+}
+
+/// Reads the trees from the budget store, breadth first (each node's
+/// children a page at a time, [`NODES_SHOWN`] at most), sampling every
+/// node's spend.
+pub async fn trees(parts: &Parts, watch: &Watch) -> Result<Trees, String> {
     let budgets = parts.gate.budgets();
     let names: BTreeMap<String, String> = parts
         .gate
@@ -71,65 +73,72 @@ pub async fn trees(parts: &Parts, watch: &Watch) -> Result<Vec<Tree>, String> {
         .collect();
     let now = unix_ms();
     let tops = budgets.top_levels().await.map_err(|e| e.to_string())?;
-    // Top-level delegation ID → its root.
-    let mut root_of: BTreeMap<String, String> = BTreeMap::new();
-    let mut by_root: BTreeMap<String, Vec<Node>> = BTreeMap::new();
-    for t in tops {
-        root_of.insert(t.level.delegation_id.clone(), t.root.clone());
-        let key = format!("{}/{}", t.root, t.level.delegation_id);
-        by_root.entry(t.root.clone()).or_default().push(Node {
-            rate: watch.sample(&key, t.level.spent_microcents, now),
-            level: t.level,
-            children: Vec::new(),
-        });
-    }
-    for leaf in watch.leaves().into_iter().take(LEAVES_SHOWN) {
-        let Ok(chains) = budgets.report(&leaf).await else {
-            continue;
-        };
-        for chain in chains {
-            let Some(first) = chain.first() else { continue };
-            let Some(root) = root_of.get(&first.delegation_id).cloned() else {
-                continue;
-            };
-            let Some(nodes) = by_root.get_mut(&root) else {
-                continue;
-            };
-            let mut path = format!("{root}/{}", first.delegation_id);
-            let Some(mut at) = nodes
-                .iter_mut()
-                .find(|n| n.level.delegation_id == first.delegation_id)
-            else {
-                continue;
-            };
-            for level in chain.iter().skip(1) {
-                path.push('/');
-                path.push_str(&level.delegation_id);
-                let i = match at
-                    .children
-                    .iter()
-                    .position(|c| c.level.delegation_id == level.delegation_id)
-                {
-                    Some(i) => i,
-                    None => {
-                        at.children.push(Node {
-                            rate: watch.sample(&path, level.spent_microcents, now),
-                            level: level.clone(),
-                            children: Vec::new(),
-                        });
-                        at.children.len() - 1
-                    }
-                };
-                at = &mut at.children[i];
+    let mut read = tops.len();
+    let mut cut = false;
+    // Each node read → the nodes directly below it.
+    let mut below: HashMap<BudgetKey, Vec<(BudgetKey, LevelReport)>> = HashMap::new();
+    let mut queue: VecDeque<BudgetKey> = tops
+        .iter()
+        .map(|t| BudgetKey::of_root(&t.root).child(&t.level.delegation_id))
+        .collect();
+    'walk: while let Some(parent) = queue.pop_front() {
+        let mut after: Option<BudgetKey> = None;
+        loop {
+            let room = NODES_SHOWN.saturating_sub(read);
+            if room == 0 {
+                cut = true;
+                break 'walk;
+            }
+            let page = budgets
+                .children(&parent, after.as_ref(), room.min(CHILDREN_PAGE))
+                .await
+                .map_err(|e| e.to_string())?;
+            let full = page.len() == room.min(CHILDREN_PAGE);
+            read += page.len();
+            after = page.last().map(|c| c.key.clone());
+            for c in page {
+                queue.push_back(c.key.clone());
+                below
+                    .entry(parent.clone())
+                    .or_default()
+                    .push((c.key, c.level));
+            }
+            if !full {
+                break;
             }
         }
+    }
+    fn grow(
+        key: BudgetKey,
+        level: LevelReport,
+        below: &mut HashMap<BudgetKey, Vec<(BudgetKey, LevelReport)>>,
+        watch: &Watch,
+        now: u64,
+    ) -> Node {
+        let children = below
+            .remove(&key)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, l)| grow(k, l, below, watch, now))
+            .collect();
+        let mut n = Node {
+            rate: watch.sample(key.as_str(), level.spent_microcents, now),
+            level,
+            children,
+        };
+        // Each child's own children were sorted as it grew.
+        n.children.sort_by(order);
+        n
+    }
+    let mut by_root: BTreeMap<String, Vec<Node>> = BTreeMap::new();
+    for t in tops {
+        let key = BudgetKey::of_root(&t.root).child(&t.level.delegation_id);
+        let node = grow(key, t.level, &mut below, watch, now);
+        by_root.entry(t.root).or_default().push(node);
     }
     let mut trees: Vec<Tree> = by_root
         .into_iter()
         .map(|(root, mut nodes)| {
-            for n in &mut nodes {
-                n.sort();
-            }
             nodes.sort_by(order);
             Tree {
                 name: names.get(&root).cloned().unwrap_or(root),
@@ -141,7 +150,7 @@ pub async fn trees(parts: &Parts, watch: &Watch) -> Result<Vec<Tree>, String> {
         (Some(x), Some(y)) => order(x, y),
         _ => a.name.cmp(&b.name),
     });
-    Ok(trees)
+    Ok(Trees { trees, cut })
 }
 
 /// The bar: spent, reserved and remaining as parts of the budget (an SVG,
@@ -197,8 +206,9 @@ fn node(n: &Node) -> Markup {
 /// The page.
 pub async fn show(parts: &Parts, watch: &Watch, s: &Session) -> UiAnswer {
     let content = match trees(parts, watch).await {
-        Ok(trees) => html! {
-            p.lede { "Spent, reserved and remaining at every level, soonest to run dry first (spend rate over the last 15 minutes). Attenuations appear once this gateway has decided a call under them." }
+        Ok(Trees { trees, cut }) => html! {
+            p.lede { "Spent, reserved and remaining at every level, soonest to run dry first (spend rate over the last 15 minutes): every delegation and attenuation the budget store holds." }
+            @if cut { (layout::notice("status", &format!("Only the first {NODES_SHOWN} budget nodes are shown."))) }
             @if trees.is_empty() { p { "No budget has been used yet." } }
             @for t in &trees {
                 section.tenant aria-label={ "Tenant " (t.name) } {
@@ -239,7 +249,7 @@ mod tests {
             node("slow", 900, Some(1.0)),
             node("fast", 900, Some(100.0)),
         ];
-        root.sort();
+        root.children.sort_by(order);
         let ids: Vec<_> = root
             .children
             .iter()

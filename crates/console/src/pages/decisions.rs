@@ -1,9 +1,11 @@
 //! Decisions: live from the decision stream (what this gateway decided
 //! since it started, the newest first; the page refreshes itself while
 //! "live" is on) and searchable back as far as the audit log keeps them,
-//! filtered by outcome, denial reason, tenant, delegation and request
-//! (the tool's capability: namespace, action, resource). Each opens to its
-//! full record, its audit entry and its request ID.
+//! filtered by outcome, denial reason, protocol, front, tool, tenant,
+//! delegation and request (the tool's capability: namespace, action,
+//! resource). Each opens to its full record, its audit entry and its
+//! request ID. Records written before decisions carried their protocol,
+//! front and tool have none: a filter on those leaves them out.
 
 use dgw_core::gatekeeper::DecisionEvent;
 use dgw_front_http::UiAnswer;
@@ -21,6 +23,9 @@ use crate::Parts;
 /// Rows shown at most.
 const ROWS: usize = 200;
 
+/// The fronts a decision can come in on (`dgw_core::request_id::front`).
+const FRONTS: &[&str] = &["mcp", "jsonrpc", "grpc", "http"];
+
 /// A decision as the audit trail records it (the live ones made so).
 fn record_of(e: &DecisionEvent) -> Value {
     let mut out = Vec::new();
@@ -34,6 +39,9 @@ fn record_of(e: &DecisionEvent) -> Value {
 struct Filter<'a> {
     outcome: Option<&'a str>,
     reason: Option<&'a str>,
+    protocol: Option<&'a str>,
+    front: Option<&'a str>,
+    tool: Option<&'a str>,
     tenant: Option<&'a str>,
     delegation: Option<&'a str>,
     request: Option<&'a str>,
@@ -45,6 +53,9 @@ impl<'a> Filter<'a> {
         Self {
             outcome: q.get("outcome").filter(|o| *o != "any"),
             reason: q.get("reason"),
+            protocol: q.get("protocol"),
+            front: q.get("front").filter(|f| *f != "any"),
+            tool: q.get("tool"),
             tenant: q.get("tenant"),
             delegation: q.get("delegation"),
             request: q.get("request"),
@@ -69,6 +80,9 @@ impl<'a> Filter<'a> {
         let chain = r.get("chain").and_then(Value::as_array);
         self.outcome.is_none_or(|o| (o == "allowed") == allowed)
             && self.reason.is_none_or(|x| s("denialType") == x)
+            && self.protocol.is_none_or(|x| s("protocol") == x)
+            && self.front.is_none_or(|x| s("front") == x)
+            && self.tool.is_none_or(|x| s("tool") == x)
             && self.tenant.is_none_or(|x| s("tenant") == x)
             && self.request_id.is_none_or(|x| s("requestId") == x)
             && self
@@ -148,11 +162,15 @@ fn row(r: &Value, at: &str) -> Markup {
         .unwrap_or("")
         .to_owned();
     let request_id = s("requestId");
+    let or_dash = |v: String| if v.is_empty() { "—".to_owned() } else { v };
     html! {
         tr {
             td { (at) }
             td { @if allowed { span.allowed { "allowed" } } @else { span.denied { "denied" } } }
             td { (s("denialType")) }
+            td { (or_dash(s("protocol"))) }
+            td { (or_dash(s("front"))) }
+            td { code { (or_dash(s("tool"))) } }
             td { (s("tenant")) }
             td { code { (leaf) } }
             td { (rs("namespace")) ":" (rs("action")) " " code { (rs("resource")) } }
@@ -168,6 +186,7 @@ fn row(r: &Value, at: &str) -> Markup {
 fn filters(q: &Form) -> Markup {
     let v = |k: &str| q.get(k).unwrap_or("").to_owned();
     let outcome = v("outcome");
+    let front = v("front");
     html! {
         form.filters method="get" action="/ui/decisions" aria-label="Filter decisions" {
             label { "Outcome "
@@ -178,6 +197,16 @@ fn filters(q: &Form) -> Markup {
                 }
             }
             label { "Denial reason " input type="text" name="reason" value=(v("reason")); }
+            label { "Protocol " input type="text" name="protocol" value=(v("protocol")); }
+            label { "Front "
+                select name="front" {
+                    option value="any" selected[front.is_empty() || front == "any"] { "any" }
+                    @for f in FRONTS {
+                        option value=(f) selected[front == *f] { (f) }
+                    }
+                }
+            }
+            label { "Tool " input type="text" name="tool" value=(v("tool")); }
             label { "Tenant " input type="text" name="tenant" value=(v("tenant")); }
             label { "Delegation " input type="text" name="delegation" value=(v("delegation")); }
             label { "Request (tool capability) " input type="text" name="request" value=(v("request")); }
@@ -243,7 +272,7 @@ pub async fn show(parts: &Parts, watch: &Watch, s: &Session, q: &Form) -> UiAnsw
                 None => p { "This gateway keeps no audit log ([audit] is off): only live decisions are searchable." },
                 Some((rows, oldest)) => {
                     p { "The audit log reaches back to " (oldest.clone().unwrap_or_else(|| "its start".into())) "." }
-                    table {
+                    table #log-table {
                         caption.sr { "Decisions in the audit log, newest first" }
                         (head())
                         tbody { @for l in rows { (row(&l.record, &l.at)) } }
@@ -259,6 +288,7 @@ fn head() -> Markup {
     html! {
         thead { tr {
             th scope="col" { "When" } th scope="col" { "Outcome" } th scope="col" { "Reason" }
+            th scope="col" { "Protocol" } th scope="col" { "Front" } th scope="col" { "Tool" }
             th scope="col" { "Tenant" } th scope="col" { "Delegation" } th scope="col" { "Request" } th scope="col" { "Request ID" }
         } }
     }
@@ -272,7 +302,9 @@ mod tests {
     fn each_filter_keeps_only_what_it_names() {
         let denied = json!({"allowed": false, "denialType": "revoked", "tenant": "acme",
             "chain": ["del_000000000001", "del_000000000002"], "requestId": "r1",
+            "protocol": "delegateos", "front": "mcp", "tool": "echo",
             "request": {"namespace": "demo", "action": "echo", "resource": "/text"}});
+        // As recorded before decisions carried protocol, front and tool.
         let allowed = json!({"allowed": true, "tenant": "other", "chain": [], "requestId": "r2"});
         let keeps = |q: &str| {
             let form = Form::query(Some(q));
@@ -289,5 +321,13 @@ mod tests {
         assert_eq!(keeps("delegation=del_000000000002"), (true, false));
         assert_eq!(keeps("request=demo%3Aecho"), (true, false));
         assert_eq!(keeps("request_id=r2"), (false, true));
+        assert_eq!(keeps("protocol=delegateos"), (true, false));
+        assert_eq!(keeps("protocol=toy"), (false, false));
+        assert_eq!(keeps("front=mcp"), (true, false));
+        assert_eq!(keeps("front=any"), (true, true));
+        assert_eq!(keeps("front=grpc"), (false, false));
+        assert_eq!(keeps("tool=echo"), (true, false));
+        // A tool is matched whole, not as a part of another's name.
+        assert_eq!(keeps("tool=ech"), (false, false));
     }
 }

@@ -36,8 +36,12 @@ fn mapping(policy: Option<&ToolPolicy>) -> String {
 }
 
 /// The page.
-pub fn show(parts: &Parts, s: &Session) -> UiAnswer {
+pub async fn show(parts: &Parts, s: &Session) -> UiAnswer {
     let upstreams = parts.proxy.upstreams();
+    let mut panels = Vec::new();
+    for (section_name, running) in &parts.modules {
+        panels.push((section_name, running.panel().await));
+    }
     let content = html! {
         h2 { "MCP upstreams" }
         @if upstreams.is_empty() { p { "No upstream is configured." } }
@@ -66,8 +70,8 @@ pub fn show(parts: &Parts, s: &Session) -> UiAnswer {
             }
         }
         h2 { "Protocols" }
-        @for (section_name, running) in &parts.modules {
-            @if let Some(panel) = running.panel() {
+        @for (section_name, panel) in &panels {
+            @if let Some(panel) = panel {
                 section.panel aria-label=(panel.title) {
                     h3 { (panel.title) }
                     dl {

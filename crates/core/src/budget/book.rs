@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, TopLevel};
+use super::{
+    BudgetKey, Child, HolderDigest, LedgerError, LevelReport, OnExpiry, TopLevel, CHILDREN_PAGE,
+};
 
 /// The stored state of a node: its limit and what has been spent.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -124,6 +126,8 @@ pub struct Book {
     /// Open reservations by deadline, so the sweeper reads only the expired.
     pub deadlines: BTreeSet<(u64, String)>,
     pub by_delegation: FastMap<String, BTreeSet<BudgetKey>>,
+    /// The nodes directly below each node (and each root's top levels).
+    pub children: FastMap<BudgetKey, BTreeSet<BudgetKey>>,
     /// Levels with a lease.
     pub leased: FastSet<BudgetKey>,
     pub unsaved: Unsaved,
@@ -269,6 +273,9 @@ impl Book {
                         .entry(key.delegation_id().to_owned())
                         .or_default()
                         .insert(key.clone());
+                    if let Some(parent) = key.parent() {
+                        self.children.entry(parent).or_default().insert(key.clone());
+                    }
                 }
             }
         }
@@ -433,6 +440,29 @@ impl Book {
                     .iter()
                     .map(|k| level_report(k, self.levels.get(k).copied().unwrap_or_default()))
                     .collect()
+            })
+            .collect()
+    }
+
+    /// One page of the nodes directly below `parent`, in key order, after
+    /// `after` (see [`crate::state::BudgetStore::children`]).
+    pub fn children(
+        &self,
+        parent: &BudgetKey,
+        after: Option<&BudgetKey>,
+        limit: usize,
+    ) -> Vec<Child> {
+        use std::ops::Bound;
+        let Some(below) = self.children.get(parent) else {
+            return Vec::new();
+        };
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        below
+            .range::<BudgetKey, _>((from, Bound::Unbounded))
+            .take(limit.min(CHILDREN_PAGE))
+            .map(|k| Child {
+                key: k.clone(),
+                level: level_report(k, self.levels.get(k).copied().unwrap_or_default()),
             })
             .collect()
     }

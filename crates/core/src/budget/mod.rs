@@ -71,6 +71,19 @@ impl BudgetKey {
         BudgetKey(Arc::from(format!("{}/{name}", self.0).as_str()))
     }
 
+    /// The node directly above this one: for a top-level node, its root
+    /// alone (a key whose children are the root's top-level nodes).
+    pub fn parent(&self) -> Option<BudgetKey> {
+        self.0
+            .rsplit_once('/')
+            .map(|(above, _)| BudgetKey(Arc::from(above)))
+    }
+
+    /// The key of a root alone, whose children are its top-level nodes.
+    pub fn of_root(root: &str) -> Self {
+        BudgetKey(Arc::from(root))
+    }
+
     /// The tenant root this node belongs to.
     pub fn root(&self) -> &str {
         self.0.split('/').next().unwrap_or_default()
@@ -259,6 +272,19 @@ pub struct LevelReport {
     pub reserved_microcents: u64,
     pub remaining_microcents: u64,
 }
+
+/// A node directly below another, as [`crate::state::BudgetStore::children`]
+/// lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Child {
+    pub key: BudgetKey,
+    pub level: LevelReport,
+}
+
+/// The most children one page of [`crate::state::BudgetStore::children`]
+/// lists, whatever was asked: a root with a million attenuations is read a
+/// page at a time.
+pub const CHILDREN_PAGE: usize = 256;
 
 /// Totals over a tenant's top-level nodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -44,6 +44,15 @@ pub struct DecisionEvent {
     pub detail: Option<String>,
     /// The request it was made for ([`crate::request_id`]).
     pub request_id: Option<std::sync::Arc<str>>,
+    /// The protocol whose credential was presented (its `ProtocolId`
+    /// name: `delegateos`, …); for a denial, the protocol that refused.
+    pub protocol: Option<&'static str>,
+    /// The front the request came in on (`mcp`, `jsonrpc`, `grpc`,
+    /// `http`; [`crate::request_id::front`]).
+    pub front: Option<&'static str>,
+    /// The tool the call named ([`crate::protocol::Call::tool`]: an MCP
+    /// tool's name, or `dgw/authorize`'s `tool`), when the front gave one.
+    pub tool: Option<String>,
 }
 
 /// A decision as the audit trail records it (no credential in it).
@@ -68,6 +77,15 @@ struct DecisionRecord<'a> {
     denial_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     detail: Option<&'a str>,
+    // Added for the console's filters (issue 38): absent from records
+    // written before, and from those that have none, so an old record
+    // reads as it did and its bytes (and the chain's hashes) are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    protocol: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    front: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<&'a str>,
 }
 
 #[derive(serde::Serialize)]
@@ -98,6 +116,9 @@ impl crate::trail::Record for DecisionEvent {
                 reservation_id: self.reservation_id.as_deref(),
                 denial_type: self.denial_type.as_deref(),
                 detail: self.detail.as_deref(),
+                protocol: self.protocol,
+                front: self.front,
+                tool: self.tool.as_deref(),
             },
         )
     }
@@ -144,27 +165,13 @@ impl Gatekeeper {
         }
     }
 
-    /// An authorization decision.
+    /// An authorization decision: for `grant` when its credential
+    /// verified, on the call's `tool` when the front named one. Its
+    /// protocol is the denial's, else the grant's.
     pub(super) fn publish_authorize(
         &self,
         grant: Option<&Grant>,
-        request: &CapabilityRequest,
-        cost_microcents: u64,
-        outcome: Result<Option<&Reservation>, &Denial>,
-    ) {
-        self.publish_decision(
-            || grant.map(|g| g.tenant.clone()),
-            || grant.map(|g| g.chain.clone()).unwrap_or_default(),
-            request,
-            cost_microcents,
-            outcome,
-        );
-    }
-
-    pub(super) fn publish_decision(
-        &self,
-        tenant: impl FnOnce() -> Option<String>,
-        chain: impl FnOnce() -> Vec<DelegationId>,
+        tool: Option<&str>,
         request: &CapabilityRequest,
         cost_microcents: u64,
         outcome: Result<Option<&Reservation>, &Denial>,
@@ -173,14 +180,75 @@ impl Gatekeeper {
             at: OffsetDateTime::now_utc(),
             kind: DecisionKind::Authorize,
             allowed: outcome.is_ok(),
-            tenant: tenant(),
-            chain: chain(),
+            tenant: grant.map(|g| g.tenant.clone()),
+            chain: grant.map(|g| g.chain.clone()).unwrap_or_default(),
             request: Some(request.clone()),
             cost_microcents,
             reservation_id: outcome.ok().flatten().map(|r| r.reservation_id.clone()),
             denial_type: outcome.err().map(|d| d.kind.as_str().to_owned()),
             detail: outcome.err().map(|d| d.detail.clone()),
             request_id: crate::request_id::current(),
+            protocol: outcome
+                .err()
+                .map(|d| d.protocol.name)
+                .or(grant.map(|g| g.protocol.name)),
+            front: crate::request_id::front(),
+            tool: tool.map(str::to_owned),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trail::Record;
+
+    fn event() -> DecisionEvent {
+        DecisionEvent {
+            at: OffsetDateTime::from_unix_timestamp(1_700_000_000).unwrap(),
+            kind: DecisionKind::Authorize,
+            allowed: false,
+            tenant: Some("acme".into()),
+            chain: vec![DelegationId::parse("del_000000000001").unwrap()],
+            request: Some(CapabilityRequest {
+                namespace: "demo".into(),
+                action: "echo".into(),
+                resource: "/text".into(),
+            }),
+            cost_microcents: 10,
+            reservation_id: None,
+            denial_type: Some("revoked".into()),
+            detail: Some("gone".into()),
+            request_id: Some(Arc::from("r1")),
+            protocol: None,
+            front: None,
+            tool: None,
+        }
+    }
+
+    fn json(e: &DecisionEvent) -> String {
+        let mut out = Vec::new();
+        e.write_json(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Without a protocol, front or tool, a record is byte for byte what
+    /// was written before they existed (old logs and their hashes stay as
+    /// they were); with them, they follow the fields that were there.
+    #[test]
+    fn protocol_front_and_tool_are_added_only_when_known() {
+        let old = r#"{"event":"decision","at":1700000000000,"decision":"authorize","allowed":false,"requestId":"r1","tenant":"acme","chain":["del_000000000001"],"request":{"namespace":"demo","action":"echo","resource":"/text"},"costMicrocents":10,"denialType":"revoked","detail":"gone"}"#;
+        assert_eq!(json(&event()), old);
+        let mut e = event();
+        e.protocol = Some("toy");
+        e.front = Some("mcp");
+        e.tool = Some("<img src=x>".into());
+        assert_eq!(
+            json(&e),
+            format!(
+                "{},\"protocol\":\"toy\",\"front\":\"mcp\",\"tool\":\"<img src=x>\"}}",
+                &old[..old.len() - 1]
+            )
+        );
     }
 }

@@ -47,6 +47,9 @@ impl Gatekeeper {
                 denial_type,
                 detail,
                 request_id: crate::request_id::current(),
+                protocol: Some(super::DELEGATEOS.name),
+                front: crate::request_id::front(),
+                tool: None,
             }
         });
         Ok(response)

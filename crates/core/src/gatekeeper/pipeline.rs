@@ -83,7 +83,7 @@ impl Gatekeeper {
         }
         if let Some((reason, request)) = first_non_canonical(requests) {
             let d = denied(reason, Some(request));
-            self.publish_authorize(None, request, cost_microcents, Err(&d));
+            self.publish_authorize(None, None, request, cost_microcents, Err(&d));
             return Ok(Decision::Denied(d));
         }
         let verify = crate::stage_span!("credential_verify");
@@ -99,12 +99,12 @@ impl Gatekeeper {
             Err(reason) => {
                 let d = denied(reason, Some(first));
                 d.record_in(&verify);
-                self.publish_authorize(None, first, cost_microcents, Err(&d));
+                self.publish_authorize(None, None, first, cost_microcents, Err(&d));
                 return Ok(Decision::Denied(d));
             }
         };
         drop(verify);
-        self.authorize_held(&grant, || holder, requests, cost_microcents, hold)
+        self.authorize_held(&grant, || holder, None, requests, cost_microcents, hold)
             .await
     }
 
@@ -122,16 +122,18 @@ impl Gatekeeper {
         hold: impl Into<Hold>,
     ) -> Result<Decision<Authorization>, GateError> {
         let holder = || HolderDigest::of(presented);
-        self.authorize_held(grant, holder, requests, cost_microcents, hold.into())
+        self.authorize_held(grant, holder, None, requests, cost_microcents, hold.into())
             .await
     }
 
     /// [`Self::authorize_grant`], the holder's digest given by `holder`
-    /// (asked only for a caller's reservation).
+    /// (asked only for a caller's reservation), its decision recorded on
+    /// `tool` when the front named one.
     async fn authorize_held(
         &self,
         grant: &Grant,
         holder: impl FnOnce() -> HolderDigest,
+        tool: Option<&str>,
         requests: &[CapabilityRequest],
         cost_microcents: u64,
         hold: impl Into<Hold>,
@@ -145,6 +147,7 @@ impl Gatekeeper {
             telemetry::record_denial(d.protocol.name, d.kind.as_str());
             self.publish_authorize(
                 Some(grant),
+                tool,
                 d.requested.as_deref().unwrap_or(first),
                 cost_microcents,
                 Err(&d),
@@ -230,6 +233,7 @@ impl Gatekeeper {
         };
         self.publish_authorize(
             Some(grant),
+            tool,
             first,
             cost_microcents,
             Ok(reservation.as_ref()),
@@ -263,6 +267,7 @@ impl Gatekeeper {
             telemetry::record_denial(d.protocol.name, d.kind.as_str());
             self.publish_authorize(
                 None,
+                Some(call.tool),
                 d.requested.as_deref().unwrap_or(first),
                 call.cost_microcents,
                 Err(&d),
@@ -293,10 +298,12 @@ impl Gatekeeper {
             }
         };
         drop(verify);
+        let holder = || HolderDigest::of(found.credential.presented());
         match self
-            .authorize_grant(
+            .authorize_held(
                 &grant,
-                found.credential.presented(),
+                holder,
+                Some(call.tool),
                 call.requests,
                 call.cost_microcents,
                 hold,

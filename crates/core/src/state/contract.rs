@@ -80,6 +80,7 @@ macro_rules! __contract_suite_tests {
             concurrent_reservations_never_overspend
             expiry_ends_each_reservation_once
             budget_bookkeeping
+            budget_children_are_listed_in_pages
             revocation_subscribers_see_every_entry
             replay_is_insert_if_absent
             audit_keeps_order
@@ -527,6 +528,120 @@ pub fn budget_bookkeeping<B: Backend>(backend: impl Fn() -> B) {
         assert_eq!(totals["ROOT"].spent, 4);
         assert_eq!(totals["ROOT"].remaining, 96);
         assert!(store.writable());
+        b.stop(store);
+    });
+}
+
+/// Every node below a node, listed a page at a time in key order, each
+/// with its figures; a root alone lists its top levels; a page is never
+/// longer than [`crate::budget::CHILDREN_PAGE`]; after a restart the same.
+pub fn budget_children_are_listed_in_pages<B: Backend>(backend: impl Fn() -> B) {
+    use crate::budget::{BudgetKey, CHILDREN_PAGE};
+    let b = backend();
+    runtime().block_on(async {
+        let store = b.budgets(settings(Duration::from_secs(60), 0.0));
+        let many = CHILDREN_PAGE + 44;
+        let below: Vec<String> = (0..many).map(|i| format!("a/x{i:04}")).collect();
+        for name in &below {
+            store
+                .charge(&[(key("a"), 1_000_000), (key(name), 100)], 1)
+                .await
+                .unwrap();
+        }
+        store.charge(&[(key("d"), 50)], 7).await.unwrap();
+        store
+            .reserve(
+                &[(key("d"), 50), (key("d/e"), 20)],
+                5,
+                0,
+                OnExpiry::Release,
+                None,
+            )
+            .await
+            .unwrap();
+        // Another root's nodes are not this one's.
+        let other = BudgetKey::from_stored("OTHER/a");
+        store.charge(&[(other, 10)], 1).await.unwrap();
+        let store = if b.persistent() {
+            b.stop(store);
+            b.budgets(settings(Duration::from_secs(60), 0.0))
+        } else {
+            store
+        };
+
+        let root = BudgetKey::of_root("ROOT");
+        let tops = store.children(&root, None, 10).await.unwrap();
+        let seen: Vec<_> = tops
+            .iter()
+            .map(|c| {
+                (
+                    c.key.as_str(),
+                    c.level.spent_microcents,
+                    c.level.reserved_microcents,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [("ROOT/a", many as u64, 0), ("ROOT/d", 7, 5)],
+            "a root lists its top levels"
+        );
+        let e = store.children(&key("d"), None, 10).await.unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(
+            (
+                e[0].key.as_str(),
+                &e[0].level.delegation_id,
+                e[0].level.budget_microcents
+            ),
+            ("ROOT/d/e", &"e".to_owned(), 20)
+        );
+        assert_eq!(
+            (
+                e[0].level.reserved_microcents,
+                e[0].level.remaining_microcents
+            ),
+            (5, 15)
+        );
+
+        // Paged: never more than a page, in key order, every node once.
+        let mut listed = Vec::new();
+        let mut after: Option<BudgetKey> = None;
+        loop {
+            let page = store
+                .children(&key("a"), after.as_ref(), usize::MAX)
+                .await
+                .unwrap();
+            assert!(page.len() <= CHILDREN_PAGE, "{}", page.len());
+            let Some(last) = page.last() else { break };
+            after = Some(last.key.clone());
+            assert!(page
+                .iter()
+                .all(|c| c.level.spent_microcents == 1 && c.level.budget_microcents == 100));
+            listed.extend(page.into_iter().map(|c| c.key.as_str().to_owned()));
+        }
+        let expected: Vec<String> = below.iter().map(|n| format!("ROOT/{n}")).collect();
+        assert_eq!(listed, expected);
+        let first = store.children(&key("a"), None, 3).await.unwrap();
+        assert_eq!(first.len(), 3);
+        let next = store
+            .children(&key("a"), Some(&first[2].key), 2)
+            .await
+            .unwrap();
+        assert_eq!(next[0].key.as_str(), "ROOT/a/x0003");
+
+        // Nothing below a leaf, an unknown node, or with a limit of 0.
+        assert!(store
+            .children(&key("a/x0000"), None, 10)
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(store
+            .children(&key("zz"), None, 10)
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(store.children(&key("a"), None, 0).await.unwrap().is_empty());
         b.stop(store);
     });
 }

@@ -22,7 +22,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use crate::budget::{
-    BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, Settlement, TopLevel,
+    BudgetKey, Child, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, Settlement,
+    TopLevel,
 };
 
 #[cfg(any(test, feature = "contract-suite"))]
@@ -112,6 +113,19 @@ pub trait BudgetStore: Send + Sync {
     /// Every top-level node (a root's direct delegation), for the gauges
     /// ([`crate::budget::tenant_totals`] sums them per root).
     async fn top_levels(&self) -> Result<Vec<TopLevel>, LedgerError>;
+
+    /// One page of the nodes directly below `parent` (a node, or a root
+    /// alone — [`BudgetKey::of_root`] — for its top-level nodes), in key
+    /// order, after `after` when given, at most `limit` and never more
+    /// than [`crate::budget::CHILDREN_PAGE`]: every node ever reserved or
+    /// charged, by any process sharing the state. A page shorter than
+    /// asked is the last.
+    async fn children(
+        &self,
+        parent: &BudgetKey,
+        after: Option<&BudgetKey>,
+        limit: usize,
+    ) -> Result<Vec<Child>, LedgerError>;
 
     /// Open reservations.
     async fn open_reservations(&self) -> Result<usize, LedgerError>;

@@ -8,11 +8,14 @@
 //!   [`ReservationRecord`] as JSON);
 //! - `<prefix>:{<tag>}:d`: the tree's open reservations by deadline;
 //!
-//! and three indexes outside any tree, in a slot of their own, written
+//! and four indexes outside any tree, in a slot of their own, written
 //! after the script (each idempotent): `<prefix>:{idx}:trees` (the tags,
 //! for the sweep), `<prefix>:{idx}:bd:<delegation id>` (the keys ending at
-//! a delegation, for reports) and `<prefix>:{idx}:tops` (top-level keys,
-//! for tenant totals). Reads over several trees go tree by tree (a
+//! a delegation, for reports), `<prefix>:{idx}:tops` (top-level keys,
+//! for tenant totals) and `<prefix>:{idx}:ch:<budget key>` (the keys
+//! directly below a node, or a root's top levels below the root alone: a
+//! sorted set whose members all score 0, so it is read in pages in key
+//! order with `ZRANGEBYLEX`). Reads over several trees go tree by tree (a
 //! cluster answers no pipeline across slots).
 //! A reservation's ID carries its tree's tag (`res_….<tag>`), so settling
 //! by ID finds the tree.
@@ -26,8 +29,8 @@ use redis::{AsyncCommands, Script, Value as Reply};
 
 use dgw_core::budget::book::ReservationRecord;
 use dgw_core::budget::{
-    BudgetKey, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation, ReservationIds,
-    Settlement, TopLevel,
+    BudgetKey, Child, HolderDigest, LedgerError, LevelReport, OnExpiry, Reservation,
+    ReservationIds, Settlement, TopLevel, CHILDREN_PAGE,
 };
 use dgw_core::state::{BudgetSettings, BudgetStore, StorageError};
 
@@ -215,36 +218,50 @@ impl RedisBudgets {
 
     /// Writes the indexes of `levels` this process has not written yet.
     async fn index(&self, levels: &[(BudgetKey, u64)], tag: &str) -> Result<(), LedgerError> {
-        let mut entries: Vec<(String, String)> = vec![(self.index_key("trees"), tag.into())];
+        // (index, member, whether the index is a sorted set)
+        let mut entries: Vec<(String, String, bool)> =
+            vec![(self.index_key("trees"), tag.into(), false)];
         for (k, _) in levels {
             entries.push((
                 self.index_key(&format!("bd:{}", k.delegation_id())),
                 k.as_str().to_owned(),
+                false,
             ));
             if k.is_top() {
-                entries.push((self.index_key("tops"), k.as_str().to_owned()));
+                entries.push((self.index_key("tops"), k.as_str().to_owned(), false));
+            }
+            if let Some(parent) = k.parent() {
+                entries.push((
+                    self.index_key(&format!("ch:{}", parent.as_str())),
+                    k.as_str().to_owned(),
+                    true,
+                ));
             }
         }
-        let new: Vec<(String, String)> = {
+        let new: Vec<(String, String, bool)> = {
             let seen = self.indexed.lock().unwrap_or_else(|p| p.into_inner());
             entries
                 .into_iter()
-                .filter(|(set, member)| !seen.contains(&format!("{set}\0{member}")))
+                .filter(|(set, member, _)| !seen.contains(&format!("{set}\0{member}")))
                 .collect()
         };
         if new.is_empty() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
-        for (set, member) in &new {
-            pipe.sadd(set, member).ignore();
+        for (set, member, ordered) in &new {
+            if *ordered {
+                pipe.zadd(set, member, 0).ignore();
+            } else {
+                pipe.sadd(set, member).ignore();
+            }
         }
         let mut con = self.connection.get().await?;
         pipe.query_async::<()>(&mut con)
             .await
             .map_err(crate::backend)?;
         let mut seen = self.indexed.lock().unwrap_or_else(|p| p.into_inner());
-        for (set, member) in new {
+        for (set, member, _) in new {
             seen.insert(format!("{set}\0{member}"));
         }
         Ok(())
@@ -517,6 +534,41 @@ impl BudgetStore for RedisBudgets {
                     reserved_microcents: r,
                     remaining_microcents: l.saturating_sub(s).saturating_sub(r),
                 },
+            })
+            .collect())
+    }
+
+    async fn children(
+        &self,
+        parent: &BudgetKey,
+        after: Option<&BudgetKey>,
+        limit: usize,
+    ) -> Result<Vec<Child>, LedgerError> {
+        let limit = limit.min(CHILDREN_PAGE);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let from = after.map_or_else(|| "-".to_owned(), |a| format!("({}", a.as_str()));
+        let mut con = self.connection.get().await?;
+        let below: Vec<String> = redis::cmd("ZRANGEBYLEX")
+            .arg(self.index_key(&format!("ch:{}", parent.as_str())))
+            .arg(from)
+            .arg("+")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut con)
+            .await
+            .map_err(crate::backend)?;
+        drop(con);
+        let keys: Vec<BudgetKey> = below.iter().map(|k| BudgetKey::from_stored(k)).collect();
+        let rows = self.read_levels(&keys).await?;
+        Ok(keys
+            .into_iter()
+            .zip(rows)
+            .map(|(key, [l, s, r])| Child {
+                level: report(&key, if l == u64::MAX { 0 } else { l }, s, r),
+                key,
             })
             .collect())
     }
