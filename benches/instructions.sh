@@ -5,7 +5,8 @@
 # (every thread, user space only; not the kernel's work, nor time spent
 # waiting) while dgw-load drives 8 clients for SECS (default 6), and divides
 # by the calls the gateway counted meanwhile.
-#   benches/instructions.sh              # MCP tools/call through /mcp
+#   benches/instructions.sh              # MCP tools/call through /mcp, on a session
+#   MODE=mcp2026 benches/instructions.sh # the same call as MCP 2026-07-28 sends it
 #   MODE=authorize benches/instructions.sh   # JSON-RPC, to /rpc
 #   MODE=grpc benches/instructions.sh        # gRPC Authorize
 #   DGW_BIN=/other/build benches/instructions.sh
@@ -22,9 +23,9 @@ cargo build --release --quiet --bin dgw-load
 [ -n "${DGW_BIN:-}" ] || cargo build --release --quiet --bin dgw
 mode=${MODE:-mcp}
 case $mode in
-  mcp) metric=dgw_mcp_gateway_duration_seconds_count ;;
+  mcp | mcp2026) metric=dgw_mcp_gateway_duration_seconds_count ;;
   authorize | grpc) metric=dgw_authorize_duration_seconds_count ;;
-  *) echo "MODE is mcp, authorize or grpc" >&2; exit 2 ;;
+  *) echo "MODE is mcp, mcp2026, authorize or grpc" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
 upstream_pid= pid=

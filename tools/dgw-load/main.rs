@@ -5,7 +5,9 @@
 //!
 //! Modes: `authorize` sends `delegateos/authorize` to `/rpc` (and, with
 //! `--settle`, a settle for every grant); `mcp` sends MCP `tools/call` of
-//! the `echo` tool to dgw's `/mcp` with the DCT in `Authorization: DCT`;
+//! the `echo` tool to dgw's `/mcp` with the DCT in `Authorization: DCT`
+//! on a session (2025-06-18), `mcp2026` the same call as MCP 2026-07-28
+//! sends it (no session: the revision's `_meta` and headers on each);
 //! `direct` sends the same call straight to an MCP server (the baseline that
 //! `mcp` is compared with); `grpc` sends `Authorize` to the gRPC front (and,
 //! with `--settle`, `Settle`). `--serve-upstream ADDR` runs instead a minimal,
@@ -43,8 +45,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 enum Mode {
     /// `delegateos/authorize` to `/rpc`.
     Authorize,
-    /// MCP `tools/call` (`echo`) through dgw's `/mcp`.
+    /// MCP `tools/call` (`echo`) through dgw's `/mcp`, on a session.
     Mcp,
+    /// MCP `tools/call` (`echo`) through dgw's `/mcp` as 2026-07-28
+    /// sends it: no session, the revision's `_meta` and headers on each.
+    Mcp2026,
     /// MCP `tools/call` (`echo`) straight to the MCP server at `--addr`.
     Direct,
     /// gRPC `Authorize` to the gRPC listener at `--addr`.
@@ -456,6 +461,15 @@ fn http_target(args: &Args, token: &str) -> Target {
     let (path, headers) = match args.mode {
         Mode::Authorize => ("/rpc", vec![]),
         Mode::Mcp => ("/mcp", vec![("authorization", format!("DCT {token}"))]),
+        Mode::Mcp2026 => (
+            "/mcp",
+            vec![
+                ("authorization", format!("DCT {token}")),
+                ("mcp-protocol-version", "2026-07-28".to_owned()),
+                ("mcp-method", "tools/call".to_owned()),
+                ("mcp-name", "echo".to_owned()),
+            ],
+        ),
         _ => ("/mcp", vec![]),
     };
     Target {
@@ -493,7 +507,16 @@ async fn http_client(
     let mut target = http_target(&args, &token);
     let body = match args.mode {
         Mode::Authorize => authorize_call(&args, &token),
-        // MCP, directly or through dgw (gRPC never gets here).
+        Mode::Mcp2026 => Bytes::from(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "echo", "arguments": {"text": args.resource},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "dgw-load", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {}}}})
+            .to_string(),
+        ),
+        // MCP on a session, directly or through dgw (gRPC never gets here).
         _ => {
             let session = mcp_session(&mut sender, &target).await?;
             target.headers.push(("mcp-session-id", session));

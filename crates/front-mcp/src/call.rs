@@ -288,6 +288,7 @@ impl McpProxy {
             })?;
             self.request_states
                 .take(state, holder, &tool.exposed)
+                .await
                 .map_err(|r| {
                     let mut e = call_denied(r.kind(), r.to_string());
                     e.data["tool"] = json!(tool.exposed);
@@ -305,7 +306,9 @@ impl McpProxy {
         if let (Some(holder), Reply::Result(r)) = (holder, &reply) {
             if r.get("resultType").and_then(Value::as_str) == Some("input_required") {
                 if let Some(state) = r.get("requestState").and_then(Value::as_str) {
-                    self.request_states.remember(state, holder, &tool.exposed);
+                    self.request_states
+                        .remember(state, holder, &tool.exposed)
+                        .await;
                 }
             }
         }

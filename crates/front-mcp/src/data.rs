@@ -18,10 +18,11 @@ use super::message::{Id, Reply};
 use super::proxy::{call_denied, invalid_params, upstream_error, Caller, McpProxy};
 use super::scrub;
 use super::upstream::Upstream;
+use dgw_core::caller::HolderDigest;
 use dgw_front_jsonrpc::{denial_error, RpcError, METHOD_NOT_FOUND};
 
 /// Who is asking for a list, as far as filtering goes.
-enum Viewer {
+pub(super) enum Viewer {
     /// No credential: only what open rules name.
     Nobody,
     /// A credential whose protocol cannot say what it grants: whatever a
@@ -32,7 +33,7 @@ enum Viewer {
 }
 
 impl Viewer {
-    fn sees(&self, policy: &DataPolicy, resource: &str) -> bool {
+    pub(super) fn sees(&self, policy: &DataPolicy, resource: &str) -> bool {
         match (self, policy) {
             (_, DataPolicy::Open) => true,
             (Viewer::Nobody, _) => false,
@@ -80,7 +81,11 @@ fn family_of(kind: DataKind) -> &'static str {
 impl McpProxy {
     /// The first ready upstream declaring `family`, as every method of it
     /// has been served.
-    fn family_upstream(&self, method: &str, family: &str) -> Result<Arc<Upstream>, RpcError> {
+    pub(super) fn family_upstream(
+        &self,
+        method: &str,
+        family: &str,
+    ) -> Result<Arc<Upstream>, RpcError> {
         self.upstreams()
             .iter()
             .find(|u| u.is_ready() && u.declares(family))
@@ -108,20 +113,7 @@ impl McpProxy {
             .ok_or_else(|| invalid_params("invalid_params", format!("{method} is not a list")))?;
         let upstream = self.family_upstream(method, family_of(shape.kind))?;
         let mut params = params.unwrap_or_default();
-        let in_params = self
-            .carried(caller.headers, &mut params)
-            .await
-            .map_err(|d| denial_error(&d))?;
-        let viewer = match self
-            .presented(caller, in_params)
-            .map_err(|d| denial_error(&d))?
-        {
-            None => Viewer::Nobody,
-            Some(found) => match self.standing(&found).await.map_err(|d| denial_error(&d))? {
-                None => Viewer::Unknown,
-                Some(caps) => Viewer::Granted(caps),
-            },
-        };
+        let (viewer, _) = self.viewer(caller, &mut params).await?;
         let reply = upstream
             .request(method, Some(params), cancel, None)
             .await
@@ -132,6 +124,31 @@ impl McpProxy {
         let rules = upstream.data_rules();
         filter_list(&mut result, method, &shape, &rules, &viewer);
         Ok(Reply::Result(result))
+    }
+
+    /// Who the caller is for filtering (its credential carried in
+    /// `params` taken out of them), and its credential's digest.
+    pub(super) async fn viewer(
+        &self,
+        caller: Caller<'_>,
+        params: &mut Map<String, Value>,
+    ) -> Result<(Viewer, Option<HolderDigest>), RpcError> {
+        let in_params = self
+            .carried(caller.headers, params)
+            .await
+            .map_err(|d| denial_error(&d))?;
+        let Some(found) = self
+            .presented(caller, in_params)
+            .map_err(|d| denial_error(&d))?
+        else {
+            return Ok((Viewer::Nobody, None));
+        };
+        let holder = found.credential.holder();
+        let viewer = match self.standing(&found).await.map_err(|d| denial_error(&d))? {
+            None => Viewer::Unknown,
+            Some(caps) => Viewer::Granted(caps),
+        };
+        Ok((viewer, Some(holder)))
     }
 
     /// `resources/read`, `prompts/get`: the resource (normalized, and

@@ -11,14 +11,16 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Request, StatusCode, Uri};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::auth::HttpCredentials;
 use super::conns::{Conns, Lease, SendError};
+use super::event_stream::EventStream;
 use super::link::{Backoff, Host, Pending, UpstreamError, MAX_MESSAGE_BYTES};
 use super::message::{Message, Reply};
 use super::relay;
-use super::upstream_era;
+use super::server_requests::Refusal;
+use super::upstream_era::{self, Era};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -36,14 +38,14 @@ pub struct HttpLink {
     protocol_version: RwLock<Option<HeaderValue>>,
     /// Never holds anything: answers on HTTP come back on their own POST.
     unsolicited: Pending,
-    /// Whether the upstream answers 2026-07-28 requests: not asked yet,
-    /// yes, no ([`upstream_era`]).
-    stateless: AtomicU8,
+    /// What the upstream speaks ([`Era`]), or [`NOT_PROBED`].
+    era: AtomicU8,
 }
 
-const NOT_ASKED: u8 = 0;
-const SPEAKS_STATELESS: u8 = 1;
-const SESSIONS_ONLY: u8 = 2;
+const NOT_PROBED: u8 = 0;
+const LEGACY: u8 = 1;
+const DUAL_ERA: u8 = 2;
+const MODERN_ONLY: u8 = 3;
 
 /// What came back for one POST, before it is read.
 enum Answer {
@@ -64,7 +66,7 @@ impl HttpLink {
             session: RwLock::new(None),
             protocol_version: RwLock::new(None),
             unsolicited: Pending::default(),
-            stateless: AtomicU8::new(NOT_ASKED),
+            era: AtomicU8::new(NOT_PROBED),
         }
     }
 
@@ -242,6 +244,13 @@ impl HttpLink {
             if is_rpc_error {
                 return Ok(Answer::Json(text));
             }
+            if self.era() == Some(Era::ModernOnly) {
+                // Not the revision's error: the upstream no longer speaks
+                // it (replaced, or it lied); probe again.
+                return Err(UpstreamError::EraChanged {
+                    upstream: up.name().to_owned(),
+                });
+            }
             let shown = String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned();
             return Err(no_answer(format!("HTTP {status}: {shown}")));
         }
@@ -276,9 +285,9 @@ impl HttpLink {
     }
 
     /// Sends request `id` presenting `presented` and waits up to `timeout`
-    /// for its answer: statelessly for a 2026-07-28 caller when the
-    /// upstream speaks that revision, else on the session
-    /// ([`upstream_era`]).
+    /// for its answer: statelessly when the upstream speaks 2026-07-28 and
+    /// the caller does, or when it speaks nothing else; else on the
+    /// session ([`upstream_era`]).
     pub async fn request(
         &self,
         up: &dyn Host,
@@ -287,8 +296,13 @@ impl HttpLink {
         timeout: Duration,
         presented: &HttpCredentials,
     ) -> Result<Reply, UpstreamError> {
-        if upstream_era::from_stateless_caller(message) && self.speaks_stateless(up, timeout).await
-        {
+        let from_stateless = upstream_era::from_stateless_caller(message);
+        let stateless = match self.era() {
+            Some(Era::ModernOnly) => true,
+            Some(Era::DualEra) => from_stateless,
+            Some(Era::Legacy) | None => false,
+        };
+        if stateless {
             let schema = match message {
                 Message::Request {
                     method,
@@ -301,48 +315,69 @@ impl HttpLink {
                 _ => None,
             };
             let (message, headers) = upstream_era::stateless_form(message, schema.as_ref());
-            return self
+            let reply = self
                 .exchange(up, id, &message, timeout, presented, Some(&headers))
-                .await;
+                .await?;
+            return Ok(if from_stateless {
+                reply
+            } else {
+                upstream_era::for_session_caller(up.name(), reply)
+            });
         }
         let message = upstream_era::session_form(message);
         self.exchange(up, id, &message, timeout, presented, None)
             .await
     }
 
-    /// Whether the upstream answers 2026-07-28 requests: asked once with
-    /// `server/discover` (an answer that is no `DiscoverResult` listing
-    /// the revision means no; no answer at all is asked again next time).
-    async fn speaks_stateless(&self, up: &dyn Host, timeout: Duration) -> bool {
-        match self.stateless.load(Ordering::Acquire) {
-            SPEAKS_STATELESS => return true,
-            SESSIONS_ONLY => return false,
-            _ => {}
+    /// What the upstream speaks, once probed.
+    pub fn era(&self) -> Option<Era> {
+        match self.era.load(Ordering::Acquire) {
+            LEGACY => Some(Era::Legacy),
+            DUAL_ERA => Some(Era::DualEra),
+            MODERN_ONLY => Some(Era::ModernOnly),
+            _ => None,
         }
+    }
+
+    /// Asks the upstream `server/discover`, the revision's own request,
+    /// with its envelope and headers (Versioning, "Backward Compatibility":
+    /// on HTTP a client "attempt[s] a modern request and inspect[s] the
+    /// body" of the error before falling back): its `DiscoverResult` when
+    /// it lists 2026-07-28; `None` for an error, a 4xx without one, an
+    /// answer that answers nothing or silence (the revision's stdio rule:
+    /// "fall back on any error that is not a recognized modern error").
+    /// An upstream that cannot be reached decides nothing (the handshake
+    /// fails and is tried again). Until [`Self::set_era`], requests go
+    /// as on a session.
+    pub async fn probe(
+        &self,
+        up: &dyn Host,
+        timeout: Duration,
+    ) -> Result<Option<Map<String, Value>>, UpstreamError> {
+        self.era.store(NOT_PROBED, Ordering::Release);
         let (probe, headers) = upstream_era::discover_probe(0);
         let presented = up.credentials();
-        let speaks = match self
+        match self
             .exchange(up, 0, &probe, timeout, &presented, Some(&headers))
             .await
         {
-            Ok(Reply::Result(r)) => upstream_era::discover_lists_stateless(&r),
-            Ok(Reply::Error(_)) => false,
-            Err(UpstreamError::NoAnswer { detail, .. }) if detail.starts_with("HTTP ") => false,
-            Err(e) => {
-                tracing::debug!(upstream = %up.name(), error = %e, "server/discover got no answer; asking again later");
-                return false;
+            Ok(Reply::Result(Value::Object(r))) => {
+                Ok(upstream_era::lists_stateless(&Value::Object(r.clone())).then_some(r))
             }
+            Ok(_) | Err(UpstreamError::NoAnswer { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What the handshake found the upstream speaks.
+    pub fn set_era(&self, up: &dyn Host, era: Era) {
+        tracing::info!(upstream = %up.name(), era = ?era, "what the upstream speaks, by server/discover and initialize");
+        let code = match era {
+            Era::Legacy => LEGACY,
+            Era::DualEra => DUAL_ERA,
+            Era::ModernOnly => MODERN_ONLY,
         };
-        tracing::info!(upstream = %up.name(), speaks, "whether the upstream speaks MCP 2026-07-28");
-        self.stateless.store(
-            if speaks {
-                SPEAKS_STATELESS
-            } else {
-                SESSIONS_ONLY
-            },
-            Ordering::Release,
-        );
-        speaks
+        self.era.store(code, Ordering::Release);
     }
 
     async fn exchange(
@@ -401,6 +436,65 @@ impl HttpLink {
         }
     }
 
+    /// `subscriptions/listen` (`message`, a 2026-07-28 caller's) on this
+    /// 2026-07-28 upstream: each notification on its stream goes to
+    /// `each` until the stream ends, with the upstream's answer (`None`
+    /// when it closed the stream without one). Only the opening of the
+    /// stream is bounded by `timeout`: a listen lasts as long as its
+    /// caller (the proxy bounds it).
+    pub async fn listen(
+        &self,
+        up: &dyn Host,
+        id: u64,
+        message: &Message,
+        presented: &HttpCredentials,
+        timeout: Duration,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> Result<Option<Reply>, UpstreamError> {
+        let no_answer = |detail: String| UpstreamError::NoAnswer {
+            upstream: up.name().to_owned(),
+            detail,
+        };
+        let (message, headers) = upstream_era::stateless_form(message, None);
+        let opened = tokio::time::timeout(
+            timeout,
+            self.answer(up, &message, presented, Some(&headers)),
+        )
+        .await
+        .map_err(|_| no_answer("no answer to subscriptions/listen in time".into()))??;
+        let answers = |item: &Value| {
+            item.get("id").and_then(Value::as_u64) == Some(id) && item.get("method").is_none()
+        };
+        let reply_of = |item: Value| match Message::parse(item, &[]) {
+            Ok(Message::Response { reply, .. }) => Some(reply),
+            _ => None,
+        };
+        match opened {
+            Answer::Json(bytes) => {
+                let item: Value = serde_json::from_slice(&bytes)
+                    .map_err(|e| no_answer(format!("the answer is not JSON: {e}")))?;
+                Ok(answers(&item).then(|| reply_of(item)).flatten())
+            }
+            Answer::Events(body) => {
+                let mut events = EventStream::new(body);
+                while let Some(data) = events.next().await.map_err(&no_answer)? {
+                    let Ok(item) = serde_json::from_str::<Value>(&data) else {
+                        continue;
+                    };
+                    if answers(&item) {
+                        return Ok(reply_of(item));
+                    }
+                    // Notifications only: a request on a listen stream is
+                    // not in the revision, and goes nowhere.
+                    if item.get("method").is_some() && item.get("id").is_none() {
+                        each(item);
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
     /// The reply when `item` answers request `id`; anything else the
     /// upstream sent along is for the request's caller ([`relay`]) or, if
     /// not about it, handled as unsolicited.
@@ -411,6 +505,13 @@ impl HttpLink {
             if let Ok(Message::Response { reply, .. }) = Message::parse(item, &[]) {
                 return Some(reply);
             }
+            return None;
+        }
+        if self.era() == Some(Era::ModernOnly) && item.get("id").is_some() {
+            // The revision's servers ask with input-required results;
+            // a request on the stream has nowhere to be answered.
+            let method = item.get("method").and_then(Value::as_str).unwrap_or("");
+            let _ = relay::refused_outright(up.name(), method, Refusal::Revision);
             return None;
         }
         // On this request's own stream: about the caller who sent it.
@@ -431,6 +532,12 @@ impl HttpLink {
     }
 
     pub async fn send(&self, up: &dyn Host, message: &Message) -> Result<(), UpstreamError> {
+        if self.era() == Some(Era::ModernOnly) {
+            // No session to carry it: in 2026-07-28 a request is cancelled
+            // by closing its stream (dropping the exchange does), and
+            // servers send no requests to answer.
+            return Ok(());
+        }
         let (status, _, body, _, lease) = self.post(up, message, &up.credentials(), None).await?;
         if read_limited(body).await.is_ok() {
             lease.done();
@@ -452,146 +559,4 @@ async fn read_limited(body: hyper::body::Incoming) -> Result<Bytes, String> {
         .await
         .map(|b| b.to_bytes())
         .map_err(|e| e.to_string())
-}
-
-/// The `data` of each server-sent event in a body.
-struct EventStream {
-    body: hyper::body::Incoming,
-    events: SseBuffer,
-}
-
-impl EventStream {
-    fn new(body: hyper::body::Incoming) -> Self {
-        Self {
-            body,
-            events: SseBuffer::default(),
-        }
-    }
-
-    /// The next event's data, `None` at the end of the stream.
-    async fn next(&mut self) -> Result<Option<String>, String> {
-        loop {
-            if let Some(data) = self.events.next_event() {
-                return Ok(Some(data));
-            }
-            match self.body.frame().await {
-                None => return Ok(None),
-                Some(Err(e)) => return Err(e.to_string()),
-                Some(Ok(frame)) => {
-                    if let Ok(chunk) = frame.into_data() {
-                        self.events.push(&chunk)?;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Server-sent event blocks split out of a byte stream in linear time: each
-/// byte is scanned for the blank line that ends a block once, however the
-/// stream is chunked, and consumed bytes are dropped once per chunk.
-#[derive(Default)]
-struct SseBuffer {
-    buf: Vec<u8>,
-    /// Where the unconsumed bytes begin.
-    start: usize,
-    /// Bytes before this (and after `start`) hold no block end.
-    scanned: usize,
-    /// Bytes examined in all, for the linearity test.
-    examined: u64,
-}
-
-impl SseBuffer {
-    /// Appends a chunk; refuses a block that grows past the message limit.
-    fn push(&mut self, chunk: &[u8]) -> Result<(), String> {
-        if self.start > 0 {
-            self.buf.drain(..self.start);
-            self.scanned -= self.start;
-            self.start = 0;
-        }
-        // CR never appears raw in JSON; dropping it makes CRLF and LF
-        // line ends alike.
-        self.buf.extend(chunk.iter().filter(|&&b| b != b'\r'));
-        if self.buf.len() > MAX_MESSAGE_BYTES {
-            return Err(format!("an event over {MAX_MESSAGE_BYTES} bytes"));
-        }
-        Ok(())
-    }
-
-    /// The data of the next complete event that has any.
-    fn next_event(&mut self) -> Option<String> {
-        loop {
-            // A block end may straddle the last scan's end by one byte.
-            let from = self.scanned.saturating_sub(1).max(self.start);
-            let window = &self.buf[from..];
-            let found = window.windows(2).position(|w| w == b"\n\n");
-            self.examined += found.map_or(window.len(), |i| i + 2) as u64;
-            let Some(i) = found else {
-                self.scanned = self.buf.len();
-                return None;
-            };
-            let end = from + i + 2;
-            let data = event_data(&self.buf[self.start..end]);
-            self.start = end;
-            self.scanned = end;
-            if !data.is_empty() {
-                return Some(data);
-            }
-        }
-    }
-}
-
-/// The `data:` lines of one event block, joined by newlines.
-fn event_data(block: &[u8]) -> String {
-    let text = String::from_utf8_lossy(block);
-    let mut data = Vec::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("data:") {
-            data.push(rest.strip_prefix(' ').unwrap_or(rest));
-        }
-    }
-    data.join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{event_data, SseBuffer};
-
-    /// However a stream is chunked, every event comes out once, and every
-    /// byte is examined a bounded number of times (the old parser rescanned
-    /// the whole buffer per chunk: 4 MB in 1-byte chunks cost 1.4 CPU-s).
-    #[test]
-    fn events_split_across_chunks_are_parsed_in_linear_time() {
-        let one = "event: message\r\ndata: {\"n\":1}\r\n\r\n";
-        let stream: String = one.repeat(500) + &format!("data: {}\n\n", "x".repeat(50_000));
-        for chunk_size in [1, 7, 64, 4096] {
-            let mut sse = SseBuffer::default();
-            let mut events = Vec::new();
-            for chunk in stream.as_bytes().chunks(chunk_size) {
-                sse.push(chunk).unwrap();
-                while let Some(e) = sse.next_event() {
-                    events.push(e);
-                }
-            }
-            assert_eq!(events.len(), 501, "chunks of {chunk_size}");
-            assert_eq!(events[0], "{\"n\":1}");
-            assert_eq!(events[500].len(), 50_000);
-            assert!(
-                sse.examined <= 3 * stream.len() as u64,
-                "{} bytes examined for {} (chunks of {chunk_size})",
-                sse.examined,
-                stream.len()
-            );
-        }
-    }
-
-    #[test]
-    fn event_data_joins_data_lines_and_skips_the_rest() {
-        assert_eq!(
-            event_data(b"event: message\nid: 1\ndata: {\"a\":1}\n\n"),
-            "{\"a\":1}"
-        );
-        assert_eq!(event_data(b"data:x\ndata: y\n\n"), "x\ny");
-        assert_eq!(event_data(b": comment\nretry: 5\n\n"), "");
-    }
 }

@@ -64,6 +64,10 @@ pub enum UpstreamError {
     /// The upstream forgot our HTTP session; the request was not processed.
     #[error("upstream {upstream:?} ended our session")]
     SessionExpired { upstream: String },
+    /// An upstream that said it speaks only 2026-07-28 refused a request of
+    /// that revision without the revision's error; it was not processed.
+    #[error("upstream {upstream:?} no longer answers as a server of MCP 2026-07-28")]
+    EraChanged { upstream: String },
 }
 
 impl UpstreamError {

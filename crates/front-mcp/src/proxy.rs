@@ -262,6 +262,8 @@ pub struct McpProxy {
     trust: AtomicU64,
     /// The `requestState`s of input-required answers passed out.
     pub(super) request_states: super::request_state::RequestStates,
+    /// The `subscriptions/listen` streams open.
+    pub(super) listens: Arc<super::listen::Listens>,
 }
 
 pub(super) fn invalid_params(kind: &str, message: impl Into<String>) -> RpcError {
@@ -339,7 +341,14 @@ impl McpProxy {
             catalog: RwLock::new(Arc::default()),
             trust: AtomicU64::new(0),
             request_states: Default::default(),
+            listens: Default::default(),
         }
+    }
+
+    /// Keeps the `requestState`s passed out in `records`, which every
+    /// replica sharing them reads (decision 452).
+    pub fn share_request_states(&mut self, records: Arc<dyn dgw_core::state::RecordStore>) {
+        self.request_states = super::request_state::RequestStates::shared(records);
     }
 
     /// A reload replaced what credentials are trusted under: every open

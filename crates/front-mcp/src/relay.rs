@@ -111,6 +111,17 @@ impl Relay {
         }
     }
 
+    /// Queues a notification from `upstream` for the caller (dropped,
+    /// counted, when its queue is full).
+    pub fn pass(&self, upstream: &str, message: Value) {
+        self.notify(upstream, message);
+    }
+
+    /// Resolves once the caller's stream is gone.
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
+
     /// Sends `asked` to the caller under an ID of dgw's and waits for its
     /// answer (bounded by the upstream's timeout, which covers the call).
     async fn ask(
@@ -248,8 +259,14 @@ async fn ask(
 /// An upstream's request that dgw cannot attribute to one caller (a
 /// shared stdio upstream's), refused and counted.
 pub fn unattributable(upstream: &str, method: &str) -> Reply {
+    refused_outright(upstream, method, Refusal::Unattributable)
+}
+
+/// An upstream's request refused for `refusal` before any caller is asked,
+/// counted.
+pub fn refused_outright(upstream: &str, method: &str, refusal: Refusal) -> Reply {
     let (label, refusal) = match Asked::of(method) {
-        Some(a) => (a.method(), Refusal::Unattributable),
+        Some(a) => (a.method(), refusal),
         None => ("other", Refusal::Unknown),
     };
     telemetry::record_mcp_server_request(upstream, label, refusal.kind());

@@ -7,13 +7,21 @@
 //! with a state dgw never passed out (forged), already used (replayed),
 //! expired, or passed out to another credential or tool is refused. The
 //! state itself passes through untouched: only the upstream reads it.
+//! Replicas sharing a state backend share the table ([`Shared`]), so a
+//! retry may reach any of them (decision 452).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use blake2::{Blake2b, Digest};
 use dgw_core::caller::HolderDigest;
+use dgw_core::state::{Capped, RecordStore};
+use serde_json::{json, Value};
+
+/// The record space of the shared table.
+const SPACE: &str = "mcp_request_states";
 
 /// Most states remembered at once; past it the one expiring soonest is
 /// forgotten (its retry is then refused, never charged twice).
@@ -39,6 +47,8 @@ pub enum StateRefusal {
     OtherCredential,
     #[error("this requestState was passed out for another tool")]
     OtherTool,
+    #[error("the state backend that keeps passed-out requestStates did not answer: try again")]
+    Unavailable,
 }
 
 impl StateRefusal {
@@ -47,14 +57,17 @@ impl StateRefusal {
             StateRefusal::Unknown => "request_state_unknown",
             StateRefusal::OtherCredential => "request_state_credential_mismatch",
             StateRefusal::OtherTool => "request_state_tool_mismatch",
+            StateRefusal::Unavailable => "request_state_unavailable",
         }
     }
 }
 
-/// The states passed out and not yet used.
+/// The states passed out and not yet used: this replica's own table, or
+/// the one replicas share.
 #[derive(Default)]
 pub struct RequestStates {
     states: Mutex<HashMap<Key, Entry>>,
+    shared: Option<Shared>,
 }
 
 fn key(state: &str) -> Key {
@@ -64,9 +77,37 @@ fn key(state: &str) -> Key {
 }
 
 impl RequestStates {
+    /// A table kept in `records`, which every replica sharing them reads.
+    pub fn shared(records: Arc<dyn RecordStore>) -> Self {
+        Self {
+            shared: Some(Shared {
+                records,
+                remembered: AtomicU64::new(0),
+            }),
+            ..Self::default()
+        }
+    }
+
     /// Remembers `state`, passed out on `holder`'s call of `tool`.
-    pub fn remember(&self, state: &str, holder: HolderDigest, tool: &str) {
-        self.remember_at(state, holder, tool, Instant::now());
+    pub async fn remember(&self, state: &str, holder: HolderDigest, tool: &str) {
+        match &self.shared {
+            Some(shared) => shared.remember(&key(state), holder, tool).await,
+            None => self.remember_at(state, holder, tool, Instant::now()),
+        }
+    }
+
+    /// Takes `state` for `holder`'s retry of `tool`: used up when it
+    /// matches; left for its own holder when it does not.
+    pub async fn take(
+        &self,
+        state: &str,
+        holder: &HolderDigest,
+        tool: &str,
+    ) -> Result<(), StateRefusal> {
+        match &self.shared {
+            Some(shared) => shared.take(&key(state), holder, tool).await,
+            None => self.take_at(state, holder, tool, Instant::now()),
+        }
     }
 
     fn remember_at(&self, state: &str, holder: HolderDigest, tool: &str, now: Instant) {
@@ -91,12 +132,6 @@ impl RequestStates {
                 expires: now + STATE_TTL,
             },
         );
-    }
-
-    /// Takes `state` for `holder`'s retry of `tool`: used up when it
-    /// matches; left for its own holder when it does not.
-    pub fn take(&self, state: &str, holder: &HolderDigest, tool: &str) -> Result<(), StateRefusal> {
-        self.take_at(state, holder, tool, Instant::now())
     }
 
     fn take_at(
@@ -128,6 +163,121 @@ impl RequestStates {
     }
 }
 
+/// The table in the state backend: one record per state, under the hex
+/// of its digest, holding the credential's digest, the tool and when it
+/// expires (Unix ms). At most [`MAX_STATES`] (the backend's atomic cap);
+/// full, the expired go first, then the one expiring soonest.
+struct Shared {
+    records: Arc<dyn RecordStore>,
+    /// States remembered, so every so often one also sweeps.
+    remembered: AtomicU64,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A record's expiry, when it is one of ours.
+fn expires_of(record: &Value) -> Option<u64> {
+    record.get("expiresMs").and_then(Value::as_u64)
+}
+
+impl Shared {
+    async fn remember(&self, key: &Key, holder: HolderDigest, tool: &str) {
+        let id = hex::encode(key);
+        let record = json!({
+            "holder": hex::encode(holder.0),
+            "tool": tool,
+            "expiresMs": unix_ms() + STATE_TTL.as_millis() as u64,
+        });
+        let sweep = self.remembered.fetch_add(1, Ordering::Relaxed) % 64 == 63;
+        for attempt in 0..3 {
+            if sweep || attempt > 0 {
+                self.make_room(attempt > 1).await;
+            }
+            match self
+                .records
+                .insert_capped(SPACE, &id, &record, MAX_STATES)
+                .await
+            {
+                Ok(Capped::Inserted | Capped::Taken) => return,
+                Ok(Capped::Full) => continue,
+                Err(e) => {
+                    // Its retry is then refused as unknown: charged again
+                    // as a new call, never free.
+                    tracing::warn!(error = %e, "could not keep a requestState passed out");
+                    return;
+                }
+            }
+        }
+        tracing::warn!("the shared requestState table stayed full; one was not kept");
+    }
+
+    /// Forgets the expired states; with `evict`, also the one expiring
+    /// soonest.
+    async fn make_room(&self, evict: bool) {
+        let Ok(all) = self.records.scan(SPACE).await else {
+            return;
+        };
+        let now = unix_ms();
+        let mut soonest: Option<(u64, &str)> = None;
+        for (id, record) in &all {
+            match expires_of(record) {
+                Some(at) if at > now => {
+                    if soonest.is_none_or(|(s, _)| at < s) {
+                        soonest = Some((at, id));
+                    }
+                }
+                _ => {
+                    let _ = self.records.remove(SPACE, id).await;
+                }
+            }
+        }
+        if let (true, Some((_, id))) = (evict, soonest) {
+            let _ = self.records.remove(SPACE, id).await;
+        }
+    }
+
+    async fn take(&self, key: &Key, holder: &HolderDigest, tool: &str) -> Result<(), StateRefusal> {
+        let id = hex::encode(key);
+        let unavailable = |e: dgw_core::state::StorageError| {
+            tracing::warn!(error = %e, "could not read the shared requestState table");
+            StateRefusal::Unavailable
+        };
+        let record = self
+            .records
+            .get(SPACE, &id)
+            .await
+            .map_err(unavailable)?
+            .ok_or(StateRefusal::Unknown)?;
+        if expires_of(&record).is_none_or(|at| at <= unix_ms()) {
+            let _ = self.records.remove(SPACE, &id).await;
+            return Err(StateRefusal::Unknown);
+        }
+        let bound = record
+            .get("holder")
+            .and_then(Value::as_str)
+            .and_then(|h| hex::decode(h).ok())
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .map(HolderDigest);
+        if !bound.is_some_and(|b| b.matches(holder)) {
+            return Err(StateRefusal::OtherCredential);
+        }
+        if record.get("tool").and_then(Value::as_str) != Some(tool) {
+            return Err(StateRefusal::OtherTool);
+        }
+        // Only one retry removes it: a replay racing on another replica
+        // finds it gone.
+        if self.records.remove(SPACE, &id).await.map_err(unavailable)? {
+            Ok(())
+        } else {
+            Err(StateRefusal::Unknown)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,21 +289,24 @@ mod tests {
     #[test]
     fn a_state_is_taken_once_by_its_own_credential_and_tool() {
         let s = RequestStates::default();
-        s.remember("st", holder("a"), "t");
+        s.remember_at("st", holder("a"), "t", Instant::now());
         assert_eq!(
-            s.take("forged", &holder("a"), "t"),
+            s.take_at("forged", &holder("a"), "t", Instant::now()),
             Err(StateRefusal::Unknown)
         );
         assert_eq!(
-            s.take("st", &holder("b"), "t"),
+            s.take_at("st", &holder("b"), "t", Instant::now()),
             Err(StateRefusal::OtherCredential)
         );
         assert_eq!(
-            s.take("st", &holder("a"), "u"),
+            s.take_at("st", &holder("a"), "u", Instant::now()),
             Err(StateRefusal::OtherTool)
         );
-        assert_eq!(s.take("st", &holder("a"), "t"), Ok(()));
-        assert_eq!(s.take("st", &holder("a"), "t"), Err(StateRefusal::Unknown));
+        assert_eq!(s.take_at("st", &holder("a"), "t", Instant::now()), Ok(()));
+        assert_eq!(
+            s.take_at("st", &holder("a"), "t", Instant::now()),
+            Err(StateRefusal::Unknown)
+        );
     }
 
     #[test]

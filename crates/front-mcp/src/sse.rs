@@ -130,10 +130,21 @@ where
             if !writer.wanted() {
                 return;
             }
+            // A caller that goes away is noticed at once, not at the
+            // next write: the work's relay closes with this task (a
+            // listen then stops).
+            let live = writer.live.clone();
+            let gone = async {
+                match &live {
+                    Some(tx) => tx.closed().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 Some(m) = relayed.recv() => writer.write(&m).await,
                 out = &mut finished => break out,
+                () = gone => writer.live = None,
             }
         };
         while let Ok(m) = relayed.try_recv() {

@@ -24,15 +24,13 @@ pub fn all_versions() -> Vec<&'static str> {
 }
 
 /// Methods the session revisions had and this one removed (changelog,
-/// major changes 1, 2, 4 and 5), and its `subscriptions/listen`, which
-/// dgw does not relay yet: answered `404` with -32601.
+/// major changes 1, 2, 4 and 5): answered `404` with -32601.
 const NOT_SERVED: &[&str] = &[
     "initialize",
     "ping",
     "logging/setLevel",
     "resources/subscribe",
     "resources/unsubscribe",
-    "subscriptions/listen",
 ];
 
 /// Results the revision makes cacheable (`CacheableResult`).
@@ -71,6 +69,11 @@ impl McpProxy {
         }
         let mut answer = if method == "server/discover" {
             json!({"jsonrpc": "2.0", "id": id, "result": self.discover()})
+        } else if method == "subscriptions/listen" {
+            match self.listen(caller, &id, params).await {
+                Ok(reply) => Message::Response { id, reply }.to_value(),
+                Err(e) => e.response(id),
+            }
         } else {
             if method == "tools/call" {
                 if let Err(refused) = self.check_mirrored(caller, params.as_ref()).await {

@@ -21,6 +21,7 @@ use super::secret::{Redactor, Secret};
 pub use super::server_requests::ServerRequestPolicy;
 use super::stdio_link::StdioLink;
 use super::tools::ToolRules;
+use super::upstream_era::Era;
 
 /// The protocol version the gateway asks its upstreams for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -347,16 +348,17 @@ impl Upstream {
             params,
         };
         match self.send_request(&mut message, cancel, &presented).await {
-            Err(UpstreamError::SessionExpired { .. }) => {
-                tracing::info!(upstream = %self.name, "upstream session expired; initializing again");
+            Err(e @ (UpstreamError::SessionExpired { .. } | UpstreamError::EraChanged { .. })) => {
+                tracing::info!(upstream = %self.name, why = %e, "initializing the upstream again");
                 self.set_ready(false);
                 let renewed = self.handshake().await;
                 self.set_ready(renewed.is_ok());
                 renewed?;
                 match self.send_request(&mut message, cancel, &presented).await {
-                    Err(UpstreamError::SessionExpired { .. }) => {
-                        Err(self.unavailable("session expired again right after initializing"))
-                    }
+                    Err(
+                        e @ (UpstreamError::SessionExpired { .. }
+                        | UpstreamError::EraChanged { .. }),
+                    ) => Err(self.unavailable(format!("right after initializing again: {e}"))),
                     other => other,
                 }
             }
@@ -423,6 +425,52 @@ impl Upstream {
             .await
     }
 
+    /// Whether `subscriptions/listen` can be relayed to it: an HTTP
+    /// upstream that speaks 2026-07-28.
+    pub fn listens(&self) -> bool {
+        matches!(&self.link, Link::Http(h)
+            if matches!(h.era(), Some(Era::DualEra | Era::ModernOnly)))
+    }
+
+    /// Relays a 2026-07-28 `subscriptions/listen` (`params` with the
+    /// caller's `_meta`), each notification on its stream, redacted, to
+    /// `each`, until the stream ends: the upstream's answer, if any.
+    pub async fn listen(
+        &self,
+        params: Map<String, Value>,
+        each: &mut (dyn FnMut(Value) + Send),
+    ) -> Result<Option<Reply>, UpstreamError> {
+        let Link::Http(h) = &self.link else {
+            return Err(self.unavailable("it is not reached over HTTP"));
+        };
+        if !self.is_ready() {
+            return Err(self.unavailable("not initialized (starting, or restarting)"));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = Message::Request {
+            id: json!(id),
+            method: "subscriptions/listen".into(),
+            params: Some(params),
+        };
+        let redactor = self.redactor();
+        let mut redacted = |mut v: Value| {
+            redactor.json(&mut v);
+            each(v)
+        };
+        let presented = self.credentials();
+        h.listen(
+            self,
+            id,
+            &message,
+            &presented,
+            self.timeout(),
+            &mut redacted,
+        )
+        .await
+        .map(|r| r.map(|r| self.redact_reply(r)))
+        .map_err(|e| self.redact_error(e))
+    }
+
     /// Sends a notification or a response.
     pub async fn notify(&self, message: Message) -> Result<(), UpstreamError> {
         match &self.link {
@@ -431,8 +479,16 @@ impl Upstream {
         }
     }
 
-    /// `initialize`, `notifications/initialized`, then the tool list.
+    /// `initialize`, `notifications/initialized`, then the tool list; an
+    /// HTTP upstream is first asked `server/discover`, and one that lists
+    /// 2026-07-28 there and refuses `initialize` speaks only 2026-07-28:
+    /// its `DiscoverResult` stands for the `initialize` result
+    /// ([`super::upstream_era`]).
     async fn initialize_over_link(&self) -> Result<(), UpstreamError> {
+        let discovered = match &self.link {
+            Link::Http(h) => h.probe(self, self.timeout()).await?,
+            Link::Stdio(_) => None,
+        };
         // Only what dgw can deliver: what policy lets the upstream ask of
         // callers, over HTTP, where a request is attributed to its caller
         // by the stream it comes on; nothing to a shared stdio upstream.
@@ -447,13 +503,35 @@ impl Upstream {
         });
         let reply = self
             .send_new("initialize", params.as_object().cloned())
-            .await?;
-        let result = match reply {
-            Reply::Result(Value::Object(r)) => r,
-            Reply::Result(other) => {
+            .await;
+        let result = match (reply, discovered) {
+            (Ok(Reply::Result(Value::Object(r))), discovered) => {
+                if let Link::Http(h) = &self.link {
+                    let era = match discovered {
+                        Some(_) => Era::DualEra,
+                        None => Era::Legacy,
+                    };
+                    h.set_era(self, era);
+                }
+                r
+            }
+            // A 2026-07-28 server that refuses `initialize` (an error, or
+            // a 4xx): it speaks nothing else.
+            (Ok(Reply::Error(_)) | Err(UpstreamError::NoAnswer { .. }), Some(discovered)) => {
+                if let Link::Http(h) = &self.link {
+                    h.set_era(self, Era::ModernOnly);
+                }
+                *self.init.write().unwrap_or_else(|p| p.into_inner()) = Some(discovered);
+                self.list_tools_now().await?;
+                return Ok(());
+            }
+            (Ok(Reply::Result(other)), _) => {
                 return Err(self.unavailable(format!("initialize answered {other}")))
             }
-            Reply::Error(e) => return Err(self.unavailable(format!("initialize failed: {e}"))),
+            (Ok(Reply::Error(e)), None) => {
+                return Err(self.unavailable(format!("initialize failed: {e}")))
+            }
+            (Err(e), _) => return Err(e),
         };
         let version = result
             .get("protocolVersion")

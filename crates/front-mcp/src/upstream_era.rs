@@ -1,11 +1,17 @@
-//! Which revision dgw speaks to an upstream for one request. dgw keeps its
-//! session with every upstream (2025-11-25) for callers on the session
-//! revisions; a 2026-07-28 caller's request goes to an HTTP upstream
-//! statelessly when that upstream answers `server/discover` with
-//! 2026-07-28 among its versions (asked once, on the first such request),
-//! carrying the caller's declared capabilities, so an upstream may answer
-//! it with an input-required result the caller fulfils. Otherwise the
-//! request goes on the session, without this hop's reserved `_meta`.
+//! Which revision dgw speaks to an upstream for one request. Before it
+//! initializes an HTTP upstream, dgw asks it `server/discover` (a
+//! 2026-07-28 request, the revision's own way to tell the eras apart):
+//! an upstream listing 2026-07-28 and a session revision is dual-era, one
+//! listing only 2026-07-28 speaks nothing else, anything else speaks only
+//! the session revisions ([`Era`]). A session is opened with every upstream
+//! but a 2026-07-28-only one, for callers on the session revisions; a
+//! 2026-07-28 caller's request goes statelessly to an upstream that speaks
+//! that revision, carrying the caller's declared capabilities, so an
+//! upstream may answer it with an input-required result the caller
+//! fulfils; to a 2026-07-28-only upstream every request goes statelessly,
+//! a session caller's declaring no capabilities (it cannot fulfil an
+//! input-required result). Otherwise the request goes on the session,
+//! without this hop's reserved `_meta`.
 
 use std::borrow::Cow;
 
@@ -13,7 +19,7 @@ use base64::Engine;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
 
-use super::message::Message;
+use super::message::{Message, Reply};
 use super::stateless::{
     mirrored_params, strip_reserved_meta, META_CLIENT_CAPABILITIES, META_CLIENT_INFO,
     META_PROTOCOL_VERSION, STATELESS_VERSIONS,
@@ -69,12 +75,47 @@ pub fn discover_probe(id: u64) -> (Message, HeaderMap) {
     (message, headers)
 }
 
-/// Whether a `server/discover` result lists the revision dgw speaks.
-pub fn discover_lists_stateless(result: &Value) -> bool {
+/// What an upstream speaks: its answer to `server/discover`, then to
+/// `initialize` (a dual-era server may list only 2026-07-28 in its
+/// `DiscoverResult`, the SDK's strict modern handler behind a router
+/// does: only `initialize` tells it from a 2026-07-28-only one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// Only the session revisions: initialized, spoken to on the session.
+    Legacy,
+    /// Both: a session for session callers, 2026-07-28 for 2026-07-28
+    /// callers.
+    DualEra,
+    /// Only 2026-07-28 (it refused `initialize`): no session; every
+    /// request goes statelessly.
+    ModernOnly,
+}
+
+/// Whether a `server/discover` result lists 2026-07-28 (as a string in
+/// `supportedVersions`; nothing else counts).
+pub fn lists_stateless(result: &Value) -> bool {
     result
         .get("supportedVersions")
         .and_then(Value::as_array)
         .is_some_and(|v| v.iter().any(|v| v == UPSTREAM_STATELESS_VERSION))
+}
+
+/// A 2026-07-28-only upstream's answer as a session caller may get it: an
+/// input-required result (which a session revision has no way to carry,
+/// and which the upstream should not give, dgw having declared no
+/// capabilities for the caller) becomes a typed error.
+pub fn for_session_caller(upstream: &str, reply: Reply) -> Reply {
+    let input_required = matches!(&reply, Reply::Result(r)
+        if r.get("resultType").and_then(Value::as_str) == Some("input_required"));
+    if !input_required {
+        return reply;
+    }
+    tracing::info!(%upstream, "a 2026-07-28 upstream asked a session caller for input; refused");
+    Reply::Error(json!({
+        "code": -32603,
+        "message": format!("upstream {upstream:?} answered with an input-required result, which the caller's protocol revision cannot carry (it speaks only 2026-07-28; dgw declared no client capabilities for this caller)"),
+        "data": {"type": "input_required_not_in_revision", "upstream": upstream},
+    }))
 }
 
 /// `params` with dgw's envelope: the version, dgw as the client, and the
@@ -218,6 +259,40 @@ mod tests {
         assert_eq!(headers["mcp-name"], "=?base64?aMOpbGxv?=");
         assert_eq!(headers["mcp-param-region"], "us-west1");
         assert_eq!(headers["mcp-protocol-version"], "2026-07-28");
+    }
+
+    /// Only a result listing 2026-07-28 as a string makes an upstream a
+    /// 2026-07-28 one (whose requests must then work, or it never becomes
+    /// ready).
+    #[test]
+    fn only_a_discover_result_listing_the_revision_counts() {
+        assert!(lists_stateless(
+            &json!({"supportedVersions": ["2026-07-28"]})
+        ));
+        assert!(lists_stateless(
+            &json!({"supportedVersions": ["2025-11-25", "2026-07-28"]})
+        ));
+        for liar in [
+            json!({"supportedVersions": "2026-07-28"}),
+            json!({"supportedVersions": [["2026-07-28"]]}),
+            json!({"supportedVersions": ["2026-07-29", "2025-11-25"]}),
+            json!({"versions": ["2026-07-28"]}),
+            json!(["2026-07-28"]),
+            json!(null),
+        ] {
+            assert!(!lists_stateless(&liar), "{liar}");
+        }
+    }
+
+    #[test]
+    fn an_input_required_result_never_reaches_a_session_caller() {
+        let asked = Reply::Result(json!({"resultType": "input_required", "inputRequests": {}}));
+        let Reply::Error(e) = for_session_caller("up", asked) else {
+            panic!()
+        };
+        assert_eq!(e["data"]["type"], "input_required_not_in_revision");
+        let done = Reply::Result(json!({"resultType": "complete", "content": []}));
+        assert!(matches!(for_session_caller("up", done), Reply::Result(_)));
     }
 
     #[test]
