@@ -526,6 +526,30 @@ fn a_rust_client_over_dgw_mcp_stdio() {
     let status = c.child.wait().unwrap();
     assert!(status.success());
     assert_eq!(files.upstream_calls().len(), 1);
+    // Its decisions name the MCP front and a request ID each, as over HTTP.
+    let log = files.dir.join("data/audit");
+    let exported = run(&["audit", "export", log.to_str().unwrap()]);
+    let decisions: Vec<(Value, Value, bool)> = stdout(&exported)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["event"].clone())
+        .filter(|e| e["event"] == "decision")
+        .map(|e| {
+            (
+                e["front"].clone(),
+                e["tool"].clone(),
+                e["requestId"].is_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            (json!("mcp"), json!("read_text_file"), true),
+            (json!("mcp"), json!("read_text_file"), true)
+        ],
+        "{}",
+        stdout(&exported)
+    );
 }
 
 /// A child process killed when dropped, so a failing test leaves none behind

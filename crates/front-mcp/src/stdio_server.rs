@@ -111,6 +111,9 @@ pub async fn serve(
                 let _ = tx.send(a).await;
             }
         };
+        // Each line is a request of its own: it gets an ID, and its
+        // decisions name this front, as over HTTP.
+        let work = dgw_core::request_id::scope(dgw_core::request_id::new(), "mcp", work);
         if is_initialize {
             work.await;
         } else {
