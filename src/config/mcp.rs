@@ -327,21 +327,11 @@ fn data_rules(
             }
             DataPolicy::Open
         } else {
-            let capability = r.capability.ok_or_else(|| {
-                check.invalid(
-                    &key("capability"),
-                    "is required unless the rule is `open = true`".into(),
-                )
-            })?;
-            let (namespace, action) = split_capability(&capability).ok_or_else(|| {
-                check.invalid(
-                    &key("capability"),
-                    format!("{capability:?} must be NAMESPACE:ACTION, both concrete"),
-                )
-            })?;
+            let (namespace, action) =
+                required_capability(check, &key("capability"), r.capability, "rule")?;
             DataPolicy::Enforced {
-                namespace: namespace.to_owned(),
-                action: action.to_owned(),
+                namespace,
+                action,
                 cost_microcents: r.cost_microcents.unwrap_or(0),
             }
         };
@@ -583,18 +573,8 @@ pub(super) fn parse_upstreams(
                 }
                 ToolPolicy::Open
             } else {
-                let capability = t.capability.ok_or_else(|| {
-                    check.invalid(
-                        &key("capability"),
-                        "is required unless the tool is `open = true`".into(),
-                    )
-                })?;
-                let (namespace, action) = split_capability(&capability).ok_or_else(|| {
-                    check.invalid(
-                        &key("capability"),
-                        format!("{capability:?} must be NAMESPACE:ACTION, both concrete"),
-                    )
-                })?;
+                let (namespace, action) =
+                    required_capability(check, &key("capability"), t.capability, "tool")?;
                 let resource = match (t.resource, t.fixed_resource) {
                     (Some(p), None) => {
                         let pointers = match p {
@@ -624,8 +604,8 @@ pub(super) fn parse_upstreams(
                     ));
                 }
                 ToolPolicy::Enforced {
-                    namespace: namespace.to_owned(),
-                    action: action.to_owned(),
+                    namespace,
+                    action,
                     resource,
                     cost_microcents: t.cost_microcents.unwrap_or(0),
                     resolve_path: t.resolve_path,
@@ -648,4 +628,27 @@ pub(super) fn parse_upstreams(
         });
     }
     Ok(out)
+}
+
+/// An enforced `what`'s (a tool's, a data rule's) `capability` at `key`:
+/// required unless it is open, and a concrete `NAMESPACE:ACTION`.
+fn required_capability(
+    check: &Check<'_>,
+    key: &str,
+    capability: Option<String>,
+    what: &str,
+) -> Result<(String, String), ConfigError> {
+    let capability = capability.ok_or_else(|| {
+        check.invalid(
+            key,
+            format!("is required unless the {what} is `open = true`"),
+        )
+    })?;
+    let (namespace, action) = split_capability(&capability).ok_or_else(|| {
+        check.invalid(
+            key,
+            format!("{capability:?} must be NAMESPACE:ACTION, both concrete"),
+        )
+    })?;
+    Ok((namespace.to_owned(), action.to_owned()))
 }
